@@ -1,0 +1,80 @@
+//! Crash-safe file writes: temp file, fsync, rename, fsync of the directory.
+//!
+//! Every file the agent writes goes through [`atomic_write`], so that a power cut at any
+//! instant leaves either the old or the new content, never a torn file.
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Writes `data` to `path` atomically with the given permission bits (e.g. 0o600).
+pub fn atomic_write(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    let dir = parent_dir(path);
+    fs::create_dir_all(&dir)?;
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The mode passed to open is filtered by the umask; set it exactly.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        fsync_dir(&dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Renames `from` over `to` and makes the rename durable.
+pub fn durable_rename(from: &Path, to: &Path) -> io::Result<()> {
+    fs::rename(from, to)?;
+    fsync_dir(&parent_dir(to))
+}
+
+/// fsyncs a directory so that a rename or create inside it survives a power cut.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The temp name used next to `path` (same directory, so rename is atomic).
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent_dir(path).join(format!(".{name}.tmp.{}", std::process::id()))
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_content_and_mode_and_leaves_no_temp() {
+        let dir = std::env::temp_dir().join(format!("svc-fsutil-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let p = dir.join("sub/creds.json");
+        atomic_write(&p, b"one", 0o600).unwrap();
+        atomic_write(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 1, "temp file left behind");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
