@@ -5,3 +5,4 @@ pub mod fsutil;
 #[macro_use]
 pub mod logging;
 pub mod paths;
+pub mod update;

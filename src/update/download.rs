@@ -1,0 +1,681 @@
+//! Streamed, resumable downloads into `cache/<name>-<version>.part`.
+//!
+//! - Bytes go from the socket (or a `file://` source) to the `.part` file in 64 KiB chunks and
+//!   through sha256 on the way; the file is never held in memory.
+//! - A sidecar `<part>.json` keeps the URL, the expected sha256 and the server's validator
+//!   (ETag or Last-Modified). A later attempt, in this process or after a restart, resumes
+//!   with `Range: bytes=<part length>-` and `If-Range: <validator>`; a `200` reply means the
+//!   file changed or ranges are unsupported, and the download restarts from zero.
+//! - Limits: the announced size (abort when exceeded), free space (statvfs) before starting,
+//!   a per-request deadline, and a bounded number of attempts that made no progress.
+//! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::{crash_point, io_err, Artifact, UpdateError, SUB};
+use crate::paths::Paths;
+
+const CHUNK: usize = 64 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct DownloadOptions {
+    /// Deadline of one HTTP request, body included (minreq's timeout is per request, in
+    /// whole seconds). A long download spans several requests; each resumes where the last
+    /// one stopped.
+    pub request_timeout: Duration,
+    /// Attempts in a row that added less than `min_progress` bytes before giving up.
+    pub max_attempts: u32,
+    pub min_progress: u64,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// At most one progress line per interval.
+    pub progress_interval: Duration,
+    /// Cap when neither the app nor the server announces a size (pinned URLs).
+    pub max_unannounced_size: u64,
+    /// Free space to leave in the cache file system.
+    pub free_space_margin: u64,
+}
+
+impl Default for DownloadOptions {
+    fn default() -> Self {
+        DownloadOptions {
+            request_timeout: Duration::from_secs(300),
+            max_attempts: 5,
+            min_progress: 64 * 1024,
+            backoff_initial: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(60),
+            progress_interval: Duration::from_secs(5),
+            max_unannounced_size: 1024 * 1024 * 1024,
+            free_space_margin: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// Validators a server gave for the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Validators {
+    #[serde(default)]
+    pub etag: Option<String>,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Sidecar {
+    url: String,
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    validators: Validators,
+}
+
+/// Result of [`fetch`].
+#[derive(Debug)]
+pub enum Fetched {
+    /// The whole file is in `part` (fsynced), with its sha256 (lowercase hex).
+    Complete {
+        part: PathBuf,
+        sha256: String,
+        validators: Validators,
+    },
+    /// A conditional request for a pinned URL got `304 Not Modified`.
+    NotModified,
+}
+
+/// What the last download of a pinned URL left for the next conditional request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PinState {
+    pub url: String,
+    /// The version it was installed as (`<announced>+<sha12>`).
+    pub version: String,
+    #[serde(default)]
+    pub etag: Option<String>,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+}
+
+impl PinState {
+    fn path(paths: &Paths, name: &str) -> PathBuf {
+        paths.state_dir().join(format!("pin-{name}.json"))
+    }
+    pub fn load(paths: &Paths, name: &str) -> Option<PinState> {
+        let bytes = fs::read(Self::path(paths, name)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+    pub fn save(&self, paths: &Paths, name: &str) -> Result<(), UpdateError> {
+        let p = Self::path(paths, name);
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| UpdateError::Record(format!("pin state: {e}")))?;
+        crate::fsutil::atomic_write(&p, &bytes, 0o644)
+            .map_err(io_err(format!("writing {}", p.display())))
+    }
+}
+
+/// `cache/<name>-<version>.part`, or `cache/<name>-pin.part` for a pinned URL (its version
+/// is known only once downloaded).
+pub fn part_path(paths: &Paths, a: &Artifact) -> PathBuf {
+    let v = if a.is_pin() {
+        "pin"
+    } else {
+        a.version.as_str()
+    };
+    paths.cache_dir().join(format!("{}-{}.part", a.name, v))
+}
+
+fn sidecar_path(part: &Path) -> PathBuf {
+    let mut s = part.as_os_str().to_os_string();
+    s.push(".json");
+    PathBuf::from(s)
+}
+
+/// Removes a failed or rejected download and its sidecar.
+pub fn discard(part: &Path) {
+    let _ = fs::remove_file(part);
+    discard_sidecar(part);
+}
+
+pub(crate) fn discard_sidecar(part: &Path) {
+    let _ = fs::remove_file(sidecar_path(part));
+}
+
+enum Source {
+    Http { url: String },
+    File(PathBuf),
+}
+
+fn source_of(url: &str) -> Result<Source, UpdateError> {
+    if let Some(p) = url.strip_prefix("file://") {
+        if p.starts_with('/') {
+            return Ok(Source::File(PathBuf::from(p)));
+        }
+    } else if url.starts_with("https://") || url.starts_with("http://") {
+        return Ok(Source::Http {
+            url: url.to_string(),
+        });
+    }
+    Err(UpdateError::UnsupportedUrl(url.to_string()))
+}
+
+/// Free bytes for an unprivileged writer in the file system holding `dir`.
+pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs writes into the zeroed struct we own; c is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// One download in progress.
+struct Job<'a> {
+    a: &'a Artifact,
+    opts: &'a DownloadOptions,
+    part: PathBuf,
+    file: File,
+    hasher: Sha256,
+    offset: u64,
+    /// Abort when more bytes than this arrive.
+    limit: u64,
+    /// Total size when known (announced, or from the server), for progress and crash points.
+    total: Option<u64>,
+    sidecar: Sidecar,
+    last_log: Instant,
+    bytes_at_last_log: u64,
+    half_passed: bool,
+}
+
+enum Failure {
+    /// Worth another attempt (network, 5xx, 408/429, timeouts); `retry_after` from the
+    /// server when it said so.
+    Transient(String, Option<Duration>),
+    Fatal(UpdateError),
+}
+
+enum AttemptEnd {
+    Done,
+    NotModified,
+}
+
+/// Downloads `a` into its `.part` file, resuming an earlier partial download when the
+/// sidecar shows it is the same file. `conditional` (pinned URLs) adds If-None-Match /
+/// If-Modified-Since to a fresh request.
+pub fn fetch(
+    paths: &Paths,
+    a: &Artifact,
+    opts: &DownloadOptions,
+    conditional: Option<&PinState>,
+) -> Result<Fetched, UpdateError> {
+    let source = source_of(&a.url)?;
+    let cache = paths.cache_dir();
+    fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
+    let part = part_path(paths, a);
+    let want = Sidecar {
+        url: a.url.clone(),
+        sha256: a.sha256.clone(),
+        validators: Validators::default(),
+    };
+    // A partial download is only trusted when its sidecar names the same URL and hash.
+    let sidecar = fs::read(sidecar_path(&part))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
+        .filter(|s| s.url == want.url && s.sha256 == want.sha256);
+    let mut offset = match (&sidecar, fs::metadata(&part)) {
+        (Some(_), Ok(m)) => m.len(),
+        _ => 0,
+    };
+    let limit = a.size.unwrap_or(opts.max_unannounced_size);
+    if offset > limit || (a.is_pin() && conditional.is_some()) {
+        // Over the limit, or a conditional check that must start from a clean slate.
+        offset = 0;
+    }
+    if offset == 0 {
+        discard(&part);
+    }
+    check_space(&cache, a.size.map(|s| s.saturating_sub(offset)), opts)?;
+
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&part)
+        .map_err(io_err(format!("opening {}", part.display())))?;
+    let mut job = Job {
+        a,
+        opts,
+        part,
+        file,
+        hasher: Sha256::new(),
+        offset: 0,
+        limit,
+        total: a.size,
+        sidecar: sidecar.unwrap_or(want),
+        last_log: Instant::now(),
+        bytes_at_last_log: 0,
+        half_passed: false,
+    };
+    if offset > 0 {
+        job.rehash_existing(offset)?;
+        crate::info!(
+            SUB,
+            "{} {}: resuming download at byte {}",
+            a.name,
+            a.version,
+            offset
+        );
+    }
+    job.save_sidecar()?;
+    crash_point("download-started");
+
+    let mut failures = 0u32;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let before = job.offset;
+        let r = match &source {
+            Source::File(p) => job.attempt_file(p),
+            Source::Http { url } => job.attempt_http(url, conditional),
+        };
+        match r {
+            Ok(AttemptEnd::Done) => break,
+            Ok(AttemptEnd::NotModified) => {
+                discard(&job.part);
+                return Ok(Fetched::NotModified);
+            }
+            Err(Failure::Fatal(e)) => {
+                crate::error!(SUB, "{} {}: download failed: {e}", a.name, a.version);
+                discard(&job.part);
+                return Err(e);
+            }
+            Err(Failure::Transient(msg, retry_after)) => {
+                let gained = job.offset.saturating_sub(before);
+                failures = if gained >= opts.min_progress {
+                    1
+                } else {
+                    failures + 1
+                };
+                if failures >= opts.max_attempts {
+                    crate::error!(
+                        SUB,
+                        "{} {}: giving up after {attempts} attempts: {msg} ({} bytes kept for resuming)",
+                        a.name,
+                        a.version,
+                        job.offset
+                    );
+                    let _ = job.file.sync_all();
+                    return Err(UpdateError::Network {
+                        url: a.url.clone(),
+                        attempts,
+                        last: msg,
+                    });
+                }
+                let delay = retry_after
+                    .unwrap_or_else(|| backoff(opts, failures))
+                    .min(opts.backoff_max);
+                crate::warn!(
+                    SUB,
+                    "{} {}: attempt {attempts} failed at byte {}: {msg}; retrying in {:.1}s",
+                    a.name,
+                    a.version,
+                    job.offset,
+                    delay.as_secs_f64()
+                );
+                std::thread::sleep(delay);
+            }
+        }
+    }
+    job.file
+        .sync_all()
+        .map_err(io_err(format!("fsync {}", job.part.display())))?;
+    crash_point("download-complete");
+    let sha256 = hex(&job.hasher.finalize_reset());
+    crate::info!(
+        SUB,
+        "{} {}: downloaded {} bytes, sha256 {}",
+        a.name,
+        a.version,
+        job.offset,
+        sha256
+    );
+    Ok(Fetched::Complete {
+        part: job.part,
+        sha256,
+        validators: job.sidecar.validators,
+    })
+}
+
+fn backoff(opts: &DownloadOptions, failures: u32) -> Duration {
+    let exp = opts
+        .backoff_initial
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    let capped = exp.min(opts.backoff_max);
+    // Up to +25% jitter so that a fleet does not retry in lockstep.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    let quarter = capped.as_millis() as u64 / 4;
+    let jitter = if quarter == 0 { 0 } else { nanos % quarter };
+    capped + Duration::from_millis(jitter)
+}
+
+fn check_space(dir: &Path, needed: Option<u64>, opts: &DownloadOptions) -> Result<(), UpdateError> {
+    let Some(needed) = needed else { return Ok(()) };
+    let available = free_space(dir).map_err(io_err(format!("statvfs {}", dir.display())))?;
+    let needed = needed.saturating_add(opts.free_space_margin);
+    if needed > available {
+        return Err(UpdateError::NoSpace { needed, available });
+    }
+    Ok(())
+}
+
+impl Job<'_> {
+    fn rehash_existing(&mut self, len: u64) -> Result<(), UpdateError> {
+        let mut f =
+            File::open(&self.part).map_err(io_err(format!("reading {}", self.part.display())))?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut left = len;
+        while left > 0 {
+            let n = f
+                .read(&mut buf[..(left.min(CHUNK as u64) as usize)])
+                .map_err(io_err(format!("reading {}", self.part.display())))?;
+            if n == 0 {
+                break;
+            }
+            self.hasher.update(&buf[..n]);
+            left -= n as u64;
+        }
+        self.offset = len - left;
+        self.file
+            .set_len(self.offset)
+            .map_err(io_err(format!("truncating {}", self.part.display())))?;
+        Ok(())
+    }
+
+    fn restart_from_zero(&mut self) -> Result<(), Failure> {
+        self.file.set_len(0).map_err(|e| {
+            Failure::Fatal(io_err(format!("truncating {}", self.part.display()))(e))
+        })?;
+        self.offset = 0;
+        self.hasher = Sha256::new();
+        self.half_passed = false;
+        Ok(())
+    }
+
+    fn save_sidecar(&self) -> Result<(), UpdateError> {
+        let p = sidecar_path(&self.part);
+        let bytes = serde_json::to_vec(&self.sidecar)
+            .map_err(|e| UpdateError::Record(format!("download sidecar: {e}")))?;
+        crate::fsutil::atomic_write(&p, &bytes, 0o644)
+            .map_err(io_err(format!("writing {}", p.display())))
+    }
+
+    fn attempt_file(&mut self, src: &Path) -> Result<AttemptEnd, Failure> {
+        let fatal = |ctx: String| move |e| Failure::Fatal(io_err(ctx)(e));
+        let mut f = File::open(src).map_err(fatal(format!("opening {}", src.display())))?;
+        let len = f
+            .metadata()
+            .map_err(fatal(format!("stat {}", src.display())))?
+            .len();
+        if self.total.is_none() {
+            self.total = Some(len);
+        }
+        if len < self.offset {
+            self.restart_from_zero()?;
+        }
+        f.seek(SeekFrom::Start(self.offset))
+            .map_err(fatal(format!("seeking {}", src.display())))?;
+        self.pump(&mut f)
+            .map_err(|e| Failure::Fatal(io_err(format!("copying {}", src.display()))(e)))?
+            .map_or(Ok(AttemptEnd::Done), |e| Err(Failure::Fatal(e)))
+    }
+
+    fn attempt_http(
+        &mut self,
+        url: &str,
+        conditional: Option<&PinState>,
+    ) -> Result<AttemptEnd, Failure> {
+        let secs = self.opts.request_timeout.as_secs().max(1);
+        let mut req = minreq::get(url).with_timeout(secs);
+        let resuming = self.offset > 0;
+        if resuming {
+            req = req.with_header("Range", format!("bytes={}-", self.offset));
+            let v = &self.sidecar.validators;
+            if let Some(val) = v.etag.as_ref().or(v.last_modified.as_ref()) {
+                req = req.with_header("If-Range", val.clone());
+            } else if self.a.sha256.is_none() {
+                // Without a validator or a hash nothing would catch a changed file.
+                self.restart_from_zero()?;
+                return self.attempt_http(url, conditional);
+            }
+        } else if let Some(c) = conditional {
+            if let Some(e) = &c.etag {
+                req = req.with_header("If-None-Match", e.clone());
+            }
+            if let Some(lm) = &c.last_modified {
+                req = req.with_header("If-Modified-Since", lm.clone());
+            }
+        }
+        let mut resp = req
+            .send_lazy()
+            .map_err(|e| Failure::Transient(format!("request failed: {e}"), None))?;
+        if url.starts_with("https://") && resp.url.starts_with("http://") {
+            return Err(Failure::Fatal(UpdateError::UnsupportedUrl(format!(
+                "{url} redirected to plain http {}",
+                resp.url
+            ))));
+        }
+        let header = |name: &str| -> Option<String> {
+            resp.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let status = resp.status_code;
+        let content_length = header("content-length").and_then(|v| v.parse::<u64>().ok());
+        let validators = Validators {
+            etag: header("etag"),
+            last_modified: header("last-modified"),
+        };
+        let retry_after = header("retry-after")
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Duration::from_secs);
+        match status {
+            304 if conditional.is_some() && !resuming => return Ok(AttemptEnd::NotModified),
+            206 if resuming => {
+                let start = header("content-range").and_then(|v| parse_content_range_start(&v));
+                if start != Some(self.offset) {
+                    self.restart_from_zero()?;
+                    return Err(Failure::Transient(
+                        format!(
+                            "206 for an unexpected range (start {start:?}); restarting from zero"
+                        ),
+                        Some(Duration::ZERO),
+                    ));
+                }
+            }
+            200 => {
+                if resuming {
+                    crate::info!(
+                        SUB,
+                        "{} {}: server sent the whole file (changed, or no ranges); restarting from zero",
+                        self.a.name,
+                        self.a.version
+                    );
+                    self.restart_from_zero()?;
+                }
+                self.sidecar.validators = validators;
+                self.save_sidecar().map_err(Failure::Fatal)?;
+                if self.total.is_none() {
+                    self.total = content_length;
+                    if let Some(cl) = content_length {
+                        if cl > self.limit {
+                            return Err(Failure::Fatal(UpdateError::TooLarge {
+                                limit: self.limit,
+                            }));
+                        }
+                        let dir = self
+                            .part
+                            .parent()
+                            .map(Path::to_path_buf)
+                            .unwrap_or_default();
+                        check_space(&dir, Some(cl), self.opts).map_err(Failure::Fatal)?;
+                    }
+                }
+            }
+            416 => {
+                self.restart_from_zero()?;
+                return Err(Failure::Transient(
+                    "416 range not satisfiable; restarting".into(),
+                    None,
+                ));
+            }
+            408 | 429 | 500..=599 => {
+                return Err(Failure::Transient(
+                    format!("HTTP {status} {}", resp.reason_phrase),
+                    retry_after,
+                ))
+            }
+            _ => {
+                return Err(Failure::Fatal(UpdateError::HttpStatus {
+                    url: url.to_string(),
+                    status,
+                    reason: resp.reason_phrase.clone(),
+                }))
+            }
+        }
+        if let Some(cl) = content_length {
+            if self.offset.saturating_add(cl) > self.limit {
+                return Err(Failure::Fatal(UpdateError::TooLarge { limit: self.limit }));
+            }
+        }
+        let start = self.offset;
+        match self.pump(&mut resp) {
+            Err(e) => Err(Failure::Transient(format!("connection lost: {e}"), None)),
+            Ok(Some(e)) => Err(Failure::Fatal(e)),
+            Ok(None) => {
+                let got = self.offset - start;
+                match content_length {
+                    Some(cl) if got < cl => Err(Failure::Transient(
+                        format!("connection closed after {got} of {cl} bytes"),
+                        None,
+                    )),
+                    _ => Ok(AttemptEnd::Done),
+                }
+            }
+        }
+    }
+
+    /// Copies `src` to the part file until EOF. `Ok(Some(e))` is a limit violation (fatal),
+    /// `Err` a read or write error.
+    fn pump(&mut self, src: &mut dyn Read) -> std::io::Result<Option<UpdateError>> {
+        let mut buf = vec![0u8; CHUNK];
+        self.file.seek(SeekFrom::Start(self.offset))?;
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if self.offset + n as u64 > self.limit {
+                return Ok(Some(UpdateError::TooLarge { limit: self.limit }));
+            }
+            self.file.write_all(&buf[..n]).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("writing {}: {e}", self.part.display()))
+            })?;
+            self.hasher.update(&buf[..n]);
+            self.offset += n as u64;
+            self.progress();
+        }
+    }
+
+    fn progress(&mut self) {
+        if let Some(total) = self.total {
+            if !self.half_passed && total > 0 && self.offset * 2 >= total {
+                self.half_passed = true;
+                crash_point("download-half");
+            }
+        }
+        let elapsed = self.last_log.elapsed();
+        if elapsed < self.opts.progress_interval {
+            return;
+        }
+        let rate = (self.offset.saturating_sub(self.bytes_at_last_log)) as f64
+            / elapsed.as_secs_f64().max(1e-3);
+        let pct = match self.total {
+            Some(t) if t > 0 => format!("{:.0}%", self.offset as f64 * 100.0 / t as f64),
+            _ => "?%".into(),
+        };
+        crate::info!(
+            SUB,
+            "{} {}: {pct} ({:.1} of {} MiB) at {:.1} MiB/s",
+            self.a.name,
+            self.a.version,
+            self.offset as f64 / 1048576.0,
+            self.total
+                .map(|t| format!("{:.1}", t as f64 / 1048576.0))
+                .unwrap_or_else(|| "?".into()),
+            rate / 1048576.0
+        );
+        self.last_log = Instant::now();
+        self.bytes_at_last_log = self.offset;
+    }
+}
+
+/// `bytes 100-199/200` → 100.
+fn parse_content_range_start(v: &str) -> Option<u64> {
+    let rest = v.trim().strip_prefix("bytes")?.trim_start();
+    rest.split('-').next()?.trim().parse().ok()
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range() {
+        assert_eq!(parse_content_range_start("bytes 100-199/200"), Some(100));
+        assert_eq!(parse_content_range_start("bytes */200"), None);
+    }
+
+    #[test]
+    fn urls() {
+        assert!(matches!(source_of("file:///a/b"), Ok(Source::File(_))));
+        assert!(matches!(source_of("http://h/x"), Ok(Source::Http { .. })));
+        assert!(source_of("ftp://h/x").is_err());
+        assert!(source_of("file://relative").is_err());
+        assert!(source_of("/plain/path").is_err());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let o = DownloadOptions {
+            backoff_initial: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(10),
+            ..Default::default()
+        };
+        assert!(
+            backoff(&o, 1) >= Duration::from_secs(2) && backoff(&o, 1) < Duration::from_secs(3)
+        );
+        assert!(backoff(&o, 2) >= Duration::from_secs(4));
+        assert!(backoff(&o, 30) <= Duration::from_millis(12_500));
+    }
+
+    #[test]
+    fn free_space_is_reported() {
+        assert!(free_space(Path::new("/")).unwrap() > 0);
+    }
+}

@@ -1,0 +1,577 @@
+//! Updates that cannot brick a machine: download (streamed, resumable), verify (size,
+//! sha256, ed25519, ELF, `version --json`), activate (atomic link swap), record, roll back,
+//! and keep the cache small.
+//!
+//! The invariant every step keeps: at every instant `bin/<name>` points at a complete,
+//! verified binary. A download lands in `cache/<name>-<version>.part`; only a file that passed
+//! every check is renamed to `cache/<name>-<version>`; only such a file is ever a link target;
+//! the link is replaced by `rename(2)` of a new link over it. See `docs/updates.md`.
+//!
+//! The daemon decides *what* to install (channels, pins, maintenance window); this module
+//! does *how*: [`Updater::update`] brings one artifact to "active" or fails leaving the
+//! old binary active.
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::paths::Paths;
+
+pub mod activate;
+pub mod cache;
+pub mod download;
+pub mod record;
+pub mod rollback;
+pub mod verify;
+
+pub use download::{DownloadOptions, Fetched};
+pub use record::{NameRecord, VersionRecords};
+pub use rollback::{
+    agent_boot_guard, mark_agent_healthy, probation_verdict, rollback, GuardOutcome,
+    ProbationPolicy, ProbationVerdict,
+};
+
+/// Log subsystem tag of this module.
+pub const SUB: &str = "update";
+
+/// One binary the management app offers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Artifact {
+    /// `svc-agent` or `svc-server`: the link name in `bin/` and the expected `binary_name`.
+    pub name: String,
+    pub version: String,
+    /// `https://…`, `http://…` (only when written so), or `file:///…`.
+    pub url: String,
+    /// Lowercase hex. `None` for a `pin_url` artifact (a URL the user pinned).
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// ed25519 over [`Artifact::signed_message`], hex or base64.
+    #[serde(default)]
+    pub signature: Option<String>,
+}
+
+impl Artifact {
+    /// The message a vendor signs: every field the device acts on, one per line.
+    /// `target` is the Rust target arch (`x86_64`, `aarch64`), so that a signature for one
+    /// architecture cannot be replayed for another.
+    pub fn signed_message(&self, target: &str) -> Vec<u8> {
+        format!(
+            "svc-artifact-v1\n{}\n{}\n{}\n{}\n{}\n",
+            self.name,
+            self.version,
+            target,
+            self.sha256.as_deref().unwrap_or("").to_ascii_lowercase(),
+            self.size.map(|s| s.to_string()).unwrap_or_default()
+        )
+        .into_bytes()
+    }
+
+    /// A `pin_url` artifact carries no sha256: its content is whatever the URL serves.
+    pub fn is_pin(&self) -> bool {
+        self.sha256.is_none()
+    }
+}
+
+/// What [`Updater::update`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The link now points at this (new) version; the caller restarts the process.
+    Activated {
+        version: String,
+        previous: Option<String>,
+    },
+    /// Already active; nothing downloaded.
+    AlreadyCurrent { version: String },
+    /// A pinned URL answered 304 Not Modified.
+    NotModified { version: String },
+}
+
+/// Every way an update can fail. Each leaves the previously active binary active.
+#[derive(Debug)]
+pub enum UpdateError {
+    /// A name that is not `svc-agent`/`svc-server`, an empty version, a malformed hash.
+    BadArtifact(String),
+    /// The version was rolled back and is not retried until the app offers another.
+    MarkedBad {
+        name: String,
+        version: String,
+    },
+    UnsupportedUrl(String),
+    /// 4xx other than 408/429: not retried.
+    HttpStatus {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    /// Network failures after the retry budget was spent.
+    Network {
+        url: String,
+        attempts: u32,
+        last: String,
+    },
+    NoSpace {
+        needed: u64,
+        available: u64,
+    },
+    /// More bytes than announced.
+    TooLarge {
+        limit: u64,
+    },
+    SizeMismatch {
+        expected: u64,
+        actual: u64,
+    },
+    ShaMismatch {
+        expected: String,
+        actual: String,
+    },
+    Signature(String),
+    NotElf(String),
+    WrongArch {
+        expected: u16,
+        actual: u16,
+    },
+    VersionCheck(String),
+    /// Rollback requested with no previous version on disk.
+    NoPrevious(String),
+    Io {
+        context: String,
+        err: std::io::Error,
+    },
+    Record(String),
+}
+
+impl fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use UpdateError::*;
+        match self {
+            BadArtifact(m) => write!(f, "bad artifact: {m}"),
+            MarkedBad { name, version } => write!(
+                f,
+                "{name} {version} was rolled back as bad; not retried until another version is offered"
+            ),
+            UnsupportedUrl(u) => write!(f, "unsupported URL (https://, explicit http://, file://): {u}"),
+            HttpStatus { url, status, reason } => write!(f, "{url}: HTTP {status} {reason}"),
+            Network { url, attempts, last } => {
+                write!(f, "{url}: failed after {attempts} attempts: {last}")
+            }
+            NoSpace { needed, available } => write!(
+                f,
+                "not enough free space in the cache: need {needed} bytes, {available} available"
+            ),
+            TooLarge { limit } => write!(f, "download exceeds the announced size of {limit} bytes"),
+            SizeMismatch { expected, actual } => {
+                write!(f, "size mismatch: expected {expected} bytes, got {actual}")
+            }
+            ShaMismatch { expected, actual } => {
+                write!(f, "sha256 mismatch: expected {expected}, got {actual}")
+            }
+            Signature(m) => write!(f, "signature check failed: {m}"),
+            NotElf(m) => write!(f, "not an executable ELF file: {m}"),
+            WrongArch { expected, actual } => write!(
+                f,
+                "ELF for the wrong architecture: e_machine {actual}, this machine needs {expected}"
+            ),
+            VersionCheck(m) => write!(f, "version check of the new binary failed: {m}"),
+            NoPrevious(n) => write!(f, "no previous version of {n} to roll back to"),
+            Io { context, err } => write!(f, "{context}: {err}"),
+            Record(m) => write!(f, "version record: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for UpdateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UpdateError::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> UpdateError {
+    let context = context.into();
+    move |err| UpdateError::Io { context, err }
+}
+
+/// Names this module installs.
+pub const NAMES: [&str; 2] = ["svc-agent", "svc-server"];
+
+/// The Rust arch name of this build, part of the signed message.
+pub fn this_target() -> &'static str {
+    std::env::consts::ARCH
+}
+
+/// Crash points for power-cut tests: `SVC_CRASH_AT=<point>` makes the process SIGKILL itself
+/// when it reaches that point (no unwinding, no flush: like a power cut for this process).
+pub fn crash_point(point: &str) {
+    if let Some(want) = std::env::var_os("SVC_CRASH_AT") {
+        if want == point {
+            crate::warn!(SUB, "SVC_CRASH_AT={point}: killing this process");
+            // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            // SIGKILL is not deliverable late, but keep the promise if it ever returns.
+            std::process::abort();
+        }
+    }
+}
+
+/// Every crash point, in the order an update reaches them.
+pub const CRASH_POINTS: &[&str] = &[
+    "download-started",
+    "download-half",
+    "download-complete",
+    "verified",
+    "cached",
+    "link-temp-created",
+    "link-swapped",
+    "recorded",
+    "cleaned",
+];
+
+/// Settings of an [`Updater`].
+#[derive(Debug, Clone)]
+pub struct UpdateOptions {
+    pub download: DownloadOptions,
+    /// Upper bound of `<new binary> version --json`.
+    pub version_timeout: Duration,
+    /// Cache cap in bytes (see [`cache::clean`]).
+    pub cache_cap: u64,
+    /// Run `version --json` of the new binary (off only in unit tests of other parts).
+    pub run_version_check: bool,
+}
+
+impl Default for UpdateOptions {
+    fn default() -> Self {
+        UpdateOptions {
+            download: DownloadOptions::default(),
+            version_timeout: Duration::from_secs(10),
+            cache_cap: 512 * 1024 * 1024,
+            run_version_check: true,
+        }
+    }
+}
+
+/// Brings artifacts to "active" under one root.
+#[derive(Debug, Clone)]
+pub struct Updater {
+    pub paths: Paths,
+    pub opts: UpdateOptions,
+}
+
+impl Updater {
+    pub fn new(paths: Paths, opts: UpdateOptions) -> Self {
+        Updater { paths, opts }
+    }
+
+    /// The file a version lives in once verified.
+    pub fn cached_file(&self, name: &str, version: &str) -> PathBuf {
+        self.paths.cache_dir().join(format!("{name}-{version}"))
+    }
+
+    /// Download, verify, activate, record, clean. On any error the previously active binary
+    /// stays active, and the failed download is removed (unless the failure was a dropped
+    /// connection, whose `.part` is kept so that the next call resumes it).
+    pub fn update(&self, a: &Artifact) -> Result<Outcome, UpdateError> {
+        validate_artifact(a)?;
+        let mut records = VersionRecords::load(&self.paths)?;
+        let rec = records.entry(&a.name);
+        if a.version != rec.target.clone().unwrap_or_default() {
+            // A new offer lifts earlier bad marks: "not retried until the app offers a
+            // different version".
+            if !rec.bad.is_empty() && !rec.bad.contains(&a.version) {
+                rec.bad.clear();
+            }
+        }
+        if rec.bad.contains(&a.version) {
+            return Err(UpdateError::MarkedBad {
+                name: a.name.clone(),
+                version: a.version.clone(),
+            });
+        }
+        rec.target = Some(a.version.clone());
+        records.save(&self.paths)?;
+
+        if a.is_pin() {
+            return self.update_pin(a, records);
+        }
+        let linked = activate::linked_version(&self.paths, &a.name);
+        let cached = self.cached_file(&a.name, &a.version);
+        if linked.as_deref() == Some(a.version.as_str()) && cached.is_file() {
+            let mut records = records;
+            record_activation(&mut records, &a.name, &a.version, linked.as_deref());
+            records.save(&self.paths)?;
+            return Ok(Outcome::AlreadyCurrent {
+                version: a.version.clone(),
+            });
+        }
+        if cached.is_file() {
+            // Verified earlier (only verified files get this name); re-check the bytes in
+            // case the SD card lost them, then activate.
+            if let Err(e) = verify::check_file_hash(&cached, a) {
+                crate::warn!(
+                    SUB,
+                    "cached {} is damaged ({e}); downloading again",
+                    cached.display()
+                );
+                let _ = std::fs::remove_file(&cached);
+            }
+        }
+        if !cached.is_file() {
+            let fetched = download::fetch(&self.paths, a, &self.opts.download, None)?;
+            let (part, sha) = match fetched {
+                Fetched::Complete { part, sha256, .. } => (part, sha256),
+                Fetched::NotModified => {
+                    return Err(UpdateError::Record(
+                        "unexpected 304 for a hashed artifact".into(),
+                    ))
+                }
+            };
+            self.verify_then_cache(a, &part, &sha, &cached)?;
+        }
+        self.activate_and_record(a, &a.version, records)
+    }
+
+    fn verify_then_cache(
+        &self,
+        a: &Artifact,
+        part: &std::path::Path,
+        sha256: &str,
+        cached: &std::path::Path,
+    ) -> Result<(), UpdateError> {
+        if let Err(e) = verify::verify_file(&self.paths, a, part, sha256, &self.opts) {
+            crate::error!(SUB, "{} {}: {e}; removing the download", a.name, a.version);
+            download::discard(part);
+            return Err(e);
+        }
+        crash_point("verified");
+        activate::install_in_cache(part, cached)?;
+        download::discard_sidecar(part);
+        crash_point("cached");
+        Ok(())
+    }
+
+    fn activate_and_record(
+        &self,
+        a: &Artifact,
+        version: &str,
+        mut records: VersionRecords,
+    ) -> Result<Outcome, UpdateError> {
+        let cached = self.cached_file(&a.name, version);
+        let linked = activate::linked_version(&self.paths, &a.name);
+        if linked.as_deref() != Some(version) {
+            if a.name == "svc-agent" {
+                // Before the swap: a boot record naming a version the link does not point
+                // at is stale and the guard drops it.
+                rollback::start_agent_probation(&self.paths, version)?;
+            }
+            activate::swap_link(&self.paths, &a.name, &cached)?;
+        }
+        let previous = record_activation(&mut records, &a.name, version, linked.as_deref());
+        records.save(&self.paths)?;
+        crash_point("recorded");
+        crate::info!(
+            SUB,
+            "{} {} active (previous {})",
+            a.name,
+            version,
+            previous.as_deref().unwrap_or("none")
+        );
+        if let Err(e) = cache::clean(&self.paths, &records, self.opts.cache_cap) {
+            crate::warn!(SUB, "cache cleanup: {e}");
+        }
+        crash_point("cleaned");
+        Ok(Outcome::Activated {
+            version: version.to_string(),
+            previous,
+        })
+    }
+
+    /// A pinned URL: no sha256; conditional request against the validators of the last
+    /// download; the installed version is `<version>+<first 12 hex of the sha256>` so that a
+    /// rebuilt file at the same URL never overwrites the running one.
+    fn update_pin(&self, a: &Artifact, records: VersionRecords) -> Result<Outcome, UpdateError> {
+        crate::info!(
+            SUB,
+            "{} from pinned URL {}: no sha256 to check; relying on ELF and version checks",
+            a.name,
+            a.url
+        );
+        let pin = download::PinState::load(&self.paths, &a.name);
+        let active = activate::linked_version(&self.paths, &a.name);
+        let conditional = match (&pin, &active) {
+            (Some(p), Some(v)) if p.url == a.url && &p.version == v => Some(p.clone()),
+            _ => None,
+        };
+        let fetched = download::fetch(&self.paths, a, &self.opts.download, conditional.as_ref())?;
+        let (part, sha, validators) = match fetched {
+            Fetched::NotModified => {
+                let version = active.unwrap_or_default();
+                crate::info!(SUB, "{} pinned URL not modified; {} stays", a.name, version);
+                return Ok(Outcome::NotModified { version });
+            }
+            Fetched::Complete {
+                part,
+                sha256,
+                validators,
+            } => (part, sha256, validators),
+        };
+        let version = pin_version(&a.version, &sha);
+        let cached = self.cached_file(&a.name, &version);
+        if cached.is_file() && verify::check_file_hash(&cached, &hashed(a, &sha)).is_ok() {
+            download::discard(&part);
+        } else {
+            self.verify_then_cache(a, &part, &sha, &cached)?;
+        }
+        download::PinState {
+            url: a.url.clone(),
+            version: version.clone(),
+            etag: validators.etag,
+            last_modified: validators.last_modified,
+        }
+        .save(&self.paths, &a.name)?;
+        if active.as_deref() == Some(version.as_str()) {
+            return Ok(Outcome::AlreadyCurrent { version });
+        }
+        self.activate_and_record(a, &version, records)
+    }
+}
+
+fn hashed(a: &Artifact, sha: &str) -> Artifact {
+    let mut h = a.clone();
+    h.sha256 = Some(sha.to_string());
+    h.size = None;
+    h
+}
+
+/// `<announced>+<sha12>`, or `pin+<sha12>` when the app announced none.
+pub fn pin_version(announced: &str, sha: &str) -> String {
+    let short = &sha[..sha.len().min(12)];
+    let base = if announced.is_empty() {
+        "pin"
+    } else {
+        announced
+    };
+    format!("{base}+{short}")
+}
+
+/// Updates `current`/`previous` for an activation of `version` while the link pointed at
+/// `linked`. Returns the previous version. Robust to a crash between link swap and record:
+/// when the link already points at `version`, the record's old `current` becomes `previous`.
+pub(crate) fn record_activation(
+    records: &mut VersionRecords,
+    name: &str,
+    version: &str,
+    linked: Option<&str>,
+) -> Option<String> {
+    let rec = records.entry(name);
+    let before = match linked {
+        Some(l) if l != version => Some(l.to_string()),
+        _ => rec.current.clone().filter(|c| c != version),
+    };
+    if rec.current.as_deref() != Some(version) {
+        if before.is_some() {
+            rec.previous = before;
+        }
+        rec.current = Some(version.to_string());
+    }
+    rec.previous.clone()
+}
+
+fn validate_artifact(a: &Artifact) -> Result<(), UpdateError> {
+    if !NAMES.contains(&a.name.as_str()) {
+        return Err(UpdateError::BadArtifact(format!(
+            "unknown name {:?}",
+            a.name
+        )));
+    }
+    let bad_char = |c: char| !(c.is_ascii_alphanumeric() || "._+-".contains(c));
+    if a.version.is_empty() && !a.is_pin() || a.version.chars().any(bad_char) {
+        return Err(UpdateError::BadArtifact(format!(
+            "version {:?} is empty or has characters outside [A-Za-z0-9._+-]",
+            a.version
+        )));
+    }
+    if let Some(s) = &a.sha256 {
+        if s.len() != 64 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(UpdateError::BadArtifact(format!(
+                "sha256 {s:?} is not 64 hex digits"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn art(sha: Option<&str>) -> Artifact {
+        Artifact {
+            name: "svc-server".into(),
+            version: "1.2.3".into(),
+            url: "https://x/y".into(),
+            sha256: sha.map(String::from),
+            size: Some(10),
+            signature: None,
+        }
+    }
+
+    #[test]
+    fn signed_message_is_canonical() {
+        let a = art(Some(&"AB".repeat(32)));
+        let m = String::from_utf8(a.signed_message("aarch64")).unwrap();
+        assert_eq!(
+            m,
+            format!(
+                "svc-artifact-v1\nsvc-server\n1.2.3\naarch64\n{}\n10\n",
+                "ab".repeat(32)
+            )
+        );
+    }
+
+    #[test]
+    fn rejects_path_tricks_in_names_and_versions() {
+        let mut a = art(Some(&"a".repeat(64)));
+        a.version = "../../etc/passwd".into();
+        assert!(matches!(
+            validate_artifact(&a),
+            Err(UpdateError::BadArtifact(_))
+        ));
+        let mut a = art(Some(&"a".repeat(64)));
+        a.name = "sh".into();
+        assert!(validate_artifact(&a).is_err());
+        assert!(validate_artifact(&art(Some("abc"))).is_err());
+        assert!(validate_artifact(&art(Some(&"a".repeat(64)))).is_ok());
+    }
+
+    #[test]
+    fn activation_record_survives_crash_after_link_swap() {
+        let mut r = VersionRecords::default();
+        assert_eq!(record_activation(&mut r, "svc-server", "1", None), None);
+        assert_eq!(
+            record_activation(&mut r, "svc-server", "2", Some("1")),
+            Some("1".into())
+        );
+        // Link already swapped to 3 but the record still says current=2.
+        assert_eq!(
+            record_activation(&mut r, "svc-server", "3", Some("3")),
+            Some("2".into())
+        );
+        // Re-running is idempotent.
+        assert_eq!(
+            record_activation(&mut r, "svc-server", "3", Some("3")),
+            Some("2".into())
+        );
+        assert_eq!(r.get("svc-server").unwrap().current.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn pin_versions_differ_by_content() {
+        assert_eq!(pin_version("", &"ab".repeat(32)), "pin+abababababab");
+        assert_eq!(pin_version("2.0", "0123456789abcdef"), "2.0+0123456789ab");
+    }
+}

@@ -1,0 +1,100 @@
+//! `state_dir/versions.json`: `{name: {current, previous, target, bad: [versions]}}`,
+//! written atomically. The link in `bin/` is the truth about what runs; this record says
+//! what to roll back to and which versions not to retry.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::UpdateError;
+use crate::paths::Paths;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NameRecord {
+    #[serde(default)]
+    pub current: Option<String>,
+    #[serde(default)]
+    pub previous: Option<String>,
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub bad: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct VersionRecords(pub BTreeMap<String, NameRecord>);
+
+impl VersionRecords {
+    pub fn path(paths: &Paths) -> PathBuf {
+        paths.state_dir().join("versions.json")
+    }
+
+    /// A missing file is an empty record. An unreadable one is set aside (renamed
+    /// `versions.json.corrupt`) and treated as empty: the links still say what runs.
+    pub fn load(paths: &Paths) -> Result<Self, UpdateError> {
+        let p = Self::path(paths);
+        match std::fs::read(&p) {
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    crate::warn!(
+                        super::SUB,
+                        "{} is corrupt ({e}); starting afresh",
+                        p.display()
+                    );
+                    let _ = std::fs::rename(&p, p.with_extension("json.corrupt"));
+                    Ok(Self::default())
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(UpdateError::Io {
+                context: format!("reading {}", p.display()),
+                err: e,
+            }),
+        }
+    }
+
+    pub fn save(&self, paths: &Paths) -> Result<(), UpdateError> {
+        let p = Self::path(paths);
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| UpdateError::Record(format!("serialising: {e}")))?;
+        crate::fsutil::atomic_write(&p, &bytes, 0o644)
+            .map_err(super::io_err(format!("writing {}", p.display())))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NameRecord> {
+        self.0.get(name)
+    }
+
+    pub fn entry(&mut self, name: &str) -> &mut NameRecord {
+        self.0.entry(name.to_string()).or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_tolerates_corruption() {
+        let dir = std::env::temp_dir().join(format!("svc-rec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = Paths::new(&dir);
+        assert_eq!(
+            VersionRecords::load(&paths).unwrap(),
+            VersionRecords::default()
+        );
+        let mut r = VersionRecords::default();
+        r.entry("svc-server").current = Some("1.0.0".into());
+        r.entry("svc-server").bad.push("0.9.0".into());
+        r.save(&paths).unwrap();
+        let text = std::fs::read_to_string(VersionRecords::path(&paths)).unwrap();
+        assert!(text.contains("\"svc-server\""), "{text}");
+        assert_eq!(VersionRecords::load(&paths).unwrap(), r);
+        std::fs::write(VersionRecords::path(&paths), b"{not json").unwrap();
+        assert_eq!(
+            VersionRecords::load(&paths).unwrap(),
+            VersionRecords::default()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

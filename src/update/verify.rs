@@ -1,0 +1,405 @@
+//! Checks a downloaded file must pass before it may become a link target: size, sha256,
+//! ed25519 signature (when the device has a vendor key), ELF header for this machine, and
+//! the new binary's own `version --json`.
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::SignatureVerificationAlgorithm;
+use rustls::SignatureScheme;
+use sha2::{Digest, Sha256};
+
+use super::download::hex;
+use super::{io_err, Artifact, UpdateError, UpdateOptions, SUB};
+use crate::paths::Paths;
+
+/// All checks on a complete download whose streamed sha256 is `sha256`.
+pub fn verify_file(
+    paths: &Paths,
+    a: &Artifact,
+    file: &Path,
+    sha256: &str,
+    opts: &UpdateOptions,
+) -> Result<(), UpdateError> {
+    let size = std::fs::metadata(file)
+        .map_err(io_err(format!("stat {}", file.display())))?
+        .len();
+    if let Some(expected) = a.size {
+        if size != expected {
+            return Err(UpdateError::SizeMismatch {
+                expected,
+                actual: size,
+            });
+        }
+    }
+    match &a.sha256 {
+        Some(expected) if !expected.eq_ignore_ascii_case(sha256) => {
+            return Err(UpdateError::ShaMismatch {
+                expected: expected.to_ascii_lowercase(),
+                actual: sha256.to_string(),
+            })
+        }
+        Some(_) => {}
+        None => crate::info!(
+            SUB,
+            "{}: pinned URL without sha256; downloaded content has sha256 {sha256}",
+            a.name
+        ),
+    }
+    check_signature(paths, a)?;
+    check_elf(file)?;
+    if opts.run_version_check {
+        let info = version_check(file, &a.name, opts.version_timeout)?;
+        if !a.is_pin() && info.version.trim_start_matches('v') != a.version.trim_start_matches('v')
+        {
+            return Err(UpdateError::VersionCheck(format!(
+                "binary reports version {:?}, the app announced {:?}",
+                info.version, a.version
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Size and sha256 of a file on disk against the artifact (re-check of a cached file).
+pub fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
+    let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io_err(format!("reading {}", file.display())))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        size += n as u64;
+    }
+    if let Some(expected) = a.size {
+        if expected != size {
+            return Err(UpdateError::SizeMismatch {
+                expected,
+                actual: size,
+            });
+        }
+    }
+    let actual = hex(&h.finalize());
+    match &a.sha256 {
+        Some(e) if !e.eq_ignore_ascii_case(&actual) => Err(UpdateError::ShaMismatch {
+            expected: e.to_ascii_lowercase(),
+            actual,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn ed25519() -> Option<&'static dyn SignatureVerificationAlgorithm> {
+    rustls::crypto::aws_lc_rs::default_provider()
+        .signature_verification_algorithms
+        .mapping
+        .iter()
+        .find(|(s, _)| *s == SignatureScheme::ED25519)
+        .and_then(|(_, algs)| algs.first().copied())
+}
+
+/// When `Paths::signing_key()` exists, the artifact must carry a valid signature by it.
+pub fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateError> {
+    let key_path = paths.signing_key();
+    let key_bytes = match std::fs::read(&key_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(UpdateError::Signature(format!(
+                "vendor key {} unreadable: {e}",
+                key_path.display()
+            )))
+        }
+    };
+    let key = decode_key(&key_bytes, 32).ok_or_else(|| {
+        UpdateError::Signature(format!(
+            "vendor key {} is not a 32-byte ed25519 key (raw, hex or base64)",
+            key_path.display()
+        ))
+    })?;
+    if a.is_pin() {
+        return Err(UpdateError::Signature(
+            "this device requires signed artifacts; a pinned URL without sha256 cannot be signed"
+                .into(),
+        ));
+    }
+    let sig_text = a
+        .signature
+        .as_deref()
+        .ok_or_else(|| UpdateError::Signature("artifact has no signature".into()))?;
+    let sig = decode_key(sig_text.as_bytes(), 64).ok_or_else(|| {
+        UpdateError::Signature("signature is not 64 bytes of hex or base64".into())
+    })?;
+    let alg = ed25519()
+        .ok_or_else(|| UpdateError::Signature("no ed25519 in the crypto provider".into()))?;
+    alg.verify_signature(&key, &a.signed_message(super::this_target()), &sig)
+        .map_err(|_| UpdateError::Signature(format!("bad signature for {} {}", a.name, a.version)))
+}
+
+/// Raw bytes of length `len`, or the same as hex or base64 text (surrounding space ignored).
+pub fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
+    if bytes.len() == len {
+        return Some(bytes.to_vec());
+    }
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    if text.len() == 2 * len && text.chars().all(|c| c.is_ascii_hexdigit()) {
+        return (0..len)
+            .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+            .collect();
+    }
+    base64_decode(text).filter(|v| v.len() == len)
+}
+
+/// Standard base64 (padding optional); no crate for forty lines.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in s {
+        acc = (acc << 6) | val(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// Standard base64 with padding (for signing tools and tests).
+pub fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `e_machine` of this build's architecture.
+pub fn this_machine() -> u16 {
+    match std::env::consts::ARCH {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "arm" => 40,
+        "riscv64" => 243,
+        "x86" => 3,
+        _ => 0,
+    }
+}
+
+/// ELF magic, this machine's class (64/32-bit), little-endian, executable (ET_EXEC or a
+/// PIE's ET_DYN), `e_machine` of this architecture.
+pub fn check_elf(file: &Path) -> Result<(), UpdateError> {
+    let mut h = [0u8; 20];
+    let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
+    let mut got = 0;
+    while got < h.len() {
+        let n = f
+            .read(&mut h[got..])
+            .map_err(io_err(format!("reading {}", file.display())))?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    check_elf_header(&h[..got])
+}
+
+pub fn check_elf_header(h: &[u8]) -> Result<(), UpdateError> {
+    if h.len() < 20 || &h[..4] != b"\x7fELF" {
+        return Err(UpdateError::NotElf("no ELF magic".into()));
+    }
+    let want_class = if cfg!(target_pointer_width = "64") {
+        2
+    } else {
+        1
+    };
+    if h[4] != want_class {
+        return Err(UpdateError::NotElf(format!(
+            "ELF class {} (this machine needs {want_class})",
+            h[4]
+        )));
+    }
+    if h[5] != 1 {
+        return Err(UpdateError::NotElf("not little-endian".into()));
+    }
+    let e_type = u16::from_le_bytes([h[16], h[17]]);
+    if e_type != 2 && e_type != 3 {
+        return Err(UpdateError::NotElf(format!(
+            "e_type {e_type} is not an executable"
+        )));
+    }
+    let machine = u16::from_le_bytes([h[18], h[19]]);
+    if machine != this_machine() {
+        return Err(UpdateError::WrongArch {
+            expected: this_machine(),
+            actual: machine,
+        });
+    }
+    Ok(())
+}
+
+/// What a binary says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct VersionInfo {
+    pub binary_name: String,
+    pub version: String,
+    #[serde(default)]
+    pub target: String,
+}
+
+/// Runs `<file> version --json` (bounded by `timeout`) and requires
+/// `binary_name == expected_name`.
+pub fn version_check(
+    file: &Path,
+    expected_name: &str,
+    timeout: Duration,
+) -> Result<VersionInfo, UpdateError> {
+    let vc = |m: String| UpdateError::VersionCheck(m);
+    let mut child = Command::new(file)
+        .args(["version", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| vc(format!("cannot run {}: {e}", file.display())))?;
+    let mut stdout = child.stdout.take();
+    // Read in a thread so a chatty binary cannot block on a full pipe.
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.take(64 * 1024).read_to_end(&mut out);
+        }
+        out
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(vc(format!(
+                    "`version --json` did not finish within {timeout:?}"
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(vc(format!("waiting for the new binary: {e}"))),
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err(vc(format!("`version --json` exited with {status}")));
+    }
+    let info: VersionInfo = serde_json::from_slice(&out)
+        .map_err(|e| vc(format!("`version --json` printed no valid JSON: {e}")))?;
+    if info.binary_name != expected_name {
+        return Err(vc(format!(
+            "binary_name is {:?}, expected {expected_name:?}",
+            info.binary_name
+        )));
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(class: u8, data: u8, e_type: u16, machine: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = class;
+        h[5] = data;
+        h[16..18].copy_from_slice(&e_type.to_le_bytes());
+        h[18..20].copy_from_slice(&machine.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn elf_header_checks() {
+        let m = this_machine();
+        assert!(check_elf_header(&header(2, 1, 3, m)).is_ok());
+        assert!(check_elf_header(&header(2, 1, 2, m)).is_ok());
+        assert!(matches!(
+            check_elf_header(b"#!/bin/sh\n"),
+            Err(UpdateError::NotElf(_))
+        ));
+        assert!(matches!(
+            check_elf_header(&header(1, 1, 3, m)),
+            Err(UpdateError::NotElf(_))
+        ));
+        assert!(matches!(
+            check_elf_header(&header(2, 2, 3, m)),
+            Err(UpdateError::NotElf(_))
+        ));
+        assert!(matches!(
+            check_elf_header(&header(2, 1, 1, m)),
+            Err(UpdateError::NotElf(_))
+        ));
+        let other = if m == 62 { 183 } else { 62 };
+        assert!(matches!(
+            check_elf_header(&header(2, 1, 3, other)),
+            Err(UpdateError::WrongArch { .. })
+        ));
+    }
+
+    #[test]
+    fn this_binary_is_a_valid_elf() {
+        check_elf(&std::env::current_exe().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn key_and_signature_encodings() {
+        let raw: Vec<u8> = (0u8..32).collect();
+        assert_eq!(decode_key(&raw, 32).unwrap(), raw);
+        assert_eq!(decode_key(hex(&raw).as_bytes(), 32).unwrap(), raw);
+        let b64 = base64_encode(&raw);
+        assert_eq!(decode_key(format!("{b64}\n").as_bytes(), 32).unwrap(), raw);
+        assert!(decode_key(b"short", 32).is_none());
+        for n in 0..8 {
+            let d: Vec<u8> = (0..n).collect();
+            assert_eq!(base64_decode(&base64_encode(&d)).unwrap(), d);
+        }
+        assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+    }
+
+    #[test]
+    fn ed25519_is_available() {
+        assert!(ed25519().is_some());
+    }
+}
