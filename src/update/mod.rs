@@ -292,7 +292,9 @@ impl Updater {
                 version: a.version.clone(),
             });
         }
-        rec.target = Some(a.version.clone());
+        if !a.is_pin() {
+            rec.target = Some(a.version.clone());
+        }
         records.save(&self.paths)?;
 
         if a.is_pin() {
@@ -371,6 +373,7 @@ impl Updater {
             activate::swap_link(&self.paths, &a.name, &cached)?;
         }
         let previous = record_activation(&mut records, &a.name, version, linked.as_deref());
+        records.entry(&a.name).target = Some(version.to_string());
         records.save(&self.paths)?;
         crash_point("recorded");
         crate::info!(
@@ -420,6 +423,16 @@ impl Updater {
             } => (part, sha256, validators),
         };
         let version = pin_version(&a.version, &sha);
+        if records
+            .get(&a.name)
+            .is_some_and(|r| r.bad.contains(&version))
+        {
+            download::discard(&part);
+            return Err(UpdateError::MarkedBad {
+                name: a.name.clone(),
+                version,
+            });
+        }
         let cached = self.cached_file(&a.name, &version);
         if cached.is_file() && verify::check_file_hash(&cached, &hashed(a, &sha)).is_ok() {
             download::discard(&part);

@@ -51,6 +51,9 @@ pub fn verify_file(
     check_signature(paths, a)?;
     check_elf(file)?;
     if opts.run_version_check {
+        // Executable only now that the bytes are known good.
+        std::fs::set_permissions(file, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(io_err(format!("chmod {}", file.display())))?;
         let info = version_check(file, &a.name, opts.version_timeout)?;
         if !a.is_pin() && info.version.trim_start_matches('v') != a.version.trim_start_matches('v')
         {
@@ -289,13 +292,25 @@ pub fn version_check(
     timeout: Duration,
 ) -> Result<VersionInfo, UpdateError> {
     let vc = |m: String| UpdateError::VersionCheck(m);
-    let mut child = Command::new(file)
-        .args(["version", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| vc(format!("cannot run {}: {e}", file.display())))?;
+    let mut tries = 0;
+    let mut child = loop {
+        let r = Command::new(file)
+            .args(["version", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        match r {
+            Ok(c) => break c,
+            // ETXTBSY: a concurrent fork still held the file's write descriptor for an
+            // instant (fork between our close and its exec). Brief, so retry.
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(vc(format!("cannot run {}: {e}", file.display()))),
+        }
+    };
     let mut stdout = child.stdout.take();
     // Read in a thread so a chatty binary cannot block on a full pipe.
     let reader = std::thread::spawn(move || {

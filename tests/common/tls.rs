@@ -1,0 +1,344 @@
+//! A loopback HTTPS server for tests, with a test CA made at test time.
+//!
+//! - [`test_ca`] makes one CA and one server certificate (`localhost`, `127.0.0.1`) per test
+//!   process, writes the CA to a PEM file and points `SSL_CERT_FILE` at it. minreq builds its
+//!   TLS config once per process, so call it before the first request (every
+//!   [`HttpsServer::start`] does).
+//! - [`HttpsServer`] serves in-memory files with ETag/Last-Modified, `Range` + `If-Range`,
+//!   `If-None-Match`/`If-Modified-Since` (304), and scripted misbehaviour ([`Behavior`]):
+//!   a cut connection, a 404, a trickle. Every request is recorded for assertions.
+//!
+//! The server side uses rustls with the aws-lc-rs provider; the client under test is the
+//! product's own (minreq via the system store).
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+pub struct TestCa {
+    /// PEM file of the CA (what `SSL_CERT_FILE` points at).
+    pub ca_file: PathBuf,
+    chain: Vec<CertificateDer<'static>>,
+    key_der: Vec<u8>,
+}
+
+/// The process-wide test CA; sets `SSL_CERT_FILE` on first use.
+pub fn test_ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate().expect("ca key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "svc-agent test CA");
+        let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf_key = KeyPair::generate().expect("leaf key");
+        let mut leaf =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+                .expect("leaf params");
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        leaf.distinguished_name
+            .push(DnType::CommonName, "localhost");
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("leaf cert");
+
+        let dir = std::env::temp_dir().join(format!("svc-test-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("ca dir");
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca_cert.pem()).expect("write ca");
+        // Before any request of this process: minreq reads the store once.
+        std::env::set_var("SSL_CERT_FILE", &ca_file);
+        TestCa {
+            ca_file,
+            chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
+            key_der: leaf_key.serialize_der(),
+        }
+    })
+}
+
+/// How the server answers requests for one path.
+#[derive(Debug, Clone)]
+pub enum Behavior {
+    Normal,
+    /// The first full (non-Range) GET sends the headers for the whole file, then `at` bytes,
+    /// then closes the connection without TLS close_notify. Later requests are served normally.
+    CutOnceAt(u64),
+    /// Every GET is cut after `at` bytes (a link that always drops).
+    CutAlwaysAt(u64),
+    NotFound,
+    /// `chunk` bytes every `every`, until the client goes away.
+    Trickle {
+        chunk: usize,
+        every: Duration,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub body: Arc<Vec<u8>>,
+    pub etag: String,
+    pub last_modified: String,
+    pub behavior: Behavior,
+}
+
+/// One request as the server saw it (header names lowercased).
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    resources: HashMap<String, Resource>,
+    seen: Vec<SeenRequest>,
+    cut_done: std::collections::HashSet<String>,
+}
+
+pub struct HttpsServer {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HttpsServer {
+    pub fn start() -> HttpsServer {
+        let ca = test_ca();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("tls versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                ca.chain.clone(),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ca.key_der.clone())),
+            )
+            .expect("server cert");
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let state = Arc::new(Mutex::new(State::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if sp.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(tcp) = conn else { continue };
+                let (config, st) = (config.clone(), st.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(tcp, config, st);
+                });
+            }
+        });
+        HttpsServer { port, state, stop }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://localhost:{}{}", self.port, path)
+    }
+
+    pub fn add(&self, path: &str, body: Vec<u8>, behavior: Behavior) -> Arc<Vec<u8>> {
+        let body = Arc::new(body);
+        let etag = format!("\"{:x}-{}\"", body.len(), path.len() + self.port as usize);
+        self.state.lock().unwrap().resources.insert(
+            path.to_string(),
+            Resource {
+                body: body.clone(),
+                etag,
+                last_modified: "Wed, 21 Oct 2026 07:28:00 GMT".into(),
+                behavior,
+            },
+        );
+        body
+    }
+
+    pub fn set_behavior(&self, path: &str, behavior: Behavior) {
+        if let Some(r) = self.state.lock().unwrap().resources.get_mut(path) {
+            r.behavior = behavior;
+        }
+    }
+
+    pub fn etag(&self, path: &str) -> String {
+        self.state.lock().unwrap().resources[path].etag.clone()
+    }
+
+    /// Requests seen for `path`, in order.
+    pub fn requests(&self, path: &str) -> Vec<SeenRequest> {
+        let st = self.state.lock().unwrap();
+        st.seen.iter().filter(|r| r.path == path).cloned().collect()
+    }
+}
+
+impl Drop for HttpsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so that it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn serve(
+    mut tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    state: Arc<Mutex<State>>,
+) -> std::io::Result<()> {
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp.try_clone()?);
+    // Read the request head.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if tls.read(&mut byte)? == 0 || head.len() > 64 * 1024 {
+            return Ok(());
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next().unwrap_or("").split(' ');
+    let method = first.next().unwrap_or("").to_string();
+    let path = first.next().unwrap_or("").to_string();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let resource = {
+        let mut st = state.lock().unwrap();
+        st.seen.push(SeenRequest {
+            method: method.clone(),
+            path: path.clone(),
+            headers: headers.clone(),
+        });
+        st.resources.get(&path).cloned()
+    };
+    let Some(res) = resource else {
+        return respond_simple(&mut tls, &tcp, "404 Not Found");
+    };
+    if let Behavior::NotFound = res.behavior {
+        return respond_simple(&mut tls, &tcp, "404 Not Found");
+    }
+    let validators = format!(
+        "ETag: {}\r\nLast-Modified: {}\r\n",
+        res.etag, res.last_modified
+    );
+    if headers.get("if-none-match") == Some(&res.etag)
+        || (!headers.contains_key("if-none-match")
+            && headers.get("if-modified-since") == Some(&res.last_modified))
+    {
+        let h = format!("HTTP/1.1 304 Not Modified\r\n{validators}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        tls.write_all(h.as_bytes())?;
+        return finish(&mut tls, &tcp);
+    }
+    let len = res.body.len() as u64;
+    // Range honoured only when If-Range (if any) matches the current validator.
+    let range_start = headers
+        .get("range")
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|_| match headers.get("if-range") {
+            Some(v) => v == &res.etag || v == &res.last_modified,
+            None => true,
+        });
+    let (status, start) = match range_start {
+        Some(s) if s < len => ("206 Partial Content", s),
+        Some(_) => {
+            let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            tls.write_all(h.as_bytes())?;
+            return finish(&mut tls, &tcp);
+        }
+        None => ("200 OK", 0),
+    };
+    let mut h = format!(
+        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\nContent-Length: {}\r\nConnection: close\r\n",
+        len - start
+    );
+    if start > 0 {
+        h.push_str(&format!(
+            "Content-Range: bytes {start}-{}/{len}\r\n",
+            len - 1
+        ));
+    }
+    h.push_str("\r\n");
+    tls.write_all(h.as_bytes())?;
+    let body = &res.body[start as usize..];
+    match res.behavior {
+        Behavior::CutOnceAt(at) if start == 0 => {
+            let first_time = state.lock().unwrap().cut_done.insert(path.clone());
+            if first_time {
+                tls.write_all(&body[..at as usize])?;
+                tls.flush()?;
+                // FIN without close_notify: the client sees a truncated stream.
+                let _ = tcp.shutdown(Shutdown::Both);
+                return Ok(());
+            }
+            tls.write_all(body)?;
+        }
+        Behavior::CutAlwaysAt(at) => {
+            let n = (at.saturating_sub(start) as usize).min(body.len());
+            tls.write_all(&body[..n])?;
+            tls.flush()?;
+            let _ = tcp.shutdown(Shutdown::Both);
+            return Ok(());
+        }
+        Behavior::Trickle { chunk, every } => {
+            for piece in body.chunks(chunk) {
+                tls.write_all(piece)?;
+                tls.flush()?;
+                std::thread::sleep(every);
+            }
+        }
+        _ => {
+            for piece in body.chunks(256 * 1024) {
+                tls.write_all(piece)?;
+            }
+        }
+    }
+    finish(&mut tls, &tcp)
+}
+
+fn respond_simple(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    tcp: &TcpStream,
+    status: &str,
+) -> std::io::Result<()> {
+    let body = status.as_bytes();
+    let h = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(h.as_bytes())?;
+    tls.write_all(body)?;
+    finish(tls, tcp)
+}
+
+fn finish(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    tcp: &TcpStream,
+) -> std::io::Result<()> {
+    tls.conn.send_close_notify();
+    tls.flush()?;
+    let _ = tcp.shutdown(Shutdown::Write);
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! Shared pieces of the update tests: real ELF "svc-agent"/"svc-server" binaries made at test
+//! time, sandboxes, artifacts, and ed25519 signing.
+//!
+//! The fake binary is one tiny Rust program compiled once with `rustc`; each "version" is
+//! that ELF with a trailer appended (`\nSVCFAKE1 <name> <version> <behavior>\n`), which the
+//! program reads from `/proc/self/exe`. The kernel ignores bytes after the ELF image, so each
+//! variant is a real executable for this machine with its own sha256.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+use svc::paths::Paths;
+use svc::update::{Artifact, DownloadOptions, UpdateOptions, Updater};
+
+const FAKE_SRC: &str = r#"
+use std::io::{Read, Seek, SeekFrom, Write};
+fn main() {
+    let mut f = std::fs::File::open("/proc/self/exe").unwrap();
+    let len = f.seek(SeekFrom::End(0)).unwrap();
+    let tail = len.min(512);
+    f.seek(SeekFrom::Start(len - tail)).unwrap();
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let line = text.rsplit("\nSVCFAKE1 ").next().unwrap_or("").trim().to_string();
+    let mut parts = line.split(' ');
+    let name = parts.next().unwrap_or("?").to_string();
+    let version = parts.next().unwrap_or("?").to_string();
+    let behavior = parts.next().unwrap_or("ok").to_string();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("version") {
+        if behavior == "version-hangs" {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+        println!("{{\"binary_name\":\"{}\",\"version\":\"{}\",\"target\":\"{}\"}}", name, version, std::env::consts::ARCH);
+        return;
+    }
+    if let Some(p) = std::env::var_os("SVC_FAKE_STARTS") {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).unwrap();
+        writeln!(f, "{} {}", name, version).unwrap();
+    }
+    match behavior.as_str() {
+        "exit1" => std::process::exit(1),
+        "hang" => loop { std::thread::sleep(std::time::Duration::from_secs(3600)); },
+        _ => {}
+    }
+}
+"#;
+
+/// Scratch space of this test binary (under target/).
+pub fn scratch() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// The compiled fake binary (compiled once per source text, shared by test binaries).
+pub fn fake_elf() -> &'static [u8] {
+    static ELF: OnceLock<Vec<u8>> = OnceLock::new();
+    ELF.get_or_init(|| {
+        let tag = &hex(&Sha256::digest(FAKE_SRC.as_bytes()))[..12];
+        let dir = scratch().join("fake-bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join(format!("fake-{tag}"));
+        if !out.is_file() {
+            let src = dir.join(format!("fake-{tag}-{}.rs", std::process::id()));
+            std::fs::write(&src, FAKE_SRC).unwrap();
+            let tmp = dir.join(format!("fake-{tag}.{}", std::process::id()));
+            let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+            let st = std::process::Command::new(rustc)
+                .args([
+                    "--edition",
+                    "2021",
+                    "-C",
+                    "opt-level=1",
+                    "-C",
+                    "debuginfo=0",
+                    "-o",
+                ])
+                .arg(&tmp)
+                .arg(&src)
+                .status()
+                .expect("run rustc to build the fake binary");
+            assert!(st.success(), "rustc failed");
+            std::fs::rename(&tmp, &out).unwrap();
+            let _ = std::fs::remove_file(&src);
+        }
+        std::fs::read(&out).unwrap()
+    })
+}
+
+/// A fake binary of `name` `version` with `behavior` (`ok`, `exit1`, `hang`,
+/// `version-hangs`), padded with `pad` zero bytes before the trailer.
+pub fn fake_binary(name: &str, version: &str, behavior: &str, pad: usize) -> Vec<u8> {
+    let mut b = fake_elf().to_vec();
+    b.resize(b.len() + pad, 0);
+    b.extend_from_slice(format!("\nSVCFAKE1 {name} {version} {behavior}\n").as_bytes());
+    b
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn sha256_hex(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
+}
+
+/// A fresh, empty sandbox root for one test.
+pub fn sandbox(test: &str) -> Paths {
+    let root = scratch().join("sandbox").join(test);
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    Paths::new(root)
+}
+
+/// Options with short timeouts and backoff for tests (no timing is asserted).
+pub fn test_opts() -> UpdateOptions {
+    UpdateOptions {
+        download: DownloadOptions {
+            request_timeout: std::time::Duration::from_secs(2),
+            max_attempts: 3,
+            min_progress: 4096,
+            backoff_initial: std::time::Duration::from_millis(50),
+            backoff_max: std::time::Duration::from_millis(200),
+            progress_interval: std::time::Duration::from_secs(1),
+            max_unannounced_size: 64 * 1024 * 1024,
+            free_space_margin: 1024 * 1024,
+        },
+        ..UpdateOptions::default()
+    }
+}
+
+pub fn artifact(name: &str, version: &str, url: &str, body: &[u8]) -> Artifact {
+    Artifact {
+        name: name.into(),
+        version: version.into(),
+        url: url.into(),
+        sha256: Some(sha256_hex(body)),
+        size: Some(body.len() as u64),
+        signature: None,
+    }
+}
+
+/// Installs `name` `version` from a `file://` source through the real update path, so the
+/// sandbox has an old, complete binary behind the link.
+pub fn install_old(paths: &Paths, name: &str, version: &str) -> Vec<u8> {
+    let body = fake_binary(name, version, "ok", 0);
+    let src = paths.root().join(format!("src-{name}-{version}"));
+    std::fs::write(&src, &body).unwrap();
+    let a = artifact(name, version, &format!("file://{}", src.display()), &body);
+    Updater::new(paths.clone(), test_opts()).update(&a).unwrap();
+    body
+}
+
+/// The bytes `bin/<name>` points at and their version (from the target's name).
+pub fn active(paths: &Paths, name: &str) -> (String, Vec<u8>) {
+    let target = std::fs::read_link(paths.bin_link(name)).expect("link exists");
+    let file = target.file_name().unwrap().to_string_lossy().into_owned();
+    let version = file.strip_prefix(&format!("{name}-")).unwrap().to_string();
+    (
+        version,
+        std::fs::read(&target).expect("link target readable"),
+    )
+}
+
+/// Asserts that nothing of a failed update of `name` `new` is left and the old binary is
+/// still active and intact.
+pub fn assert_untouched(paths: &Paths, name: &str, old: &str, old_body: &[u8], new: &str) {
+    let (v, bytes) = active(paths, name);
+    assert_eq!(v, old, "link moved");
+    assert_eq!(
+        sha256_hex(&bytes),
+        sha256_hex(old_body),
+        "old binary changed"
+    );
+    let cache = paths.cache_dir();
+    assert!(
+        !cache.join(format!("{name}-{new}")).exists(),
+        "bad version cached"
+    );
+    let rec = svc::update::VersionRecords::load(paths).unwrap();
+    assert_eq!(rec.get(name).unwrap().current.as_deref(), Some(old));
+}
+
+/// True when no `.part` (or its sidecar) is left for `name` `version`.
+pub fn no_part(paths: &Paths, name: &str, version: &str) -> bool {
+    let p = paths.cache_dir().join(format!("{name}-{version}.part"));
+    !p.exists() && !Path::new(&format!("{}.json", p.display())).exists()
+}
+
+/// Makes an ed25519 vendor key, installs its public half at `Paths::signing_key()` (hex), and
+/// returns a signer producing base64 signatures.
+pub fn install_vendor_key(paths: &Paths) -> impl Fn(&Artifact) -> String {
+    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let key_path = paths.signing_key();
+    std::fs::create_dir_all(key_path.parent().unwrap()).unwrap();
+    std::fs::write(&key_path, format!("{}\n", hex(kp.public_key_raw()))).unwrap();
+    let der = kp.serialize_der();
+    move |a: &Artifact| {
+        let pk = rustls::pki_types::PrivatePkcs8KeyDer::from(der.clone());
+        let key = rustls::crypto::aws_lc_rs::sign::any_eddsa_type(&pk).unwrap();
+        let signer = key
+            .choose_scheme(&[rustls::SignatureScheme::ED25519])
+            .unwrap();
+        let sig = signer
+            .sign(&a.signed_message(svc::update::this_target()))
+            .unwrap();
+        svc::update::verify::base64_encode(&sig)
+    }
+}
