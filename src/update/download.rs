@@ -279,7 +279,7 @@ pub fn fetch(
     let mut attempts = 0u32;
     // A part that already holds every announced byte (crash after the download) needs no
     // request; verification decides whether it is good.
-    let complete = a.size.is_some_and(|s| s > 0 && s == job.offset);
+    let mut complete = a.size.is_some_and(|s| s > 0 && s == job.offset);
     while !complete {
         attempts += 1;
         let before = job.offset;
@@ -288,7 +288,7 @@ pub fn fetch(
             Source::Http { url } => job.attempt_http(url, conditional),
         };
         match r {
-            Ok(AttemptEnd::Done) => break,
+            Ok(AttemptEnd::Done) => complete = true,
             Ok(AttemptEnd::NotModified) => {
                 discard(&job.part);
                 return Ok(Fetched::NotModified);

@@ -198,7 +198,7 @@ impl Drop for HttpsServer {
 }
 
 fn serve(
-    mut tcp: TcpStream,
+    tcp: TcpStream,
     config: Arc<rustls::ServerConfig>,
     state: Arc<Mutex<State>>,
 ) -> std::io::Result<()> {

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Update engine benchmark: 256 MiB artifact over loopback HTTPS with a test CA.
+# Compares svc-agent's download+verify with the floor `curl | sha256sum` and reports the
+# downloader's peak memory (VmHWM of a child process). Figures go to BENCHMARKS.md ("Updates").
+set -eu
+cd "$(dirname "$0")/.."
+# curl is the floor we compare against; install it on a fresh machine (idempotent).
+if ! command -v curl >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq curl
+fi
+# Release code, but thin LTO off so the bench builds in reasonable time on a small machine.
+CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo test --release --test update_bench -- --ignored --nocapture --test-threads=1 \
+    bench_download_verify_256mib 2>/dev/null | grep -E '^[|]|^raw:'
