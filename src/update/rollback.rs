@@ -184,11 +184,19 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
             boot.version,
             boot.starts
         );
-        let (_, to) = rollback(paths, "svc-agent")?;
-        return Ok(GuardOutcome::RolledBack {
-            from: boot.version,
-            to,
-        });
+        return match rollback(paths, "svc-agent") {
+            Ok((_, to)) => Ok(GuardOutcome::RolledBack {
+                from: boot.version,
+                to,
+            }),
+            Err(UpdateError::NoPrevious(m)) => {
+                // First install: nothing to go back to. Stop counting; keep what we have.
+                crate::error!(SUB, "cannot roll back svc-agent {}: {m}", boot.version);
+                clear_boot(paths)?;
+                Ok(GuardOutcome::Stable)
+            }
+            Err(e) => Err(e),
+        };
     }
     boot.starts += 1;
     save_boot(paths, &boot)?;
