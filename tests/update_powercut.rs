@@ -47,7 +47,8 @@ fn run_child(paths: &Paths, a: &Artifact, crash_at: Option<&str>) -> std::proces
     if let Some(p) = crash_at {
         cmd.env("SVC_CRASH_AT", p);
     }
-    cmd.status().unwrap()
+    // The child's libtest chatter would bury the parent's report; its log stays on stderr.
+    cmd.stdout(std::process::Stdio::null()).status().unwrap()
 }
 
 /// The link exists and its target is byte-identical to one of the verified bodies, and

@@ -204,3 +204,19 @@ fn a_healthy_agent_ends_its_probation() {
     assert_eq!(agent_boot_guard(&paths).unwrap(), GuardOutcome::Stable);
     assert_eq!(active(&paths, "svc-agent").0, "2.0.0");
 }
+
+#[test]
+fn a_first_install_with_nothing_to_fall_back_to_stops_counting() {
+    let paths = sandbox("guard-first-install");
+    install_from_file(&paths, "svc-agent", "1.0.0", "exit1");
+    let starts = paths.root().join("starts");
+    let outcomes = agent_loop_until_rolled_back(&paths, &starts, Duration::from_secs(30));
+    // Three counted starts, then the guard gives up counting (no previous) and lets it run.
+    assert_eq!(outcomes.len(), 10);
+    assert_eq!(
+        outcomes[AGENT_MAX_STARTS as usize..],
+        vec![GuardOutcome::Stable; 10 - AGENT_MAX_STARTS as usize][..]
+    );
+    assert!(load_boot(&paths).is_none());
+    assert_eq!(active(&paths, "svc-agent").0, "1.0.0");
+}
