@@ -1,6 +1,8 @@
 //! svc-agent: the shared library behind the `svc-agent` and `svc-server` binaries.
 //!
 //! One module per concept; see `docs/architecture.md` for how data flows between them.
+pub mod cli;
+pub mod config;
 pub mod fsutil;
 #[macro_use]
 pub mod logging;
