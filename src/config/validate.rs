@@ -204,7 +204,17 @@ fn machine(root: &Value, r: &mut Report) -> Option<MachineConfig> {
             }
         }
     }
-    check_components(&components, &modules, r);
+    // Cross-references use every declared id and name, also of entries with other errors,
+    // so that one mistake is reported once rather than again at each reference.
+    let declared = |key: &str, list: Option<&Vec<Value>>| -> Vec<String> {
+        list.into_iter()
+            .flatten()
+            .filter_map(|v| v.get(key).and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    let module_ids = declared("module_id", o.get("modules").and_then(Value::as_array));
+    let names = declared("name", o.get("components").and_then(Value::as_array));
+    check_components(&components, &module_ids, &names, r);
     let agent = match o.object("agent", r) {
         Some(a) => agent(&a, r),
         None => AgentConfig::default(),
@@ -281,7 +291,12 @@ fn component(v: &Value, path: &Ptr, r: &mut Report) -> Option<Component> {
     })
 }
 
-fn check_components(comps: &[(usize, Component)], modules: &[(usize, Module)], r: &mut Report) {
+fn check_components(
+    comps: &[(usize, Component)],
+    module_ids: &[String],
+    names: &[String],
+    r: &mut Report,
+) {
     let base = Ptr::root().key("components");
     for (n, (i, c)) in comps.iter().enumerate() {
         if let Some((first, _)) = comps[..n].iter().find(|(_, o)| o.name == c.name) {
@@ -293,9 +308,7 @@ fn check_components(comps: &[(usize, Component)], modules: &[(usize, Module)], r
                 ),
             );
         }
-        if c.model.split(':').count() == 3
-            && !modules.iter().any(|(_, m)| m.module_id == c.module_id())
-        {
+        if c.model.split(':').count() == 3 && !module_ids.iter().any(|m| m == c.module_id()) {
             r.error(
                 &base.idx(*i).key("model"),
                 format!(
@@ -308,7 +321,7 @@ fn check_components(comps: &[(usize, Component)], modules: &[(usize, Module)], r
             let p = base.idx(*i).key("depends_on").idx(j);
             if d == &c.name {
                 r.error(&p, format!("component {d:?} cannot depend on itself"));
-            } else if !comps.iter().any(|(_, o)| &o.name == d) {
+            } else if !names.contains(d) {
                 r.error(
                     &p,
                     format!("depends on {d:?}, which is not a component of this config"),
@@ -689,9 +702,8 @@ fn maintenance_window(o: &Obj<'_>, r: &mut Report) -> Option<MaintenanceWindow> 
     days_ok.then_some(MaintenanceWindow { days, start, end })
 }
 
-/// `mon` or `monday` (any case) to 0; Sunday is 6.
+/// `mon` or `monday` to 0; Sunday is 6.
 fn day_index(name: &str) -> Option<u8> {
-    let name = name.to_ascii_lowercase();
     (0..7u8).find(|&i| name == DAY_NAMES[i as usize] || name == DAY_FULL[i as usize])
 }
 
