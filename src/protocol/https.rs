@@ -73,10 +73,17 @@ fn clock_hint() -> String {
     }
 }
 
+/// Status, headers and body of one answer.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
 /// Sends a request and reads at most `MAX_ANSWER_BYTES` of the answer.
-fn exchange(req: minreq::Request) -> Result<(u16, Vec<(String, String)>, Vec<u8>), ProtocolError> {
+fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
     let resp = req.send_lazy().map_err(network_error)?;
-    let status = resp.status_code as u16;
+    let status = resp.status_code;
     let headers = resp.headers.clone();
     let mut body = Vec::new();
     resp.take(MAX_ANSWER_BYTES + 1)
@@ -87,7 +94,11 @@ fn exchange(req: minreq::Request) -> Result<(u16, Vec<(String, String)>, Vec<u8>
             "the answer is larger than {MAX_ANSWER_BYTES} bytes"
         )));
     }
-    Ok((status, headers, body))
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
 
 fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {
@@ -130,11 +141,11 @@ impl Transport for HttpsTransport {
     }
 
     fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError> {
-        let (code, headers, answer) = exchange(self.request("/api/v1/agent/logs", batch.to_vec()))?;
-        if (200..300).contains(&code) {
+        let a = exchange(self.request("/api/v1/agent/logs", batch.to_vec()))?;
+        if (200..300).contains(&a.status) {
             Ok(())
         } else {
-            Err(http_error(code, &headers, &answer))
+            Err(http_error(a.status, &a.headers, &a.body))
         }
     }
 
