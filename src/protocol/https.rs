@@ -124,19 +124,20 @@ impl Transport for HttpsTransport {
         if let Some(tag) = etag {
             req = req.with_header("If-None-Match", tag);
         }
-        let (code, headers, answer) = exchange(req)?;
-        let header_bytes: u64 = headers
+        let a = exchange(req)?;
+        let header_bytes: u64 = a
+            .headers
             .iter()
             .map(|(k, v)| (k.len() + v.len() + 4) as u64)
             .sum();
-        self.last_bytes = (sent, answer.len() as u64 + header_bytes);
-        match code {
+        self.last_bytes = (sent, a.body.len() as u64 + header_bytes);
+        match a.status {
             304 => Ok(PollOutcome::NotModified),
             200 => Ok(PollOutcome::Changed {
-                answer: PollAnswer::parse(&answer)?,
-                etag: header(&headers, "etag").map(str::to_string),
+                answer: Box::new(PollAnswer::parse(&a.body)?),
+                etag: header(&a.headers, "etag").map(str::to_string),
             }),
-            _ => Err(http_error(code, &headers, &answer)),
+            _ => Err(http_error(a.status, &a.headers, &a.body)),
         }
     }
 
