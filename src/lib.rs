@@ -1,6 +1,7 @@
 //! svc-agent: the shared library behind the `svc-agent` and `svc-server` binaries.
 //!
 //! One module per concept; see `docs/architecture.md` for how data flows between them.
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod credentials;
@@ -9,3 +10,4 @@ pub mod fsutil;
 pub mod logging;
 pub mod paths;
 pub mod protocol;
+pub mod supervisor;

@@ -34,14 +34,22 @@ pub fn load_config(paths: &Paths) -> Option<(MachineConfig, Value)> {
     let raw: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => {
-            crate::warn!("agent", "ignoring the cached config {}: {e}", config_path(paths).display());
+            crate::warn!(
+                "agent",
+                "ignoring the cached config {}: {e}",
+                config_path(paths).display()
+            );
             return None;
         }
     };
     match crate::config::parse_value(&raw) {
         Ok((cfg, _)) => Some((cfg, raw)),
         Err(report) => {
-            crate::warn!("agent", "ignoring the cached config, it no longer validates: {}", report.errors.len());
+            crate::warn!(
+                "agent",
+                "ignoring the cached config, it no longer validates: {}",
+                report.errors.len()
+            );
             None
         }
     }
@@ -74,14 +82,19 @@ mod tests {
         let root = std::env::temp_dir().join(format!("svc-cache-{}", std::process::id()));
         let paths = Paths::new(&root);
         assert!(load_config(&paths).is_none());
-        let raw = serde_json::json!({"agent": {"svc-server": {"attributes": {"fast_start": true}}}});
+        let raw =
+            serde_json::json!({"agent": {"svc-server": {"attributes": {"fast_start": true}}}});
         save_config(&paths, &raw).unwrap();
         let (cfg, back) = load_config(&paths).unwrap();
         assert!(cfg.agent.server.attributes.fast_start);
         assert_eq!(back, raw);
         std::fs::write(config_path(&paths), b"{torn").unwrap();
         assert!(load_config(&paths).is_none());
-        let a = CachedAnswer { etag: Some("\"x\"".into()), done_commands: vec!["c1".into()], ..Default::default() };
+        let a = CachedAnswer {
+            etag: Some("\"x\"".into()),
+            done_commands: vec!["c1".into()],
+            ..Default::default()
+        };
         save_answer(&paths, &a).unwrap();
         assert_eq!(load_answer(&paths), a);
         std::fs::remove_dir_all(&root).unwrap();

@@ -57,7 +57,10 @@ impl LocalTime {
         // SAFETY: localtime_r writes only into `tm`, which lives for the call.
         let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
         if !ok {
-            return LocalTime { weekday: 0, minute_of_day: 0 };
+            return LocalTime {
+                weekday: 0,
+                minute_of_day: 0,
+            };
         }
         LocalTime {
             // tm_wday: 0 = Sunday.
@@ -77,7 +80,11 @@ pub enum RestartGate {
 
 /// Spec §3: no window: at once; a window: only inside it and only while svc-server is not
 /// processing config changes.
-pub fn restart_gate(window: Option<&MaintenanceWindow>, now: LocalTime, server_busy: bool) -> RestartGate {
+pub fn restart_gate(
+    window: Option<&MaintenanceWindow>,
+    now: LocalTime,
+    server_busy: bool,
+) -> RestartGate {
     match window {
         None => RestartGate::Now,
         Some(w) if !w.allows(now.weekday, now.minute_of_day) => RestartGate::OutsideWindow,
@@ -96,36 +103,95 @@ mod tests {
     use super::*;
 
     fn target(v: &str) -> Target {
-        Target { version: v.into(), url: format!("https://r/{v}"), sha256: None, size: None, signature: None }
+        Target {
+            version: v.into(),
+            url: format!("https://r/{v}"),
+            sha256: None,
+            size: None,
+            signature: None,
+        }
     }
 
     fn vc(pin_version: &str, pin_url: &str) -> VersionControl {
-        VersionControl { release_channel: "stable".into(), pin_version: pin_version.into(), pin_url: pin_url.into() }
+        VersionControl {
+            release_channel: "stable".into(),
+            pin_version: pin_version.into(),
+            pin_url: pin_url.into(),
+        }
     }
 
     #[test]
     fn precedence_and_bad_versions() {
         let t = target("1.1.0");
-        assert_eq!(desired(&vc("", ""), Some(&t), Some("1.0.0"), None, &[]), Desired::Install(t.clone()));
-        assert_eq!(desired(&vc("", ""), Some(&t), Some("1.1.0"), None, &[]), Desired::Keep);
-        assert_eq!(desired(&vc("", ""), None, Some("1.0.0"), None, &[]), Desired::Keep);
-        assert_eq!(desired(&vc("", ""), Some(&t), Some("1.0.0"), None, &["1.1.0".into()]), Desired::Keep);
+        assert_eq!(
+            desired(&vc("", ""), Some(&t), Some("1.0.0"), None, &[]),
+            Desired::Install(t.clone())
+        );
+        assert_eq!(
+            desired(&vc("", ""), Some(&t), Some("1.1.0"), None, &[]),
+            Desired::Keep
+        );
+        assert_eq!(
+            desired(&vc("", ""), None, Some("1.0.0"), None, &[]),
+            Desired::Keep
+        );
+        assert_eq!(
+            desired(
+                &vc("", ""),
+                Some(&t),
+                Some("1.0.0"),
+                None,
+                &["1.1.0".into()]
+            ),
+            Desired::Keep
+        );
         // pin_url wins over pin_version and over what the app offers.
         assert_eq!(
-            desired(&vc("1.1.0", "https://x/build"), Some(&t), Some("1.0.0"), None, &[]),
+            desired(
+                &vc("1.1.0", "https://x/build"),
+                Some(&t),
+                Some("1.0.0"),
+                None,
+                &[]
+            ),
             Desired::InstallUrl("https://x/build".into())
         );
-        assert_eq!(desired(&vc("", "https://x/build"), Some(&t), Some("9"), Some("https://x/build"), &[]), Desired::Keep);
+        assert_eq!(
+            desired(
+                &vc("", "https://x/build"),
+                Some(&t),
+                Some("9"),
+                Some("https://x/build"),
+                &[]
+            ),
+            Desired::Keep
+        );
     }
 
     #[test]
     fn restart_gate_follows_spec_table() {
-        let w = MaintenanceWindow { days: vec![5, 6], start: 120, end: 240 };
-        let sat_3am = LocalTime { weekday: 5, minute_of_day: 180 };
-        let mon_3am = LocalTime { weekday: 0, minute_of_day: 180 };
+        let w = MaintenanceWindow {
+            days: vec![5, 6],
+            start: 120,
+            end: 240,
+        };
+        let sat_3am = LocalTime {
+            weekday: 5,
+            minute_of_day: 180,
+        };
+        let mon_3am = LocalTime {
+            weekday: 0,
+            minute_of_day: 180,
+        };
         assert_eq!(restart_gate(None, mon_3am, true), RestartGate::Now);
-        assert_eq!(restart_gate(Some(&w), mon_3am, false), RestartGate::OutsideWindow);
-        assert_eq!(restart_gate(Some(&w), sat_3am, true), RestartGate::ServerBusy);
+        assert_eq!(
+            restart_gate(Some(&w), mon_3am, false),
+            RestartGate::OutsideWindow
+        );
+        assert_eq!(
+            restart_gate(Some(&w), sat_3am, true),
+            RestartGate::ServerBusy
+        );
         assert_eq!(restart_gate(Some(&w), sat_3am, false), RestartGate::Now);
     }
 

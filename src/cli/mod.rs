@@ -1,6 +1,7 @@
 //! The `svc-agent` command line: the daemon and the on-device tools of
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
 pub mod args;
+pub mod doctor;
 
 use crate::config::{self, env::HostEnv, version::Selector};
 use args::{Args, UsageError};
@@ -27,6 +28,9 @@ commands:
                                    print a module's environment as sorted KEY=VALUE lines
   resolve-version --selector SEL --current VER --available V1,V2,...
                                    print the version a module moves to, or none
+  run [--root DIR]                 the daemon (systemd runs it so)
+  status [--json] [--root DIR]     what runs, versions, last contact, subsystem states
+  doctor [--json] [--root DIR]     pre-flight checks of this machine
   help                             this text
 
 Run `svc-agent <command> --help` for a command's details.
@@ -52,6 +56,9 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "validate" => cmd_validate(rest),
         "module-env" => cmd_module_env(rest),
         "resolve-version" => cmd_resolve_version(rest),
+        "run" => crate::agent::cmd_run(rest),
+        "status" => doctor::cmd_status(rest),
+        "doctor" => doctor::cmd_doctor(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(EXIT_OK)

@@ -1,9 +1,9 @@
 //! Validation diagnostics: each names a JSON pointer (RFC 6901) and what was expected.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// One problem found in a config, at a JSON pointer path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub path: String,
     pub message: String,

@@ -1,0 +1,142 @@
+//! The real `svc-agent run` against a file:// management directory: first contact, config
+//! change, rejected config, commands, offline boot from cache, stop.
+mod common;
+use common::sandbox::*;
+use serde_json::json;
+
+fn config(module_env: &str) -> serde_json::Value {
+    json!({
+        "modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
+                     "executable_path": "/bin/true", "env": {"MODE": module_env}}],
+        "agent": {"svc-server": {"release_channel": "stable"}}
+    })
+}
+
+#[test]
+fn first_contact_config_change_and_clean_stop() {
+    let sb = Sandbox::new("first-contact");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("one"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let cached = std::fs::read_to_string(sb.root.join("opt/svc/config.json")).unwrap();
+    assert!(cached.contains("\"one\""), "{cached}");
+    assert!(sb.fake("args").contains("--config"), "{}", sb.fake("args"));
+    assert!(sb.fake("env").contains("SVC_HOME="));
+    // The status report reaches the management directory.
+    wait_for("status in the app dir", 30, || {
+        std::fs::read_to_string(sb.app.join("status.json"))
+            .is_ok_and(|s| s.contains("\"running\": true"))
+    });
+
+    sb.answer(json!({"config": config("two"), "poll_interval_secs": 1}));
+    wait_for("svc-server to get SIGHUP", 30, || {
+        sb.fake("events").contains("hup")
+    });
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"two\""));
+    assert!(sb.log().contains("config applied"), "{}", sb.log());
+
+    let pid: i32 = sb
+        .fake("pids")
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let st = terminate(&mut agent);
+    assert!(st.success(), "agent exit {st:?}\n{}", sb.log());
+    assert!(
+        sb.fake("events").contains("term"),
+        "svc-server was not stopped with SIGTERM"
+    );
+    assert!(!pid_alive(pid), "svc-server {pid} outlived the agent");
+}
+
+#[test]
+fn invalid_config_is_rejected_and_the_last_good_one_kept() {
+    let sb = Sandbox::new("reject");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("good"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let mut bad = config("bad");
+    bad["modules"][0]["version"] = json!("1.2");
+    bad["agent"]["svc-server"]["release_channel"] = json!("nightly");
+    sb.answer(json!({"config": bad, "poll_interval_secs": 1}));
+    wait_for("the rejection in status", 30, || {
+        sb.status()["config_errors"]
+            .as_array()
+            .is_some_and(|e| e.len() == 2)
+    });
+    let errors = sb.status()["config_errors"].clone();
+    assert_eq!(errors[0]["path"], "/modules/0/version", "{errors}");
+    assert_eq!(errors[1]["path"], "/agent/svc-server/release_channel");
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"good\""));
+    assert!(sb.log().contains("config rejected"));
+    assert!(
+        !sb.fake("events").contains("hup"),
+        "a rejected config must not reach svc-server"
+    );
+    terminate(&mut agent);
+}
+
+#[test]
+fn restart_command_is_carried_out_once() {
+    let sb = Sandbox::new("command");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || {
+        sb.fake("pids").lines().count() == 1
+    });
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1,
+                     "commands": [{"id": "c-1", "kind": "restart-svc-server"}]}));
+    wait_for("a second svc-server", 30, || {
+        sb.fake("pids").lines().count() == 2
+    });
+    wait_for("the command acknowledged", 30, || {
+        sb.status()["done_commands"] == json!(["c-1"])
+    });
+    // Further polls deliver the same command: it is not carried out again.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(
+        sb.fake("pids").lines().count(),
+        2,
+        "restart repeated:\n{}",
+        sb.log()
+    );
+    terminate(&mut agent);
+}
+
+#[test]
+fn offline_boot_runs_from_the_cache() {
+    let sb = Sandbox::new("offline");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("cached"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("first run", 60, || !sb.fake("pids").is_empty());
+    terminate(&mut agent);
+    // The app is gone: the next boot starts svc-server with the cached config anyway.
+    std::fs::remove_file(sb.app.join("poll.json")).unwrap();
+    let before = sb.fake("pids").lines().count();
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server from cache", 30, || {
+        sb.fake("pids").lines().count() > before
+    });
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"cached\""));
+    wait_for("the poll failure logged", 30, || {
+        sb.log().contains("poll failed")
+    });
+    terminate(&mut agent);
+}
