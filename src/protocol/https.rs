@@ -5,8 +5,17 @@ use crate::credentials::{Credentials, Secret};
 use serde_json::Value;
 use std::io::Read;
 
-/// Seconds a request may take in all (connect, TLS, send, answer).
+/// Seconds a request may take in all (connect, TLS, send, answer); `SVC_AGENT_HTTP_TIMEOUT_SECS`
+/// overrides it (slow satellite links, tests).
 const TIMEOUT_SECS: u64 = 30;
+
+fn timeout_secs() -> u64 {
+    std::env::var("SVC_AGENT_HTTP_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|s: &u64| *s > 0)
+        .unwrap_or(TIMEOUT_SECS)
+}
 
 pub struct HttpsTransport {
     creds: Credentials,
@@ -34,7 +43,7 @@ impl HttpsTransport {
             .with_header("X-Svc-Part-Id", self.creds.part_id.clone())
             .with_header("Content-Type", "application/json")
             .with_header("User-Agent", concat!("svc-agent/", env!("SVC_VERSION")))
-            .with_timeout(TIMEOUT_SECS)
+            .with_timeout(timeout_secs())
             .with_max_headers_size(64 * 1024)
             .with_max_status_line_length(1024)
             .with_body(body)

@@ -1,0 +1,215 @@
+//! A management app on loopback HTTPS, scripted per test: answers polls (with ETag and 304),
+//! takes log batches, and misbehaves on request (errors, garbage, slowness, resets).
+#![allow(dead_code)]
+use super::testca::TestCa;
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the server does with the next poll.
+#[derive(Clone, Debug)]
+pub enum Behavior {
+    /// The current answer (200 with ETag, or 304 when If-None-Match matches).
+    Normal,
+    Status(u16, Vec<(String, String)>, String),
+    Garbage,
+    /// Wait this long before answering normally.
+    Slow(Duration),
+    /// Read the request, then close the connection without a word.
+    Reset,
+}
+
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub status_sent: u16,
+    pub bytes_in: usize,
+    pub bytes_out: usize,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+pub struct State {
+    pub answer: String,
+    pub script: VecDeque<Behavior>,
+    pub seen: Vec<Seen>,
+    pub logs: Vec<String>,
+}
+
+pub struct MgmtServer {
+    pub url: String,
+    pub state: Arc<Mutex<State>>,
+    pub ca: TestCa,
+}
+
+fn etag_of(body: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(body.as_bytes());
+    format!(
+        "\"{}\"",
+        d[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+impl MgmtServer {
+    pub fn start(dir: &std::path::Path) -> MgmtServer {
+        let ca = TestCa::new(dir);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "https://localhost:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let state = Arc::new(Mutex::new(State::default()));
+        let (st, cfg) = (Arc::clone(&state), Arc::clone(&ca.server_config));
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (st, cfg) = (Arc::clone(&st), Arc::clone(&cfg));
+                std::thread::spawn(move || serve(conn, cfg, st));
+            }
+        });
+        MgmtServer { url, state, ca }
+    }
+
+    pub fn set_answer(&self, v: serde_json::Value) {
+        self.state.lock().unwrap().answer = v.to_string();
+    }
+
+    pub fn script(&self, b: Behavior) {
+        self.state.lock().unwrap().script.push_back(b);
+    }
+
+    pub fn polls(&self) -> Vec<Seen> {
+        self.state
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|s| s.path.ends_with("/poll"))
+            .cloned()
+            .collect()
+    }
+}
+
+fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) {
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
+    let conn = match rustls::ServerConnection::new(cfg) {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = buf[head_end..head_end + len].to_vec();
+    let mut seen = Seen {
+        path: path.clone(),
+        headers,
+        body,
+        status_sent: 0,
+        bytes_in: buf.len(),
+        bytes_out: 0,
+    };
+    let behavior = if path.ends_with("/poll") {
+        st.lock()
+            .unwrap()
+            .script
+            .pop_front()
+            .unwrap_or(Behavior::Normal)
+    } else {
+        Behavior::Normal
+    };
+    let (status, extra, payload): (u16, Vec<(String, String)>, String) = match behavior {
+        Behavior::Reset => {
+            st.lock().unwrap().seen.push(seen);
+            let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        Behavior::Garbage => (200, vec![], "{\"config\": [this is not json".into()),
+        Behavior::Status(code, h, b) => (code, h, b),
+        Behavior::Slow(d) => {
+            std::thread::sleep(d);
+            normal(&path, &seen, &st)
+        }
+        Behavior::Normal => normal(&path, &seen, &st),
+    };
+    let mut resp = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        payload.len()
+    );
+    for (k, v) in &extra {
+        resp.push_str(&format!("{k}: {v}\r\n"));
+    }
+    resp.push_str("\r\n");
+    resp.push_str(&payload);
+    seen.status_sent = status;
+    seen.bytes_out = resp.len();
+    st.lock().unwrap().seen.push(seen);
+    let _ = tls.write_all(resp.as_bytes());
+    let _ = tls.flush();
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+}
+
+fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String, String)>, String) {
+    let mut s = st.lock().unwrap();
+    if path.ends_with("/logs") {
+        s.logs
+            .push(String::from_utf8_lossy(&seen.body).into_owned());
+        return (200, vec![], "{}".into());
+    }
+    let tag = etag_of(&s.answer);
+    if seen.header("if-none-match") == Some(tag.as_str()) {
+        (304, vec![("ETag".into(), tag)], String::new())
+    } else {
+        (200, vec![("ETag".into(), tag)], s.answer.clone())
+    }
+}
