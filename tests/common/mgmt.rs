@@ -27,8 +27,12 @@ pub struct Seen {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub status_sent: u16,
+    /// HTTP bytes of the request and of the answer.
     pub bytes_in: usize,
     pub bytes_out: usize,
+    /// Bytes on the wire (TCP payload, TLS included), filled in when the exchange ends.
+    pub wire_in: usize,
+    pub wire_out: usize,
 }
 
 impl Seen {
@@ -105,8 +109,39 @@ impl MgmtServer {
     }
 }
 
+/// A TCP stream that counts the bytes it carries (TLS records included).
+struct Counting {
+    inner: TcpStream,
+    read: usize,
+    written: usize,
+}
+
+impl Read for Counting {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(b)?;
+        self.read += n;
+        Ok(n)
+    }
+}
+
+impl Write for Counting {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(b)?;
+        self.written += n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
+    let tcp = Counting {
+        inner: tcp,
+        read: 0,
+        written: 0,
+    };
     let conn = match rustls::ServerConnection::new(cfg) {
         Ok(c) => c,
         Err(_) => return,
@@ -157,6 +192,8 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
         status_sent: 0,
         bytes_in: buf.len(),
         bytes_out: 0,
+        wire_in: 0,
+        wire_out: 0,
     };
     let behavior = if path.ends_with("/poll") {
         st.lock()
@@ -170,7 +207,7 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
     let (status, extra, payload): (u16, Vec<(String, String)>, String) = match behavior {
         Behavior::Reset => {
             st.lock().unwrap().seen.push(seen);
-            let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+            let _ = tls.sock.inner.shutdown(std::net::Shutdown::Both);
             return;
         }
         Behavior::Garbage => (200, vec![], "{\"config\": [this is not json".into()),
@@ -192,11 +229,19 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
     resp.push_str(&payload);
     seen.status_sent = status;
     seen.bytes_out = resp.len();
-    st.lock().unwrap().seen.push(seen);
     let _ = tls.write_all(resp.as_bytes());
     let _ = tls.flush();
     tls.conn.send_close_notify();
     let _ = tls.flush();
+    // Whatever the client still sends (its close_notify) counts too.
+    let _ = tls
+        .sock
+        .inner
+        .set_read_timeout(Some(Duration::from_millis(200)));
+    let _ = std::io::copy(&mut tls.sock, &mut std::io::sink());
+    seen.wire_in = tls.sock.read;
+    seen.wire_out = tls.sock.written;
+    st.lock().unwrap().seen.push(seen);
 }
 
 fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String, String)>, String) {
