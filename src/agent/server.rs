@@ -97,14 +97,14 @@ impl ServerManager {
         let spec = self.spec();
         let _ = std::fs::create_dir_all(&spec.cwd);
         let mut sup = Supervisor::new(spec);
-        sup.start();
+        let _ = sup.start();
         self.sup = Some(sup);
         self.started_at = Some(Instant::now());
     }
 
     pub fn tick(&mut self) {
         if let Some(s) = self.sup.as_mut() {
-            s.tick(Instant::now());
+            let _ = s.tick(Instant::now());
         }
     }
 
