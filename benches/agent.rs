@@ -2,6 +2,7 @@
 //! - bytes per unchanged poll (HTTPS with a 304, on the wire incl. TLS; and file://);
 //! - fast-start latency: `svc-agent run` exec to svc-server exec, warm cache, next to a
 //!   bare fork+exec launcher starting the same program.
+//!
 //! Run: `cargo bench --bench agent`.
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -10,7 +11,7 @@ use common::mgmt::MgmtServer;
 use common::sandbox::{terminate, wait_for, Sandbox};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -144,7 +145,6 @@ fn unchanged_poll_bytes() {
         "| first (changed) poll, on the wire | {} + {} B |",
         first.wire_in, first.wire_out
     );
-    let _ = Duration::ZERO;
 }
 
 fn main() {
