@@ -5,6 +5,8 @@
 #
 #   tests/system/run.sh [SCENARIO...]          all scenarios in scenarios/ when none given
 #
+# SCENARIO is a name (scenarios/<name>.sh) or a path to a scenario file (pending/x.sh).
+#
 # A scenario is scenarios/<name>.sh, run inside the guest by a oneshot unit once the system
 # is up; the guest then powers off. Optional companions:
 #   <name>.host.sh   run on the host before boot, with LAB_WORK (the run's folder) and
@@ -123,12 +125,18 @@ report_failure() {
 passed=0; failed=0
 for name in "${scenarios[@]}"; do
     t_start=$SECONDS
-    script="$here/scenarios/$name.sh"
+    # A name means scenarios/<name>.sh; a path (e.g. pending/x.sh) runs that file.
+    case "$name" in
+        */*|*.sh) script="$(cd "$(dirname "$name")" 2>/dev/null && pwd)/$(basename "$name")"
+                  name="$(basename "$name" .sh)"
+                  sdir="$(dirname "$script")" ;;
+        *) script="$here/scenarios/$name.sh"; sdir="$here/scenarios" ;;
+    esac
     if [ ! -f "$script" ]; then
         echo "FAIL $name: no such scenario ($script)"; failed=$((failed + 1)); continue
     fi
-    after="$here/scenarios/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
-    hook="$here/scenarios/$name.host.sh"
+    after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
+    hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
 
     mkdir -p "$LAB_CACHE/runs"
