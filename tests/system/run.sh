@@ -176,7 +176,8 @@ for name in "${scenarios[@]}"; do
         if [ "$powercut" = 1 ]; then
             rc_after="$(cat "$work/out/after/rc" 2>/dev/null || echo none)"
             if [ "$main_result" = timeout ]; then reason="main phase: no @@POWERCUT@@ within ${limit}s"
-            elif [ "$main_result" != powercut ]; then reason="main phase ended (rc=$rc_main) without asking for the power cut"
+            elif [ "$main_result" != powercut ] && [ "$rc_main" != 0 ]; then reason="main phase rc=$rc_main"
+            elif [ "$main_result" != powercut ]; then reason="main phase passed but never asked for the power cut"
             elif [ "$after_result" = timeout ]; then reason="after phase timed out after ${limit}s"
             elif [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
             fi
