@@ -9,5 +9,14 @@ fn main() {
         .unwrap_or_else(|| std::env::var("CARGO_PKG_VERSION").unwrap_or_default());
     println!("cargo:rustc-env=SVC_VERSION={version}");
     println!("cargo:rerun-if-env-changed=SVC_BUILD_VERSION");
+    // The build date lets the agent tell "clock not set" from "certificate expired".
+    let epoch = std::env::var("SOURCE_DATE_EPOCH").ok().unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs().to_string())
+            .unwrap_or_else(|_| "0".into())
+    });
+    println!("cargo:rustc-env=SVC_BUILD_EPOCH={epoch}");
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     println!("cargo:rerun-if-changed=build.rs");
 }

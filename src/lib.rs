@@ -3,7 +3,9 @@
 //! One module per concept; see `docs/architecture.md` for how data flows between them.
 pub mod cli;
 pub mod config;
+pub mod credentials;
 pub mod fsutil;
 #[macro_use]
 pub mod logging;
 pub mod paths;
+pub mod protocol;

@@ -692,3 +692,39 @@ fn schema_rejects_what_the_validator_rejects() {
     }
     assert!(checked > 40, "only {checked} cases compared");
 }
+
+#[test]
+fn deep_nesting_inside_attributes_is_an_error_at_its_component() {
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let text = format!(
+        r#"{{"modules": [{{"type": "local", "name": "m", "module_id": "a:b", "executable_path": "/x"}}],
+            "components": [{{"name": "c", "model": "a:b:c", "type": "t", "namespace": "rdk", "attributes": {{"x": {deep}}}}}]}}"#
+    );
+    let r = parse_str(&text).unwrap_err();
+    assert_eq!(r.errors[0].path, "/components/0", "{r}");
+    assert!(r.errors[0].message.contains("recursion limit"), "{r}");
+}
+
+#[test]
+fn null_means_not_set_and_duplicate_root_keys_warn() {
+    let (cfg, r) = parse_str(r#"{"agent": {"svc-server": {"pin_url": null, "attributes": {"maintenance_window": null}}}, "agent": {}}"#)
+        .unwrap_or_else(|r| panic!("{r}"));
+    assert_eq!(cfg.agent.server.version.pin_url, "");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.path == "/agent" && w.message.contains("more than once")),
+        "{r}"
+    );
+    // The model serializes to a config that validates again (what the fuzzer checks too).
+    let (full, _) = parse_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/full-agent.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let again = parse_str(&serde_json::to_string(&full).unwrap()).unwrap().0;
+    assert_eq!(again, full);
+}

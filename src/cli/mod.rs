@@ -104,7 +104,16 @@ fn read_input(path: &str) -> Result<Vec<u8>, String> {
             .take(MAX_CONFIG_BYTES + 1)
             .read_to_end(&mut buf)
     } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut buf))
+        std::fs::File::open(path).and_then(|f| {
+            // Size the buffer once: a doubling Vec would hold up to twice the file.
+            let len = f
+                .metadata()
+                .map(|m| m.len())
+                .unwrap_or(0)
+                .min(MAX_CONFIG_BYTES);
+            buf.reserve_exact(len as usize + 1);
+            f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut buf)
+        })
     };
     res.map_err(|e| format!("cannot read {path}: {e}"))?;
     if buf.len() as u64 > MAX_CONFIG_BYTES {

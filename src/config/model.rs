@@ -30,10 +30,43 @@ pub struct Component {
     #[serde(rename = "type")]
     pub api_type: String,
     pub namespace: String,
-    pub attributes: Map<String, Value>,
+    /// The model's attributes, kept as their JSON text: opaque to the agent, passed on.
+    pub attributes: RawJson,
     pub depends_on: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A JSON value kept as text (an object of attributes, say), compared by its text.
+#[derive(Debug, Clone)]
+pub struct RawJson(pub Box<serde_json::value::RawValue>);
+
+impl RawJson {
+    pub fn empty_object() -> RawJson {
+        match serde_json::value::RawValue::from_string("{}".to_string()) {
+            Ok(raw) => RawJson(raw),
+            Err(_) => unreachable!("an empty object is valid JSON"),
+        }
+    }
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+    /// The value parsed into a tree.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 impl Component {

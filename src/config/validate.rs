@@ -4,22 +4,51 @@ use super::diag::{Ptr, Report};
 use super::model::*;
 use super::version::Selector;
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// Parses and validates a config. `Ok` carries the model and any warnings; `Err` carries
 /// every error (and warning) found.
 pub fn parse_str(text: &str) -> Result<(MachineConfig, Report), Report> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(v) => parse_value(&v),
-        Err(e) => Err(json_error(e)),
-    }
+    parse_slice(text.as_bytes())
 }
 
 /// Like [`parse_str`], from bytes (which must be UTF-8).
+///
+/// The document is read in two levels to bound memory: the top-level members and each
+/// component are first kept as raw JSON text, then one component at a time is parsed,
+/// checked and turned into the model, its attributes staying as text.
 pub fn parse_slice(bytes: &[u8]) -> Result<(MachineConfig, Report), Report> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(v) => parse_value(&v),
-        Err(e) => Err(json_error(e)),
+    let mut r = Report::default();
+    let members = match serde_json::from_slice::<Members>(bytes) {
+        Ok(m) => m,
+        Err(_) => {
+            // Not an object, or not JSON at all: the tree parse names the problem.
+            return Err(match serde_json::from_slice::<Value>(bytes) {
+                Ok(other) => {
+                    r.error(
+                        &Ptr::root(),
+                        format!(
+                            "the machine config must be an object, found {}",
+                            kind(&other)
+                        ),
+                    );
+                    r
+                }
+                Err(e) => json_error(e),
+            });
+        }
+    };
+    let cfg = machine(members, &mut r);
+    if r.is_valid() {
+        Ok((cfg, r))
+    } else {
+        Err(r)
     }
+}
+
+/// Validates an already parsed document.
+pub fn parse_value(root: &Value) -> Result<(MachineConfig, Report), Report> {
+    parse_str(&root.to_string())
 }
 
 fn json_error(e: serde_json::Error) -> Report {
@@ -30,13 +59,55 @@ fn json_error(e: serde_json::Error) -> Report {
     r
 }
 
-/// Validates an already parsed document.
-pub fn parse_value(root: &Value) -> Result<(MachineConfig, Report), Report> {
-    let mut r = Report::default();
-    let cfg = machine(root, &mut r);
-    match cfg {
-        Some(cfg) if r.is_valid() => Ok((cfg, r)),
-        _ => Err(r),
+type Raw<'a> = &'a serde_json::value::RawValue;
+
+/// The members of a JSON object in document order, values unparsed.
+struct Members<'a>(Vec<(String, Raw<'a>)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Members<'a>, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Raw<'a>>()? {
+                    out.push((k, v));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// Parses one raw member into a tree, reporting a syntax problem at its path.
+fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
+    match serde_json::from_str(raw.get()) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            r.error(path, format!("not valid JSON: {e}"));
+            None
+        }
+    }
+}
+
+/// The elements of a raw array member, unparsed; a non-array is reported.
+fn raw_array<'a>(raw: Raw<'a>, path: &Ptr, r: &mut Report) -> Vec<Raw<'a>> {
+    match serde_json::from_str::<Vec<Raw<'a>>>(raw.get()) {
+        Ok(items) => items,
+        Err(_) => {
+            if let Some(v) = tree(raw, path, r) {
+                r.error(path, format!("expected an array, found {}", kind(&v)));
+            }
+            Vec::new()
+        }
     }
 }
 
@@ -80,8 +151,9 @@ impl<'a> Obj<'a> {
         self.path.key(key)
     }
 
+    /// A member's value; `null` counts as absent (editors write it for "not set").
     fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key)
+        self.map.get(key).filter(|v| !v.is_null())
     }
 
     fn string(&self, key: &str, required: bool, r: &mut Report) -> Option<String> {
@@ -185,47 +257,87 @@ fn describe(v: &Value) -> String {
 
 // ---- the document ----------------------------------------------------------------------
 
-fn machine(root: &Value, r: &mut Report) -> Option<MachineConfig> {
-    let o = Obj::new(root, &Ptr::root(), "the machine config", r)?;
+fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
+    let root = Ptr::root();
+    let mut cfg = MachineConfig::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for (key, _) in &members.0 {
+        if seen.contains(&key.as_str()) {
+            r.warn(
+                &root.key(key),
+                format!("key {key:?} appears more than once; the last one is used"),
+            );
+        }
+        seen.push(key);
+    }
+    let last = |name: &str| {
+        members
+            .0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    };
     let mut modules = Vec::new();
-    if let Some(list) = o.array("modules", r) {
-        for (i, m) in list.iter().enumerate() {
-            if let Some(m) = module(m, &o.at("modules").idx(i), r) {
+    let mut module_ids = Vec::new();
+    if let Some(raw) = last("modules") {
+        for (i, item) in raw_array(raw, &root.key("modules"), r).iter().enumerate() {
+            let path = root.key("modules").idx(i);
+            let Some(v) = tree(item, &path, r) else {
+                continue;
+            };
+            if let Some(id) = v.get("module_id").and_then(Value::as_str) {
+                module_ids.push(id.to_string());
+            }
+            if let Some(m) = module(&v, &path, r) {
                 modules.push((i, m));
             }
         }
     }
     check_unique_modules(&modules, r);
     let mut components = Vec::new();
-    if let Some(list) = o.array("components", r) {
-        for (i, c) in list.iter().enumerate() {
-            if let Some(c) = component(c, &o.at("components").idx(i), r) {
+    let mut names = Vec::new();
+    if let Some(raw) = last("components") {
+        for (i, item) in raw_array(raw, &root.key("components"), r)
+            .into_iter()
+            .enumerate()
+        {
+            let path = root.key("components").idx(i);
+            let Some(v) = tree(item, &path, r) else {
+                continue;
+            };
+            if let Some(n) = v.get("name").and_then(Value::as_str) {
+                names.push(n.to_string());
+            }
+            if let Some(c) = component(v, &path, r) {
                 components.push((i, c));
             }
         }
     }
     // Cross-references use every declared id and name, also of entries with other errors,
     // so that one mistake is reported once rather than again at each reference.
-    let declared = |key: &str, list: Option<&Vec<Value>>| -> Vec<String> {
-        list.into_iter()
-            .flatten()
-            .filter_map(|v| v.get(key).and_then(Value::as_str).map(str::to_string))
-            .collect()
-    };
-    let module_ids = declared("module_id", o.get("modules").and_then(Value::as_array));
-    let names = declared("name", o.get("components").and_then(Value::as_array));
     check_components(&components, &module_ids, &names, r);
-    let agent = match o.object("agent", r) {
-        Some(a) => agent(&a, r),
-        None => AgentConfig::default(),
-    };
-    let extra = o.extra(&["components", "modules", "agent"], r);
-    Some(MachineConfig {
-        components: components.into_iter().map(|(_, c)| c).collect(),
-        modules: modules.into_iter().map(|(_, m)| m).collect(),
-        agent,
-        extra,
-    })
+    if let Some(raw) = last("agent") {
+        if let Some(v) = tree(raw, &root.key("agent"), r) {
+            if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
+                cfg.agent = agent(&a, r);
+            }
+        }
+    }
+    for (key, raw) in &members.0 {
+        if !matches!(key.as_str(), "components" | "modules" | "agent") {
+            r.warn(
+                &root.key(key),
+                format!("unknown key {key:?} (kept, but not used by svc-agent)"),
+            );
+            if let Some(v) = tree(raw, &root.key(key), r) {
+                cfg.extra.insert(key.clone(), v);
+            }
+        }
+    }
+    cfg.components = components.into_iter().map(|(_, c)| c).collect();
+    cfg.modules = modules.into_iter().map(|(_, m)| m).collect();
+    cfg
 }
 
 /// `[A-Za-z0-9._-]+`: the characters of namespaces, module names and model names.
@@ -235,8 +347,20 @@ fn is_ident(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-fn component(v: &Value, path: &Ptr, r: &mut Report) -> Option<Component> {
-    let o = Obj::new(v, path, "a component", r)?;
+fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
+    // Attributes are opaque here: keep them as compact text, checked only to be an object.
+    let attributes = match v.as_object_mut().and_then(|m| m.shift_remove("attributes")) {
+        None | Some(Value::Null) => Some(RawJson::empty_object()),
+        Some(a @ Value::Object(_)) => serde_json::value::to_raw_value(&a).ok().map(RawJson),
+        Some(other) => {
+            r.error(
+                &path.key("attributes"),
+                format!("attributes must be an object, found {}", kind(&other)),
+            );
+            None
+        }
+    };
+    let o = Obj::new(&v, path, "a component", r)?;
     let name = o.name("name", r);
     let model = o.name("model", r);
     if let Some(m) = &model {
@@ -250,10 +374,6 @@ fn component(v: &Value, path: &Ptr, r: &mut Report) -> Option<Component> {
     }
     let api_type = o.name("type", r);
     let namespace = o.name("namespace", r);
-    let attributes = o
-        .object("attributes", r)
-        .map(|a| a.map.clone())
-        .unwrap_or_default();
     let mut depends_on = Vec::new();
     if let Some(list) = o.array("depends_on", r) {
         for (i, d) in list.iter().enumerate() {
@@ -285,7 +405,7 @@ fn component(v: &Value, path: &Ptr, r: &mut Report) -> Option<Component> {
         model: model?,
         api_type: api_type?,
         namespace: namespace?,
-        attributes,
+        attributes: attributes?,
         depends_on,
         extra,
     })
@@ -298,8 +418,11 @@ fn check_components(
     r: &mut Report,
 ) {
     let base = Ptr::root().key("components");
-    for (n, (i, c)) in comps.iter().enumerate() {
-        if let Some((first, _)) = comps[..n].iter().find(|(_, o)| o.name == c.name) {
+    let module_ids: HashSet<&str> = module_ids.iter().map(String::as_str).collect();
+    let names: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut first_index: HashMap<&str, usize> = HashMap::new();
+    for (i, c) in comps {
+        if let Some(first) = first_index.get(c.name.as_str()) {
             r.error(
                 &base.idx(*i).key("name"),
                 format!(
@@ -307,8 +430,10 @@ fn check_components(
                     c.name
                 ),
             );
+        } else {
+            first_index.insert(&c.name, *i);
         }
-        if c.model.split(':').count() == 3 && !module_ids.iter().any(|m| m == c.module_id()) {
+        if c.model.split(':').count() == 3 && !module_ids.contains(c.module_id()) {
             r.error(
                 &base.idx(*i).key("model"),
                 format!(
@@ -321,7 +446,7 @@ fn check_components(
             let p = base.idx(*i).key("depends_on").idx(j);
             if d == &c.name {
                 r.error(&p, format!("component {d:?} cannot depend on itself"));
-            } else if !names.contains(d) {
+            } else if !names.contains(d.as_str()) {
                 r.error(
                     &p,
                     format!("depends on {d:?}, which is not a component of this config"),
@@ -336,27 +461,42 @@ fn check_components(
 
 /// A cycle in `depends_on` can never start; name one component on it.
 fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
-    // Kahn's algorithm over names; what is left has a cycle.
-    let mut remaining: Vec<&Component> = comps.iter().map(|(_, c)| c).collect();
-    loop {
-        let before = remaining.len();
-        let names: Vec<&str> = remaining.iter().map(|c| c.name.as_str()).collect();
-        remaining.retain(|c| {
-            c.depends_on
-                .iter()
-                .any(|d| d != &c.name && names.contains(&d.as_str()))
-        });
-        if remaining.len() == before {
-            break;
+    // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
+    // whatever is never taken sits on (or behind) a cycle.
+    let index: HashMap<&str, usize> = comps
+        .iter()
+        .enumerate()
+        .map(|(k, (_, c))| (c.name.as_str(), k))
+        .collect();
+    let mut waiting_on = vec![0usize; comps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
+    for (k, (_, c)) in comps.iter().enumerate() {
+        let deps: HashSet<usize> = c
+            .depends_on
+            .iter()
+            .filter_map(|d| index.get(d.as_str()).copied())
+            .filter(|&d| d != k)
+            .collect();
+        waiting_on[k] = deps.len();
+        for d in deps {
+            dependents[d].push(k);
         }
     }
-    if let Some(c) = remaining.first() {
-        if let Some((i, _)) = comps.iter().find(|(_, o)| o.name == c.name) {
-            r.error(
-                &Ptr::root().key("components").idx(*i).key("depends_on"),
-                format!("dependency cycle through component {:?}", c.name),
-            );
+    let mut ready: Vec<usize> = (0..comps.len()).filter(|&k| waiting_on[k] == 0).collect();
+    while let Some(k) = ready.pop() {
+        for &n in &dependents[k] {
+            waiting_on[n] -= 1;
+            if waiting_on[n] == 0 {
+                ready.push(n);
+            }
         }
+    }
+    if let Some(k) = (0..comps.len()).find(|&k| waiting_on[k] > 0) {
+        let (i, c) = &comps[k];
+        r.error(
+            &Ptr::root().key("components").idx(*i).key("depends_on"),
+            format!("dependency cycle through component {:?}", c.name),
+        );
     }
 }
 
@@ -490,17 +630,18 @@ fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
 
 fn check_unique_modules(modules: &[(usize, Module)], r: &mut Report) {
     let base = Ptr::root().key("modules");
-    for (n, (i, m)) in modules.iter().enumerate() {
-        if let Some((first, _)) = modules[..n].iter().find(|(_, o)| o.name == m.name) {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in modules {
+        if let Some(first) = names.get(m.name.as_str()) {
             r.error(
                 &base.idx(*i).key("name"),
                 format!("duplicate module name {:?} (also /modules/{first})", m.name),
             );
+        } else {
+            names.insert(&m.name, *i);
         }
-        if let Some((first, _)) = modules[..n]
-            .iter()
-            .find(|(_, o)| o.module_id == m.module_id)
-        {
+        if let Some(first) = ids.get(m.module_id.as_str()) {
             r.error(
                 &base.idx(*i).key("module_id"),
                 format!(
@@ -508,6 +649,8 @@ fn check_unique_modules(modules: &[(usize, Module)], r: &mut Report) {
                     m.module_id
                 ),
             );
+        } else {
+            ids.insert(&m.module_id, *i);
         }
     }
 }
