@@ -98,7 +98,8 @@ mkdir -p "$work/out"
 cp "$kernel" "$work/out/vmlinuz"
 cp "$initrd" "$work/out/initrd.img"
 cp "$work/packages.txt" "$work/debootstrap.log" "$work/kernel.log" "$work/out/"
-mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G
+# stdout carries only the image path: mke2fs -q still says "Creating regular file".
+mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G >&2
 chmod 0444 "$work/out/base.img"
 t3=$(date +%s)
 printf 'debootstrap_s=%s kernel_s=%s image_s=%s total_s=%s mirror=%s\n' \

@@ -33,7 +33,12 @@ lab_agent_state > "$out/state.txt" 2>&1
 {
     echo "boot_to_runner_s=$up_start"
     echo "scenario_s=$(awk -v a="$up_start" -v b="$up_end" 'BEGIN{printf "%.1f", b-a}')"
-    systemd-analyze time 2>&1 | head -n 2
+    # systemd-analyze cannot answer while this unit is still starting; read the stamps.
+    mono() { systemctl show -p "$2" --value "$1" 2>/dev/null | awk '{printf "%.1f", $1/1000000}'; }
+    # kernel + initrd, then systemd to multi-user.target and NetworkManager.
+    echo "userspace_start_s=$(systemctl show -p UserspaceTimestampMonotonic --value | awk '{printf "%.1f", $1/1000000}')"
+    echo "multi_user_s=$(mono multi-user.target ActiveEnterTimestampMonotonic)"
+    echo "network_manager_s=$(mono NetworkManager.service ActiveEnterTimestampMonotonic)"
 } > "$out/timing.txt"
 echo "$rc" > "$out/rc"
 sync
