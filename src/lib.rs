@@ -11,3 +11,4 @@ pub mod logging;
 pub mod paths;
 pub mod protocol;
 pub mod supervisor;
+pub mod systemd;

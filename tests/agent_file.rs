@@ -140,3 +140,21 @@ fn offline_boot_runs_from_the_cache() {
     });
     terminate(&mut agent);
 }
+
+#[test]
+fn a_second_agent_on_the_same_machine_is_refused() {
+    let sb = Sandbox::new("single");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut first = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["run", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains(&format!("already running (pid {}", first.id())), "{err}");
+    terminate(&mut first);
+}

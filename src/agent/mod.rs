@@ -377,7 +377,27 @@ pub fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
     Ok(run(paths))
 }
 
+/// Linux on amd64 or arm64 only (spec §1).
+pub fn platform_supported() -> Result<(), String> {
+    if cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )) {
+        Ok(())
+    } else {
+        Err(format!(
+            "svc-agent runs on Linux amd64 and arm64 only; this build is for {} {}",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ))
+    }
+}
+
 pub fn run(paths: Paths) -> i32 {
+    if let Err(e) = platform_supported() {
+        error!("agent", "{e}");
+        return 1;
+    }
     if let Err(e) = std::fs::create_dir_all(paths.state_dir()) {
         error!(
             "agent",
@@ -386,21 +406,38 @@ pub fn run(paths: Paths) -> i32 {
         );
         return 1;
     }
+    let _lock = match crate::systemd::InstanceLock::acquire(&paths) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("agent", "{e}");
+            return 1;
+        }
+    };
     if let Err(e) = server::install_signal_handlers() {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
     let mut agent = Agent::new(paths);
     agent.start();
+    crate::systemd::notify("READY=1\nSTATUS=running");
+    // The watchdog is fed only from the loop, so a hung loop gets the agent restarted.
+    let feed_every = crate::systemd::watchdog_period();
+    let mut last_feed = Instant::now();
     while agent.exit().is_none() {
         let wait = agent.tick();
+        if let Some(period) = feed_every {
+            if last_feed.elapsed() >= period {
+                crate::systemd::notify("WATCHDOG=1");
+                last_feed = Instant::now();
+            }
+        }
         if agent.exit().is_none() {
             std::thread::sleep(wait);
         }
     }
+    crate::systemd::notify("STOPPING=1\nSTATUS=stopping svc-server");
     agent.shutdown();
-    match agent.exit() {
-        Some(Exit::Restart) => 0,
-        _ => 0,
-    }
+    // Both a stop and a restart request exit cleanly: systemd's Restart=always brings the
+    // agent back for a restart, and a stop by systemd does not restart it.
+    0
 }

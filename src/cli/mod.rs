@@ -29,6 +29,8 @@ commands:
   resolve-version --selector SEL --current VER --available V1,V2,...
                                    print the version a module moves to, or none
   run [--root DIR]                 the daemon (systemd runs it so)
+  install [--root DIR]             install this binary as the systemd service svc-agent
+  uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)
   status [--json] [--root DIR]     what runs, versions, last contact, subsystem states
   doctor [--json] [--root DIR]     pre-flight checks of this machine
   help                             this text
@@ -57,6 +59,8 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "module-env" => cmd_module_env(rest),
         "resolve-version" => cmd_resolve_version(rest),
         "run" => crate::agent::cmd_run(rest),
+        "install" => cmd_install(rest),
+        "uninstall" => cmd_uninstall(rest),
         "status" => doctor::cmd_status(rest),
         "doctor" => doctor::cmd_doctor(rest),
         "help" | "--help" | "-h" => {
@@ -315,4 +319,82 @@ fn cmd_resolve_version(rest: &[String]) -> Result<i32, UsageError> {
         None => println!("none"),
     }
     Ok(EXIT_OK)
+}
+
+const INSTALL_HELP: &str = "\
+usage: svc-agent install [--root DIR]
+  Copies this binary to /opt/svc/cache/svc-agent-<version>, links /opt/svc/bin/svc-agent,
+  writes /etc/systemd/system/svc-agent.service and enables and starts it. Running it again
+  changes nothing. The credentials file /etc/svc.json must be placed first (install.sh
+  writes it from SVC_PART_ID, SVC_API_KEY_ID and SVC_API_KEY).
+";
+
+fn cmd_install(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &["root"])?;
+    if help_requested(&a, INSTALL_HELP) {
+        return Ok(EXIT_OK);
+    }
+    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    if let Err(e) = crate::agent::platform_supported() {
+        eprintln!("svc-agent install: {e}");
+        return Ok(EXIT_INVALID);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("svc-agent install: cannot find this program's path: {e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    if !paths.credentials().exists() {
+        eprintln!(
+            "svc-agent install: warning: no credentials at {}; the agent will run from its cache until they are placed",
+            paths.credentials().display()
+        );
+    }
+    match crate::systemd::install(&paths, &exe, &mut crate::systemd::RealSystemctl) {
+        Ok(r) => {
+            println!(
+                "installed {} ({}); unit {}{}",
+                r.binary.display(),
+                if r.changed { "updated" } else { "unchanged" },
+                r.unit.display(),
+                if r.enabled {
+                    ", enabled and started"
+                } else {
+                    " (no systemd here: not enabled)"
+                }
+            );
+            Ok(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("svc-agent install: {e}");
+            Ok(EXIT_INVALID)
+        }
+    }
+}
+
+fn cmd_uninstall(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help", "purge"], &["root"])?;
+    if help_requested(&a, "usage: svc-agent uninstall [--purge] [--root DIR]\n  Stops and removes the service, /opt/svc and the unit; --purge also removes /etc/svc.json.\n") {
+        return Ok(EXIT_OK);
+    }
+    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    match crate::systemd::uninstall(&paths, a.flag("purge"), &mut crate::systemd::RealSystemctl) {
+        Ok(()) => {
+            println!(
+                "svc-agent uninstalled{}",
+                if a.flag("purge") {
+                    " (credentials removed)"
+                } else {
+                    ""
+                }
+            );
+            Ok(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("svc-agent uninstall: {e}");
+            Ok(EXIT_INVALID)
+        }
+    }
 }
