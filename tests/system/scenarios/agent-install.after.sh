@@ -1,5 +1,4 @@
 #!/bin/bash
-# PENDING (see agent-install.sh): after a power cut the installed agent starts again on its
 # own and resumes polling.
 set -euo pipefail
 . "$LAB/lab-lib.sh"

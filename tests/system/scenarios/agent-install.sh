@@ -1,7 +1,4 @@
 #!/bin/bash
-# PENDING: move into scenarios/ (with agent-install.after.sh) once `svc-agent install` and
-# the daemon (`svc-agent run`, file:// management transport) exist on main.
-#
 # The agent installs itself as systemd service svc-agent from a credentials file placed
 # beforehand (spec §4, conventions.md), comes up under systemd (Type=notify), polls a file://
 # management directory, and survives a power cut (phase 2: agent-install.after.sh).
