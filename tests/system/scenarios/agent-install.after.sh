@@ -1,5 +1,5 @@
 #!/bin/bash
-# own and resumes polling.
+# After a power cut the installed agent starts again on its
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 lab_wait 180 "svc-agent.service active after the power cut" systemctl is-active --quiet svc-agent.service
