@@ -1,5 +1,5 @@
 #!/bin/bash
-# After a power cut the installed agent starts again on its
+# After a power cut the installed agent starts again on its own and resumes polling.
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 lab_wait 180 "svc-agent.service active after the power cut" systemctl is-active --quiet svc-agent.service
