@@ -155,6 +155,99 @@ fn a_second_agent_on_the_same_machine_is_refused() {
         .unwrap();
     assert_eq!(second.status.code(), Some(1));
     let err = String::from_utf8_lossy(&second.stderr);
-    assert!(err.contains(&format!("already running (pid {}", first.id())), "{err}");
+    assert!(
+        err.contains(&format!("already running (pid {}", first.id())),
+        "{err}"
+    );
     terminate(&mut first);
+}
+
+#[test]
+fn disable_subsystem_stops_managing_svc_server_and_status_says_so() {
+    let sb = Sandbox::new("disable");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let pid: i32 = sb.fake("pids").trim().parse().unwrap();
+    let mut cfg = config("x");
+    cfg["agent"]["svc-server"]["disable_subsystem"] = json!(true);
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("svc-server stopped", 30, || !pid_alive(pid));
+    wait_for("status: not managed", 30, || {
+        sb.status()["svc_server"]["managed"] == json!(false)
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["status", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("not managed"),
+        "{text}"
+    );
+    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["status", "--json", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(v["svc_server"]["running"], false);
+    assert!(v["last_contact"].is_u64());
+    terminate(&mut agent);
+}
+
+#[test]
+fn doctor_reports_each_check() {
+    let sb = Sandbox::new("doctor");
+    sb.file_app();
+    sb.answer(json!({}));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        sb.root.join("etc/svc.json"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+            .args(["doctor", "--json", "--root", sb.root.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a 0644 credentials file must fail the doctor"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(check("credentials")["verdict"], "fail");
+    assert!(check("credentials")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("644"));
+    assert_eq!(check("clock")["verdict"], "ok");
+    assert_eq!(check("app")["verdict"], "ok");
+    for name in ["disk", "systemd", "networkmanager", "radio"] {
+        assert!(
+            ["ok", "warn", "fail"].contains(&check(name)["verdict"].as_str().unwrap()),
+            "{name}"
+        );
+    }
+    std::fs::set_permissions(
+        sb.root.join("etc/svc.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run().stdout).unwrap();
+    assert_eq!(v["checks"][0]["verdict"], "ok", "{v}");
 }

@@ -14,9 +14,9 @@ pub struct Sandbox {
 pub const FAKE_SERVER: &str = r#"#!/bin/sh
 out="$SVC_HOME/../fake-server"
 mkdir -p "$out"
-echo $$ >> "$out/pids"
 echo "$@" > "$out/args"
 env | sort > "$out/env"
+echo $$ >> "$out/pids"
 trap 'echo hup >> "$out/events"' HUP
 trap 'echo term >> "$out/events"; exit 0' TERM
 echo "fake svc-server up"
