@@ -5,7 +5,7 @@
 //! Every line is scrubbed of registered secrets before it is written anywhere.
 //! (The persistent shipping queue hooks in through [`set_sink`].)
 use std::io::Write;
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{OnceLock, RwLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
@@ -102,21 +102,20 @@ fn under_journal() -> bool {
 }
 
 fn write_stderr(r: &Record) {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock();
-    let mut err = std::io::stderr().lock();
-    let _ = if under_journal() {
-        writeln!(err, "<{}>[{}] {}", r.level as u8, r.subsystem, r.message)
+    // One write per line: lines from several threads never interleave, and a line costs
+    // one system call.
+    let line = if under_journal() {
+        format!("<{}>[{}] {}\n", r.level as u8, r.subsystem, r.message)
     } else {
-        writeln!(
-            err,
-            "{} {:5} [{}] {}",
+        format!(
+            "{} {:5} [{}] {}\n",
             timestamp(),
             r.level.as_str(),
             r.subsystem,
             r.message
         )
     };
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// UTC time as `YYYY-MM-DDTHH:MM:SS.mmmZ` without a date crate.
