@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod policy;
 pub mod server;
+pub mod signals;
 pub mod status;
 
 use crate::cli::args::{Args, UsageError};
@@ -13,7 +14,7 @@ use crate::credentials::Credentials;
 use crate::paths::Paths;
 use crate::protocol::backoff::{jittered, Backoff, Jitter};
 use crate::protocol::{self, CommandKind, PollOutcome, Retry, Transport};
-use crate::{error, info, warn};
+use crate::{debug, error, info, warn};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,8 +24,10 @@ const PERMANENT_ERROR_WAIT: Duration = Duration::from_secs(3600);
 /// Without fast start: how long the agent waits for the network and one update check
 /// before it starts svc-server from what it has (`SVC_AGENT_FIRST_CONTACT_SECS` overrides).
 const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
-/// The loop never sleeps longer than this, so signals and child exits are seen promptly.
-const TICK: Duration = Duration::from_millis(500);
+/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// How often the status file is refreshed when nothing else changes (uptimes move).
+const STATUS_REFRESH: Duration = Duration::from_secs(30);
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,8 @@ pub struct Agent {
     fast_start: bool,
     restart_server_requested: bool,
     exit: Option<Exit>,
+    host: status::Host,
+    last_status: Option<(Instant, status::StatusReport)>,
 }
 
 fn unix_now() -> u64 {
@@ -87,6 +92,7 @@ impl Agent {
             std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
         );
         let server = server::ServerManager::new(&paths);
+        let paths_for_host = paths.clone();
         Agent {
             paths,
             transport,
@@ -102,6 +108,8 @@ impl Agent {
             fast_start,
             restart_server_requested: false,
             exit: None,
+            host: status::Host::detect(&paths_for_host),
+            last_status: None,
         }
     }
 
@@ -140,8 +148,10 @@ impl Agent {
                 .next_poll
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_secs(5));
-            std::thread::sleep(wait);
-            self.exit = crate::agent::server::take_exit_signal().or(self.exit);
+            signals::wait(wait);
+            self.exit = signals::stop_requested()
+                .then_some(Exit::Stop)
+                .or(self.exit);
         }
         self.start_server();
     }
@@ -159,11 +169,11 @@ impl Agent {
 
     /// One pass of the loop; returns when the agent should next wake.
     pub fn tick(&mut self) -> Duration {
-        if let Some(e) = server::take_exit_signal() {
-            self.exit = Some(e);
+        if signals::stop_requested() {
+            self.exit = Some(Exit::Stop);
             return Duration::ZERO;
         }
-        if server::take_reload_signal() {
+        if signals::take_reload() {
             info!("agent", "SIGHUP: re-reading credentials and cached config");
             let paths = self.paths.clone();
             let keep = std::mem::replace(self, Agent::new(paths));
@@ -185,8 +195,15 @@ impl Agent {
             }
         }
         self.write_status();
-        let until_poll = self.next_poll.saturating_duration_since(Instant::now());
-        until_poll.min(TICK)
+        let now = Instant::now();
+        let mut next = now + MAX_SLEEP;
+        if self.transport.is_some() {
+            next = next.min(self.next_poll);
+        }
+        if let Some(t) = self.server.next_deadline() {
+            next = next.min(t);
+        }
+        next.saturating_duration_since(now)
     }
 
     /// Polls once; true on contact (an answer or 304).
@@ -331,7 +348,7 @@ impl Agent {
                 fast_start: self.fast_start,
             },
             svc_server: self.server.status(self.server_managed()),
-            host: status::Host::detect(&self.paths),
+            host: self.host.clone(),
             config_errors: self.config_errors.clone(),
             done_commands: self.cached.done_commands.clone(),
             last_contact: self.cached.last_contact,
@@ -340,12 +357,25 @@ impl Agent {
         }
     }
 
-    fn write_status(&self) {
-        let text = serde_json::to_vec_pretty(&self.status()).unwrap_or_default();
-        let path = status::path(&self.paths);
-        if std::fs::read(&path).ok().as_deref() != Some(&text[..]) {
-            let _ = crate::fsutil::atomic_write(&path, &text, 0o644);
+    /// Refreshes `/opt/svc/status.json` when something other than the uptimes changed, or
+    /// every STATUS_REFRESH: an idle agent does not write to the SD card every second.
+    fn write_status(&mut self) {
+        let report = self.status();
+        let mut comparable = report.clone();
+        comparable.agent.uptime_secs = 0;
+        comparable.svc_server.uptime_secs = None;
+        let due = match &self.last_status {
+            Some((at, last)) => last != &comparable || at.elapsed() >= STATUS_REFRESH,
+            None => true,
+        };
+        if !due {
+            return;
         }
+        let text = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        if let Err(e) = crate::fsutil::atomic_write(&status::path(&self.paths), &text, 0o644) {
+            debug!("agent", "cannot write the status file: {e}");
+        }
+        self.last_status = Some((Instant::now(), comparable));
     }
 
     /// Stops svc-server (spec §3: the agent stopping stops it too).
@@ -413,7 +443,7 @@ pub fn run(paths: Paths) -> i32 {
             return 1;
         }
     };
-    if let Err(e) = server::install_signal_handlers() {
+    if let Err(e) = signals::install() {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
@@ -432,7 +462,8 @@ pub fn run(paths: Paths) -> i32 {
             }
         }
         if agent.exit().is_none() {
-            std::thread::sleep(wait);
+            let until_feed = feed_every.map(|p| p.saturating_sub(last_feed.elapsed()));
+            signals::wait(until_feed.map_or(wait, |f| f.min(wait)));
         }
     }
     crate::systemd::notify("STOPPING=1\nSTATUS=stopping svc-server");

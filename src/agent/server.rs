@@ -1,50 +1,12 @@
-//! svc-server under the agent: its command line and environment, and the signals that
-//! stop or reload the agent. Supervision itself (process group, backoff, TERM→KILL) is
+//! svc-server under the agent: its command line and environment. Supervision itself (process group, backoff, TERM→KILL) is
 //! `crate::supervisor`'s.
 use crate::paths::Paths;
 use crate::supervisor::{ChildSpec, Supervisor};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long svc-server gets between SIGTERM and SIGKILL; the unit's TimeoutStopSec is
 /// longer so that the agent's clean stop always finishes first.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Flags {
-    stop: Arc<AtomicBool>,
-    reload: Arc<AtomicBool>,
-}
-
-fn flags() -> &'static Flags {
-    static F: OnceLock<Flags> = OnceLock::new();
-    F.get_or_init(|| Flags {
-        stop: Arc::new(AtomicBool::new(false)),
-        reload: Arc::new(AtomicBool::new(false)),
-    })
-}
-
-/// SIGTERM/SIGINT ask the loop to stop; SIGHUP to re-read local files.
-pub fn install_signal_handlers() -> std::io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let f = flags();
-    signal_hook::flag::register(SIGTERM, Arc::clone(&f.stop))?;
-    signal_hook::flag::register(SIGINT, Arc::clone(&f.stop))?;
-    signal_hook::flag::register(SIGHUP, Arc::clone(&f.reload))?;
-    Ok(())
-}
-
-pub fn take_exit_signal() -> Option<super::Exit> {
-    flags()
-        .stop
-        .load(Ordering::Relaxed)
-        .then_some(super::Exit::Stop)
-}
-
-pub fn take_reload_signal() -> bool {
-    flags().reload.swap(false, Ordering::Relaxed)
-}
 
 /// svc-server's process and what the agent knows of it.
 pub struct ServerManager {
@@ -105,6 +67,16 @@ impl ServerManager {
     pub fn tick(&mut self) {
         if let Some(s) = self.sup.as_mut() {
             let _ = s.tick(Instant::now());
+        }
+    }
+
+    /// When the supervisor next needs a tick (a restart after backoff); an exit of the
+    /// running child wakes the loop through SIGCHLD instead.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self.sup.as_ref()?.state() {
+            crate::supervisor::State::Backoff { until }
+            | crate::supervisor::State::CrashLoop { until } => Some(until),
+            _ => None,
         }
     }
 
