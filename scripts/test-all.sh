@@ -8,6 +8,7 @@ tiers=(
   "lint:scripts/test-lint.sh"
   "unit+integration:scripts/test-cargo.sh"
   "fuzz:scripts/fuzz.sh"
+  "system:scripts/test-system.sh"
 )
 
 passed=0 failed=0 summary=""
