@@ -43,6 +43,13 @@ impl ServerManager {
         }
     }
 
+    /// The active version, from the link's target `../cache/svc-server-<version>`.
+    pub fn installed_version(&self) -> Option<String> {
+        let target = std::fs::read_link(self.paths.bin_link("svc-server")).ok()?;
+        let name = target.file_name()?.to_str()?;
+        name.strip_prefix("svc-server-").map(str::to_string)
+    }
+
     pub fn installed(&self) -> bool {
         self.paths.bin_link("svc-server").exists()
     }
@@ -109,7 +116,7 @@ impl ServerManager {
             None => (false, None, "stopped".to_string(), 0),
         };
         super::status::ServerStatus {
-            version: None,
+            version: self.installed_version(),
             installed: self.installed(),
             running,
             state,
