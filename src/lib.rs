@@ -4,4 +4,6 @@
 pub mod fsutil;
 #[macro_use]
 pub mod logging;
+pub mod logqueue;
+pub mod logship;
 pub mod paths;
