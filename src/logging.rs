@@ -120,8 +120,7 @@ pub fn format_event(name: &str, fields: &[(&str, &str)]) -> String {
 
 fn quote_value(v: &str) -> String {
     let needs = v.is_empty()
-        || v
-            .chars()
+        || v.chars()
             .any(|c| c.is_whitespace() || c == '"' || c == '=' || c == '\\');
     if !needs {
         return v.to_string();

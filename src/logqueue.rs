@@ -460,19 +460,17 @@ impl LogQueue {
         let file_len = file.metadata().map_err(io_err("stat", &seg.path))?.len();
         let mut r = BufReader::with_capacity(64 * 1024, &file);
         let mut last = prev_id;
-        loop {
-            match read_frame(&mut r, &mut self.scratch, last).map_err(io_err("read", &seg.path))? {
-                Next::Frame { id, level, len } => {
-                    last = id;
-                    if seg.first_id == 0 {
-                        seg.first_id = id;
-                    }
-                    seg.last_id = id;
-                    seg.bytes += len as u64;
-                    seg.level_bytes[rank(level)] += len as u64;
-                }
-                Next::End | Next::Bad => break,
+        // Stops at the end or at the first bad frame.
+        while let Next::Frame { id, level, len } =
+            read_frame(&mut r, &mut self.scratch, last).map_err(io_err("read", &seg.path))?
+        {
+            last = id;
+            if seg.first_id == 0 {
+                seg.first_id = id;
             }
+            seg.last_id = id;
+            seg.bytes += len as u64;
+            seg.level_bytes[rank(level)] += len as u64;
         }
         if seg.bytes != file_len {
             // A torn or corrupt tail: keep everything before it, make the cut durable.
@@ -608,7 +606,9 @@ impl LogQueue {
         self.flush()?;
         if let Some(w) = self.writer.as_mut() {
             if self.unsynced {
-                w.get_ref().sync_data().map_err(io_err("fsync", &self.dir))?;
+                w.get_ref()
+                    .sync_data()
+                    .map_err(io_err("fsync", &self.dir))?;
             }
         }
         self.unsynced = false;
@@ -705,29 +705,26 @@ impl LogQueue {
         let mut prev = 0;
         let mut buf = std::mem::take(&mut self.scratch);
         let result = (|| {
-            loop {
-                match read_frame(&mut r, &mut buf, prev).map_err(io_err("read", &seg.path))? {
-                    Next::Frame { id, level: l, len } => {
-                        prev = id;
-                        let drop_acked = id <= self.acked;
-                        let drop_level = l == level && freed < need;
-                        if drop_acked || drop_level {
-                            freed += len as u64;
-                            if !drop_acked {
-                                *self.dropped.get_mut(l) += 1;
-                            }
-                            continue;
-                        }
-                        w.write_all(&buf).map_err(io_err("write", &tmp))?;
-                        if kept.first_id == 0 {
-                            kept.first_id = id;
-                        }
-                        kept.last_id = id;
-                        kept.bytes += len as u64;
-                        kept.level_bytes[rank(l)] += len as u64;
+            while let Next::Frame { id, level: l, len } =
+                read_frame(&mut r, &mut buf, prev).map_err(io_err("read", &seg.path))?
+            {
+                prev = id;
+                let drop_acked = id <= self.acked;
+                let drop_level = l == level && freed < need;
+                if drop_acked || drop_level {
+                    freed += len as u64;
+                    if !drop_acked {
+                        *self.dropped.get_mut(l) += 1;
                     }
-                    Next::End | Next::Bad => break,
+                    continue;
                 }
+                w.write_all(&buf).map_err(io_err("write", &tmp))?;
+                if kept.first_id == 0 {
+                    kept.first_id = id;
+                }
+                kept.last_id = id;
+                kept.bytes += len as u64;
+                kept.level_bytes[rank(l)] += len as u64;
             }
             let f = w.into_inner().map_err(|e| QueueError::Io {
                 op: "write",

@@ -87,6 +87,7 @@ impl FileTransport {
             .read(true)
             .write(true)
             .create(true)
+            .truncate(false)
             .mode(0o644)
             .open(&self.path)?;
         let len = f.seek(SeekFrom::End(0))?;
@@ -142,7 +143,8 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(initial: Duration, max: Duration) -> Backoff {
-        let seed = logging::now_ms() ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15;
+        let seed =
+            logging::now_ms() ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15;
         Backoff {
             initial,
             max,

@@ -98,7 +98,13 @@ fn offline_100k_lines_ship_exactly_once_in_order() {
     // Acked segments are gone (the open one stays until it is sealed).
     let segs = fs::read_dir(&qdir)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("seg-"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("seg-")
+        })
         .count();
     assert!(segs <= 1, "{segs} segments left");
     drop(q);
@@ -170,7 +176,11 @@ fn transport_failing_every_third_batch_loses_and_reorders_nothing() {
         let got: Vec<u64> = shipper.transport().delivered.iter().map(|r| r.id).collect();
         assert_eq!(dedup(&got), (1..=10_000).collect::<Vec<u64>>());
         if deliver_then_fail {
-            assert_eq!(got.len(), 10_000 + 49 * 100, "each lost response re-sends one batch");
+            assert_eq!(
+                got.len(),
+                10_000 + 49 * 100,
+                "each lost response re-sends one batch"
+            );
         } else {
             assert_eq!(got.len(), 10_000);
         }
@@ -210,12 +220,20 @@ fn over_the_cap_drops_debug_then_info_then_warn_oldest_first_and_reports_counts(
     let mut q = LogQueue::open(&qdir, cfg.clone()).unwrap();
     for i in 0..n {
         let level = level_of(i);
-        q.append(level, "test", &format!("{:5} record {i:06} ....", level.as_str()))
-            .unwrap();
+        q.append(
+            level,
+            "test",
+            &format!("{:5} record {i:06} ....", level.as_str()),
+        )
+        .unwrap();
         assert!(q.bytes_on_disk() <= cap);
     }
     q.sync().unwrap();
-    assert!(seg_bytes(&qdir) <= cap, "{} bytes on disk", seg_bytes(&qdir));
+    assert!(
+        seg_bytes(&qdir) <= cap,
+        "{} bytes on disk",
+        seg_bytes(&qdir)
+    );
     let survivors = read_all(&mut q);
     let dropped = q.dropped();
     drop(q);
@@ -258,7 +276,10 @@ fn over_the_cap_drops_debug_then_info_then_warn_oldest_first_and_reports_counts(
         for (_, all_hi, kept_hi) in &kept_by_level[lo + 1..] {
             let newest_dropped_hi = all_hi.iter().filter(|id| !kept_hi.contains(id)).max();
             if let (Some(d), Some(oldest_kept_lo)) = (newest_dropped_hi, kept_lo.first()) {
-                assert!(oldest_kept_lo > d, "{lvl_lo:?} kept {oldest_kept_lo}, dropped {d}");
+                assert!(
+                    oldest_kept_lo > d,
+                    "{lvl_lo:?} kept {oldest_kept_lo}, dropped {d}"
+                );
             }
         }
     }
@@ -396,7 +417,10 @@ fn kill_9_during_appends_loses_nothing_flushed_and_corrupts_nothing() {
         // Whatever the kill cut short is gone whole; everything before it is intact.
         let got: Vec<u64> = recs.iter().map(|r| r.id).collect();
         let max = *got.last().unwrap();
-        assert!(max >= flushed_before_kill, "round {round}: lost flushed records");
+        assert!(
+            max >= flushed_before_kill,
+            "round {round}: lost flushed records"
+        );
         assert_eq!(got, (1..=max).collect::<Vec<u64>>(), "round {round}");
         assert!(recs.iter().all(|r| r.message.starts_with("writer line ")));
         flushed_before_kill = max;
@@ -441,7 +465,10 @@ fn kill_9_during_upload_loses_nothing_acknowledged() {
         let in_file: HashSet<u64> = ids(&shipped_lenient(&mgmt.join("logs.jsonl")))
             .into_iter()
             .collect();
-        assert!((1..=q.acked_id()).all(|id| in_file.contains(&id)), "round {round}");
+        assert!(
+            (1..=q.acked_id()).all(|id| in_file.contains(&id)),
+            "round {round}"
+        );
     }
     assert!(acked_before > 0);
     let q = Arc::new(Mutex::new(
@@ -509,11 +536,8 @@ fn child_process() {
             let q = Arc::new(Mutex::new(
                 LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
             ));
-            let mut shipper = Shipper::new(
-                q,
-                Announce(FileTransport::new(&out)),
-                fast_shipper_cfg(200),
-            );
+            let mut shipper =
+                Shipper::new(q, Announce(FileTransport::new(&out)), fast_shipper_cfg(200));
             loop {
                 shipper.ship_once().unwrap();
             }

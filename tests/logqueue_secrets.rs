@@ -50,7 +50,11 @@ fn secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file() {
         Level::Info,
         "provisioning",
         "network.added",
-        &[("ssid", "lab net"), ("psk", PSK), ("note", &format!("key={KEY}"))],
+        &[
+            ("ssid", "lab net"),
+            ("psk", PSK),
+            ("note", &format!("key={KEY}")),
+        ],
     );
     // A real child printing the secrets on both streams, relayed line by line.
     let out = Command::new("sh")
@@ -82,7 +86,11 @@ fn secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file() {
         assert!(contains(&on_disk, expected), "{expected:?} not queued");
     }
 
-    let mut shipper = Shipper::new(q.clone(), FileTransport::new(&mgmt), ShipperConfig::default());
+    let mut shipper = Shipper::new(
+        q.clone(),
+        FileTransport::new(&mgmt),
+        ShipperConfig::default(),
+    );
     while let ShipOutcome::Sent { .. } = shipper.ship_once().unwrap() {}
     let file = fs::read_to_string(mgmt.join("logs.jsonl")).unwrap();
     assert!(!file.contains(PSK) && !file.contains(KEY) && !file.contains("battery"));
