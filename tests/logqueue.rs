@@ -318,10 +318,12 @@ fn last_segment(dir: &Path) -> PathBuf {
     segs.pop().unwrap()
 }
 
+type Damage = (&'static str, fn(&Path));
+
 #[test]
 fn a_torn_or_corrupt_last_record_is_dropped_and_nothing_before_it() {
     // A power cut can leave a short frame, a frame with stale bytes, or zero-filled blocks.
-    let damages: [(&str, fn(&Path)); 3] = [
+    let damages: [Damage; 3] = [
         ("short", |p| {
             let len = fs::metadata(p).unwrap().len();
             let f = fs::OpenOptions::new().write(true).open(p).unwrap();
