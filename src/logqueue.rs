@@ -545,8 +545,13 @@ impl LogQueue {
                 source: io::Error::other("no open segment"),
             });
         };
-        w.write_all(&self.scratch)
-            .map_err(io_err("write", &seg.path))?;
+        if let Err(e) = w.write_all(&self.scratch) {
+            // Part of a frame may have reached the file. Never append after it: the scan on
+            // open would stop there and hide later records. Start a new segment next time.
+            let err = io_err("write", &seg.path)(e);
+            self.abandon_writer();
+            return Err(err);
+        }
         self.next_id += 1;
         if seg.first_id == 0 {
             seg.first_id = id;
@@ -575,6 +580,14 @@ impl LogQueue {
             self.sync_writer()?;
             self.writer = None;
         }
+        // An empty segment of this name (left by a failed first write) is reused, not doubled.
+        if self
+            .segments
+            .back()
+            .is_some_and(|s| s.name_id == self.next_id)
+        {
+            self.segments.pop_back();
+        }
         let seg = Segment::new(&self.dir, self.next_id);
         let file = OpenOptions::new()
             .create(true)
@@ -593,13 +606,31 @@ impl LogQueue {
     pub fn flush(&mut self) -> Result<(), QueueError> {
         if let Some(w) = self.writer.as_mut() {
             if self.unflushed {
-                w.flush().map_err(io_err("write", &self.dir))?;
+                if let Err(e) = w.flush() {
+                    let err = io_err("write", &self.dir)(e);
+                    self.abandon_writer();
+                    return Err(err);
+                }
                 self.unflushed = false;
                 self.unsynced = true;
             }
         }
         self.last_flush = Instant::now();
         Ok(())
+    }
+
+    /// After a failed write (disk full, I/O error) the open segment may end in a partial
+    /// frame: stop appending to it. What was buffered is lost; the summary may overstate the
+    /// file, which readers handle as an early end.
+    fn abandon_writer(&mut self) {
+        if let Some(w) = self.writer.take() {
+            // Dropping a BufWriter retries the flush; discard the buffer instead.
+            let (_file, _buffered) = w.into_parts();
+        }
+        self.unflushed = false;
+        self.unsynced = false;
+        self.generation += 1;
+        self.hint = None;
     }
 
     fn sync_writer(&mut self) -> Result<(), QueueError> {

@@ -15,7 +15,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Why a batch was not delivered.
 #[derive(Debug)]
@@ -190,6 +190,9 @@ pub struct ShipperConfig {
     pub backoff_max: Duration,
     /// How often an idle shipper looks for new records (a nudge wakes it earlier).
     pub idle_interval: Duration,
+    /// While waiting (idle or backing off), how often the queue's flush/fsync policy runs, so
+    /// that the last lines of a burst do not sit in the buffer for a whole backoff.
+    pub maintain_interval: Duration,
 }
 
 impl Default for ShipperConfig {
@@ -200,6 +203,7 @@ impl Default for ShipperConfig {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             idle_interval: Duration::from_secs(2),
+            maintain_interval: Duration::from_secs(1),
         }
     }
 }
@@ -279,22 +283,33 @@ impl ShipSignal {
         }
     }
 
-    /// Waits up to `timeout` for a nudge or stop; returns true when stopped.
-    fn wait(&self, timeout: Duration) -> bool {
+    /// Waits up to `timeout` for a nudge or stop.
+    fn wait(&self, timeout: Duration) -> Wake {
         let Ok(guard) = self.state.lock() else {
-            return true;
+            return Wake::Stop;
         };
         let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| !s.0 && !s.1)
         else {
-            return true;
+            return Wake::Stop;
         };
-        guard.1 = false;
-        guard.0
+        if guard.0 {
+            Wake::Stop
+        } else if std::mem::take(&mut guard.1) {
+            Wake::Nudge
+        } else {
+            Wake::Timeout
+        }
     }
 
     fn stopped(&self) -> bool {
         self.state.lock().map(|s| s.0).unwrap_or(true)
     }
+}
+
+enum Wake {
+    Stop,
+    Nudge,
+    Timeout,
 }
 
 /// Moves records from the queue to a transport.
@@ -423,8 +438,17 @@ impl<T: LogTransport> Shipper<T> {
                     retry_in
                 }
             };
-            if signal.wait(wait) {
-                break;
+            let deadline = Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match signal.wait(left.min(self.cfg.maintain_interval)) {
+                    Wake::Stop => return self.with_queue(|q| q.sync()),
+                    Wake::Nudge => break,
+                    Wake::Timeout => self.with_queue(|q| q.maintain())?,
+                }
             }
         }
         self.with_queue(|q| q.sync())

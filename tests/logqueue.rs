@@ -547,3 +547,60 @@ fn child_process() {
         other => panic!("unknown child mode {other}"),
     }
 }
+
+/// A receiver that is down until switched up; records what it received.
+#[derive(Clone, Default)]
+struct Switchable(Arc<Mutex<(bool, Vec<u64>, usize)>>);
+
+impl LogTransport for Switchable {
+    fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
+        let mut s = self.0.lock().unwrap();
+        s.2 += 1;
+        if !s.0 {
+            return Err(TransportError::Unavailable("down".into()));
+        }
+        s.1.extend(batch.iter().map(|r| r.id));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_nudge_after_the_receiver_returns_flushes_the_backlog_without_waiting_out_the_backoff() {
+    let dir = scratch("nudge");
+    let q = Arc::new(Mutex::new(
+        LogQueue::open(&dir, QueueConfig::default()).unwrap(),
+    ));
+    for i in 0..5_000 {
+        q.lock()
+            .unwrap()
+            .append(Level::Info, "n", &format!("{i}"))
+            .unwrap();
+    }
+    let rx = Switchable::default();
+    let cfg = ShipperConfig {
+        // Without the nudge the second attempt would come an hour later.
+        backoff_initial: Duration::from_secs(3600),
+        backoff_max: Duration::from_secs(3600),
+        ..ShipperConfig::default()
+    };
+    let shipper = Shipper::new(q.clone(), rx.clone(), cfg);
+    let signal = svc::logship::ShipSignal::new();
+    let sig = signal.clone();
+    let thread = std::thread::spawn(move || shipper.run(sig));
+    // Wait for the first failed attempt, then bring the receiver back and nudge.
+    while rx.0.lock().unwrap().2 == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    rx.0.lock().unwrap().0 = true;
+    signal.nudge();
+    // The whole backlog (and the shipper's own outage/recovery lines) arrives.
+    while !q.lock().unwrap().is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal.stop();
+    thread.join().unwrap().unwrap();
+    let got = rx.0.lock().unwrap().1.clone();
+    assert_eq!(got[..5_000], (1..=5_000).collect::<Vec<u64>>()[..]);
+    drop(q);
+    fs::remove_dir_all(&dir).unwrap();
+}
