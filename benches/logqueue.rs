@@ -131,6 +131,8 @@ fn main() {
         });
     fs::create_dir_all(&base).unwrap();
     println!("scratch dir: {}", base.display());
+    let (rss, pss) = mem_kib();
+    println!("memory at start: rss {rss} KiB, pss {pss} KiB");
     println!("message: {:?} ({} bytes)", line(1), line(1).len());
 
     // 1. Append throughput below the cap (default config: 64 KiB buffer, fsync every 1 s).
@@ -185,6 +187,35 @@ fn main() {
     );
     drop(q);
 
+    // 1c. The whole path: info!() -> scrub (2 secrets) -> stderr (to /dev/null) -> queue.
+    let dir = fresh(&base, "facade");
+    let q = Arc::new(Mutex::new(
+        LogQueue::open(&dir, QueueConfig::with_cap(1 << 30)).unwrap(),
+    ));
+    svc::logship::attach(q.clone());
+    svc::logging::register_secret("bench-psk-0123456789");
+    svc::logging::register_secret("bench-key-abcdef");
+    let devnull = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    // SAFETY: plain fd juggling on fds this process owns; stderr is restored below.
+    let saved = unsafe { libc::dup(2) };
+    unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&devnull), 2) };
+    let facade_n = 200_000u64;
+    let t = Instant::now();
+    for i in 0..facade_n {
+        svc::info!("svc-server", "{}", msgs[(i % 1000) as usize]);
+    }
+    q.lock().unwrap().sync().unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    unsafe { libc::dup2(saved, 2) };
+    println!(
+        "through the logging facade (scrub + stderr to /dev/null + queue): {:.0} lines/s",
+        facade_n as f64 / secs
+    );
+    drop(q);
+
     // 2. Replay of 100k queued lines to the file transport (fdatasync per batch of 500).
     let lines = 100_000u64;
     let dir = fresh(&base, "replay-file");
@@ -196,9 +227,15 @@ fn main() {
                 .unwrap();
         }
     }
-    let q = Arc::new(Mutex::new(
-        LogQueue::open(&dir, QueueConfig::default()).unwrap(),
-    ));
+    // Opening scans (and CRC-checks) every queued record: the cost at agent start.
+    let t = Instant::now();
+    let q = LogQueue::open(&dir, QueueConfig::default()).unwrap();
+    println!(
+        "open (scan + verify) of {lines} queued lines, {} bytes: {:.1} ms",
+        q.bytes_on_disk(),
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let q = Arc::new(Mutex::new(q));
     let mut s = Shipper::new(q, FileTransport::new(&mgmt), ShipperConfig::default());
     let t = Instant::now();
     let sent = drain(&mut s);
