@@ -604,3 +604,82 @@ fn a_nudge_after_the_receiver_returns_flushes_the_backlog_without_waiting_out_th
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Refuses any batch that contains `poison`.
+struct Picky {
+    poison: u64,
+    delivered: Vec<u64>,
+}
+
+impl LogTransport for Picky {
+    fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
+        if batch.iter().any(|r| r.id == self.poison) {
+            return Err(TransportError::Rejected("400 bad record".into()));
+        }
+        self.delivered.extend(batch.iter().map(|r| r.id));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_record_the_receiver_always_refuses_is_isolated_and_skipped_not_blocking() {
+    let dir = scratch("picky");
+    let q = Arc::new(Mutex::new(
+        LogQueue::open(&dir, QueueConfig::default()).unwrap(),
+    ));
+    for i in 0..1_000 {
+        q.lock()
+            .unwrap()
+            .append(Level::Info, "p", &format!("{i}"))
+            .unwrap();
+    }
+    let picky = Picky {
+        poison: 337,
+        delivered: Vec::new(),
+    };
+    let mut shipper = Shipper::new(q.clone(), picky, fast_shipper_cfg(100));
+    let mut skipped = Vec::new();
+    loop {
+        match shipper.ship_once().unwrap() {
+            ShipOutcome::Empty => break,
+            ShipOutcome::Skipped { id, .. } => skipped.push(id),
+            _ => {}
+        }
+    }
+    assert_eq!(skipped, vec![337]);
+    let expect: Vec<u64> = (1..=1_000).filter(|id| *id != 337).collect();
+    assert_eq!(shipper.transport().delivered, expect);
+    drop(shipper);
+    drop(q);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn file_transport_cuts_a_torn_last_line_before_appending() {
+    let dir = scratch("torn-jsonl");
+    let path = dir.join("logs.jsonl");
+    fs::write(&path, "{\"id\":1,\"message\":\"whole\"}\n{\"id\":2,\"mess").unwrap();
+    let rec = QueuedRecord {
+        id: 2,
+        ts_ms: 0,
+        level: Level::Info,
+        subsystem: "s".into(),
+        message: "again".into(),
+    };
+    FileTransport::new(&dir).send_batch(&[rec]).unwrap();
+    let recs = shipped(&path);
+    assert_eq!(ids(&recs), vec![1, 2]);
+    assert_eq!(recs[1]["message"], "again");
+    // A file with no complete line at all is emptied first.
+    fs::write(&path, "{\"id\":9").unwrap();
+    let rec = QueuedRecord {
+        id: 9,
+        ts_ms: 0,
+        level: Level::Info,
+        subsystem: "s".into(),
+        message: "m".into(),
+    };
+    FileTransport::new(&dir).send_batch(&[rec]).unwrap();
+    assert_eq!(ids(&shipped(&path)), vec![9]);
+    fs::remove_dir_all(&dir).unwrap();
+}
