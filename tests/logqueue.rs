@@ -683,3 +683,104 @@ fn file_transport_cuts_a_torn_last_line_before_appending() {
     assert_eq!(ids(&shipped(&path)), vec![9]);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Appends, levels that must be whole, the level whose newest part survives, levels gone.
+type Phase = (Vec<(Level, usize)>, Vec<Level>, Level, Vec<Level>);
+
+#[test]
+fn drop_order_is_debug_then_info_then_warn_then_error_in_phases() {
+    let dir = scratch("phases");
+    let cap = 64 * 1024;
+    let mut q = LogQueue::open(&dir, QueueConfig::with_cap(cap)).unwrap();
+    let mut appended: Vec<(u64, Level)> = Vec::new();
+    let mut add = |q: &mut LogQueue, level: Level, n: usize| {
+        for _ in 0..n {
+            let id = q
+                .append(level, "test", "a forty byte message, give or take......")
+                .unwrap();
+            appended.push((id, level));
+            assert!(q.bytes_on_disk() <= cap);
+        }
+        appended.clone()
+    };
+    let phases: [Phase; 4] = [
+        (
+            vec![
+                (Level::Error, 200),
+                (Level::Warn, 200),
+                (Level::Info, 200),
+                (Level::Debug, 2000),
+            ],
+            vec![Level::Error, Level::Warn, Level::Info],
+            Level::Debug,
+            vec![],
+        ),
+        (
+            vec![(Level::Info, 1500)],
+            vec![Level::Error, Level::Warn],
+            Level::Info,
+            vec![Level::Debug],
+        ),
+        (
+            vec![(Level::Warn, 1000)],
+            vec![Level::Error],
+            Level::Warn,
+            vec![Level::Debug, Level::Info],
+        ),
+        (
+            vec![(Level::Error, 1500)],
+            vec![],
+            Level::Error,
+            vec![Level::Debug, Level::Info, Level::Warn],
+        ),
+    ];
+    for (i, (adds, complete, partial, gone)) in phases.into_iter().enumerate() {
+        let mut all = Vec::new();
+        for (level, n) in adds {
+            all = add(&mut q, level, n);
+        }
+        let survivors = read_all(&mut q);
+        let of = |lvl: Level, list: &[(u64, Level)]| -> Vec<u64> {
+            list.iter()
+                .filter(|(_, l)| *l == lvl)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let kept: Vec<(u64, Level)> = survivors.iter().map(|r| (r.id, r.level)).collect();
+        for lvl in &complete {
+            assert_eq!(
+                of(*lvl, &kept),
+                of(*lvl, &all),
+                "phase {i}: {lvl:?} must be whole"
+            );
+        }
+        for lvl in &gone {
+            assert!(
+                of(*lvl, &kept).is_empty(),
+                "phase {i}: {lvl:?} must be gone"
+            );
+        }
+        let (k, a) = (of(partial, &kept), of(partial, &all));
+        assert!(
+            !k.is_empty() && k.len() < a.len(),
+            "phase {i}: {partial:?} partly kept"
+        );
+        assert_eq!(
+            k[..],
+            a[a.len() - k.len()..],
+            "phase {i}: oldest {partial:?} first"
+        );
+        let d = q.dropped();
+        for (lvl, count) in [
+            (Level::Debug, d.debug),
+            (Level::Info, d.info),
+            (Level::Warn, d.warn),
+            (Level::Error, d.error),
+        ] {
+            let lost = of(lvl, &all).len() - of(lvl, &kept).len();
+            assert_eq!(count as usize, lost, "phase {i}: drop count of {lvl:?}");
+        }
+    }
+    drop(q);
+    fs::remove_dir_all(&dir).unwrap();
+}
