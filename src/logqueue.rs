@@ -6,6 +6,10 @@
 //! - `state.json`: ack cursor, id floor and per-level drop counts, written with
 //!   [`fsutil::atomic_write`].
 //!
+//! Segments are append-only logs, the one kind of file not written through `atomic_write`:
+//! rewriting a file per line would cost an fsync per line; instead the framing makes a torn
+//! append detectable. Segments rewritten by eviction do go through temp + `durable_rename`.
+//!
 //! Frame: `len: u32 LE | crc32(payload): u32 LE | payload`, payload =
 //! `id: u64 | ts_ms: u64 | level: u8 | subsystem len: u8 | subsystem | message`.
 //! On open every segment is scanned; the first frame that is short, oversized, fails its CRC
