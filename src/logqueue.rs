@@ -399,6 +399,9 @@ impl LogQueue {
     pub fn open(dir: impl Into<PathBuf>, cfg: QueueConfig) -> Result<LogQueue, QueueError> {
         let dir = dir.into();
         fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        // Scrubbed, but still operational detail: root only.
+        fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(io_err("chmod", &dir))?;
         let state = read_state(&dir);
         let mut names = Vec::new();
         for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
