@@ -72,10 +72,7 @@ mod tests {
         atomic_write(&p, b"one", 0o600).unwrap();
         atomic_write(&p, b"two", 0o600).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
-        assert_eq!(
-            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         let names: Vec<_> = fs::read_dir(p.parent().unwrap()).unwrap().collect();
         assert_eq!(names.len(), 1, "temp file left behind");
         fs::remove_dir_all(&dir).unwrap();

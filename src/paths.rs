@@ -73,9 +73,6 @@ mod tests {
             p.bin_link("svc-server"),
             PathBuf::from("/tmp/sandbox/opt/svc/bin/svc-server")
         );
-        assert_eq!(
-            Paths::default().cache_dir(),
-            PathBuf::from("/opt/svc/cache")
-        );
+        assert_eq!(Paths::default().cache_dir(), PathBuf::from("/opt/svc/cache"));
     }
 }
