@@ -8,6 +8,8 @@ pub mod credentials;
 pub mod fsutil;
 #[macro_use]
 pub mod logging;
+pub mod logqueue;
+pub mod logship;
 pub mod paths;
 pub mod protocol;
 pub mod supervisor;

@@ -3,7 +3,10 @@
 //! Lines go to stderr with a `<N>` syslog priority prefix when running under systemd
 //! (journald reads it as the level), otherwise with a timestamp and level name.
 //! Every line is scrubbed of registered secrets before it is written anywhere.
-//! (The persistent shipping queue hooks in through [`set_sink`].)
+//! The persistent shipping queue hooks in through [`set_sink`] (see `logship::attach`).
+//!
+//! Beyond plain lines: [`event`] writes structured `name key=value` lines and [`child_line`]
+//! relays a supervised child's output line by line, both scrubbed like everything else.
 use std::io::Write;
 use std::sync::{OnceLock, RwLock};
 
@@ -81,6 +84,63 @@ pub fn scrub(text: &str) -> String {
     out
 }
 
+/// Logs one line of a captured child's output, tagged with its stream.
+///
+/// stdout lines go out at info, stderr lines at warn (a child's stderr is where it complains).
+/// A trailing `\r`/`\n` is stripped so that the child's line ending does not double up.
+pub fn child_line(subsystem: &str, stream: &str, line: &str) {
+    let level = if stream == "stderr" {
+        Level::Warn
+    } else {
+        Level::Info
+    };
+    let line = line.trim_end_matches(['\n', '\r']);
+    log(level, subsystem, &format!("{stream}: {line}"));
+}
+
+/// Logs a structured event: `name key=value key2="value with spaces"`.
+///
+/// Values are scrubbed before quoting (quoting escapes `"` and `\`, which would otherwise
+/// hide a secret containing them from the final scrub of the whole line).
+pub fn event(level: Level, subsystem: &str, name: &str, fields: &[(&str, &str)]) {
+    log(level, subsystem, &format_event(name, fields));
+}
+
+/// The text of an [`event`] line (exposed for tests and for callers that build lines).
+pub fn format_event(name: &str, fields: &[(&str, &str)]) -> String {
+    let mut out = String::from(name);
+    for (key, value) in fields {
+        out.push(' ');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(&quote_value(&scrub(value)));
+    }
+    out
+}
+
+fn quote_value(v: &str) -> String {
+    let needs = v.is_empty()
+        || v.chars()
+            .any(|c| c.is_whitespace() || c == '"' || c == '=' || c == '\\');
+    if !needs {
+        return v.to_string();
+    }
+    let mut q = String::with_capacity(v.len() + 2);
+    q.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
 /// Logs one line.
 pub fn log(level: Level, subsystem: &str, message: &str) {
     let record = Record {
@@ -102,28 +162,44 @@ fn under_journal() -> bool {
 }
 
 fn write_stderr(r: &Record) {
-    // One write per line: lines from several threads never interleave, and a line costs
-    // one system call.
-    let line = if under_journal() {
-        format!("<{}>[{}] {}\n", r.level as u8, r.subsystem, r.message)
-    } else {
-        format!(
-            "{} {:5} [{}] {}\n",
-            timestamp(),
-            r.level.as_str(),
-            r.subsystem,
-            r.message
-        )
-    };
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    // One write per message: lines from several threads never interleave, and a line
+    // costs one system call. journald takes one priority per line, so a multi-line
+    // message gets the prefix on each line.
+    let journal = under_journal();
+    let ts = if journal { String::new() } else { timestamp() };
+    let mut out = String::with_capacity(r.message.len() + 48);
+    for line in r.message.split('\n') {
+        if journal {
+            out.push_str(&format!("<{}>[{}] {}\n", r.level as u8, r.subsystem, line));
+        } else {
+            out.push_str(&format!(
+                "{} {:5} [{}] {}\n",
+                ts,
+                r.level.as_str(),
+                r.subsystem,
+                line
+            ));
+        }
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// UTC time as `YYYY-MM-DDTHH:MM:SS.mmmZ` without a date crate.
 pub fn timestamp() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs() as i64;
+    format_timestamp_ms(now_ms())
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC).
+pub fn format_timestamp_ms(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
     format!(
@@ -131,7 +207,7 @@ pub fn timestamp() -> String {
         rem / 3600,
         (rem / 60) % 60,
         rem % 60,
-        now.subsec_millis()
+        ms % 1000
     )
 }
 
@@ -166,6 +242,34 @@ mod tests {
     fn scrubs_registered_secrets() {
         register_secret("hunter2-wifi");
         assert_eq!(scrub("psk=hunter2-wifi ok"), "psk=*** ok");
+    }
+
+    #[test]
+    fn event_lines_quote_and_scrub_values() {
+        register_secret("s3cr\"et-key");
+        let line = format_event(
+            "update.done",
+            &[
+                ("module", "svc-server"),
+                ("note", "took a while"),
+                ("empty", ""),
+                ("key", "s3cr\"et-key"),
+            ],
+        );
+        assert_eq!(
+            line,
+            "update.done module=svc-server note=\"took a while\" empty=\"\" key=***"
+        );
+        assert_eq!(quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
+    fn timestamps_format_millis() {
+        assert_eq!(format_timestamp_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_timestamp_ms(1_795_305_600_123),
+            "2026-11-22T00:00:00.123Z"
+        );
     }
 
     #[test]
