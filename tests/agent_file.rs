@@ -251,3 +251,62 @@ fn doctor_reports_each_check() {
     let v: serde_json::Value = serde_json::from_slice(&run().stdout).unwrap();
     assert_eq!(v["checks"][0]["verdict"], "ok", "{v}");
 }
+
+fn shipped(sb: &Sandbox) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(sb.app.join("logs.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn logs_reach_the_app_in_order_after_an_outage() {
+    let sb = Sandbox::new("logs");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("a"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    let has = |sb: &Sandbox, m: &str| {
+        shipped(sb)
+            .iter()
+            .any(|r| r["message"].as_str().is_some_and(|s| s.contains(m)))
+    };
+    wait_for("svc-server's own output shipped", 60, || {
+        has(&sb, "fake svc-server up")
+    });
+    let rec = shipped(&sb)
+        .into_iter()
+        .find(|r| {
+            r["message"]
+                .as_str()
+                .unwrap()
+                .contains("fake svc-server up")
+        })
+        .unwrap();
+    assert_eq!(rec["subsystem"], "svc-server");
+    // The receiver goes away (its log file cannot be opened): lines wait in the queue.
+    std::fs::remove_file(sb.app.join("logs.jsonl")).unwrap();
+    std::fs::create_dir(sb.app.join("logs.jsonl")).unwrap();
+    sb.answer(json!({"config": config("b"), "poll_interval_secs": 1}));
+    wait_for("the config change", 30, || {
+        sb.fake("events").contains("hup")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::remove_dir(sb.app.join("logs.jsonl")).unwrap();
+    wait_for("the queued lines delivered", 60, || {
+        has(&sb, "config applied")
+    });
+    let ids: Vec<u64> = shipped(&sb)
+        .iter()
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "out of order or duplicated: {ids:?}"
+    );
+    assert!(!std::fs::read_to_string(sb.app.join("logs.jsonl"))
+        .unwrap()
+        .contains("sandbox-secret-123"));
+    terminate(&mut agent);
+}

@@ -60,8 +60,30 @@ fn first_contact_conditional_polls_and_config_change() {
     assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
         .unwrap()
         .contains("\"two\""));
+    // Logs arrive at the app's log endpoint, authenticated like polls.
+    wait_for("a log batch", 60, || {
+        !srv.state.lock().unwrap().logs.is_empty()
+    });
+    let batch: serde_json::Value =
+        serde_json::from_str(&srv.state.lock().unwrap().logs[0]).unwrap();
+    assert!(batch["records"][0]["id"].is_u64(), "{batch}");
+    assert!(srv
+        .state
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .filter(|s| s.path == "/api/v1/agent/logs")
+        .all(|s| s.header("authorization") == Some("Secret sandbox-secret-123")));
     // The secret never reaches the log.
     assert!(!sb.log().contains("sandbox-secret-123"));
+    assert!(!srv
+        .state
+        .lock()
+        .unwrap()
+        .logs
+        .iter()
+        .any(|l| l.contains("sandbox-secret-123")));
     terminate(&mut agent);
 }
 

@@ -3,6 +3,7 @@
 //! updates, log shipping and the systemd watchdog. Decisions live in `policy`; effects sit
 //! in the modules this one calls.
 pub mod cache;
+pub mod logs;
 pub mod policy;
 pub mod server;
 pub mod signals;
@@ -55,6 +56,8 @@ pub struct Agent {
     exit: Option<Exit>,
     host: status::Host,
     last_status: Option<(Instant, status::StatusReport)>,
+    /// Set when contact comes back after a failure; the log shipper is nudged.
+    pub reconnected: bool,
 }
 
 fn unix_now() -> u64 {
@@ -110,6 +113,7 @@ impl Agent {
             exit: None,
             host: status::Host::detect(&paths_for_host),
             last_status: None,
+            reconnected: false,
         }
     }
 
@@ -217,6 +221,7 @@ impl Agent {
             Ok(outcome) => {
                 if self.last_error.take().is_some() {
                     info!("agent", "management app reachable again");
+                    self.reconnected = true;
                 }
                 self.backoff.reset();
                 self.cached.last_contact = Some(unix_now());
@@ -447,6 +452,11 @@ pub fn run(paths: Paths) -> i32 {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
+    // The queue first, so that even the first lines of this run are kept for shipping.
+    let shipping_transport = crate::credentials::Credentials::load(&paths)
+        .ok()
+        .and_then(|c| protocol::connect(&c).ok());
+    let pipeline = logs::LogPipeline::start(&paths, shipping_transport);
     let mut agent = Agent::new(paths);
     agent.start();
     crate::systemd::notify("READY=1\nSTATUS=running");
@@ -455,6 +465,11 @@ pub fn run(paths: Paths) -> i32 {
     let mut last_feed = Instant::now();
     while agent.exit().is_none() {
         let wait = agent.tick();
+        if std::mem::take(&mut agent.reconnected) {
+            if let Some(p) = &pipeline {
+                p.nudge();
+            }
+        }
         if let Some(period) = feed_every {
             if last_feed.elapsed() >= period {
                 crate::systemd::notify("WATCHDOG=1");
@@ -468,6 +483,9 @@ pub fn run(paths: Paths) -> i32 {
     }
     crate::systemd::notify("STOPPING=1\nSTATUS=stopping svc-server");
     agent.shutdown();
+    if let Some(p) = pipeline {
+        p.stop();
+    }
     // Both a stop and a restart request exit cleanly: systemd's Restart=always brings the
     // agent back for a restart, and a stop by systemd does not restart it.
     0
