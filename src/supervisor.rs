@@ -156,6 +156,14 @@ impl Supervisor {
         }
     }
 
+    /// When the running child started.
+    pub fn since(&self) -> Option<Instant> {
+        match self.state {
+            State::Running { since, .. } => Some(since),
+            _ => None,
+        }
+    }
+
     pub fn uptime(&self) -> Option<Duration> {
         match self.state {
             State::Running { since, .. } => Some(since.elapsed()),

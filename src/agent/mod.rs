@@ -27,8 +27,6 @@ const PERMANENT_ERROR_WAIT: Duration = Duration::from_secs(3600);
 const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
 /// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
-/// How often the status file is refreshed when nothing else changes (uptimes move).
-const STATUS_REFRESH: Duration = Duration::from_secs(30);
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,16 +49,17 @@ pub struct Agent {
     next_poll: Instant,
     last_error: Option<String>,
     started: Instant,
+    started_unix: u64,
     fast_start: bool,
     restart_server_requested: bool,
     exit: Option<Exit>,
     host: status::Host,
-    last_status: Option<(Instant, status::StatusReport)>,
+    last_status: Option<status::StatusReport>,
     /// Set when contact comes back after a failure; the log shipper is nudged.
     pub reconnected: bool,
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -108,6 +107,7 @@ impl Agent {
             next_poll: Instant::now(),
             last_error: None,
             started: Instant::now(),
+            started_unix: unix_now(),
             fast_start,
             restart_server_requested: false,
             exit: None,
@@ -350,6 +350,7 @@ impl Agent {
                 target: env!("SVC_TARGET").into(),
                 pid: std::process::id(),
                 uptime_secs: self.started.elapsed().as_secs(),
+                started_at: self.started_unix,
                 fast_start: self.fast_start,
             },
             svc_server: self.server.status(self.server_managed()),
@@ -362,25 +363,21 @@ impl Agent {
         }
     }
 
-    /// Refreshes `/opt/svc/status.json` when something other than the uptimes changed, or
-    /// every STATUS_REFRESH: an idle agent does not write to the SD card every second.
+    /// Writes `/opt/svc/status.json` when something changed. The file holds start times,
+    /// not uptimes (`svc-agent status` computes those), so an idle agent does not wear the
+    /// SD card.
     fn write_status(&mut self) {
-        let report = self.status();
-        let mut comparable = report.clone();
-        comparable.agent.uptime_secs = 0;
-        comparable.svc_server.uptime_secs = None;
-        let due = match &self.last_status {
-            Some((at, last)) => last != &comparable || at.elapsed() >= STATUS_REFRESH,
-            None => true,
-        };
-        if !due {
+        let mut report = self.status();
+        report.agent.uptime_secs = 0;
+        report.svc_server.uptime_secs = None;
+        if self.last_status.as_ref() == Some(&report) {
             return;
         }
         let text = serde_json::to_vec_pretty(&report).unwrap_or_default();
         if let Err(e) = crate::fsutil::atomic_write(&status::path(&self.paths), &text, 0o644) {
             debug!("agent", "cannot write the status file: {e}");
         }
-        self.last_status = Some((Instant::now(), comparable));
+        self.last_status = Some(report);
     }
 
     /// Stops svc-server (spec §3: the agent stopping stops it too).

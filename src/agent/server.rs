@@ -12,7 +12,8 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct ServerManager {
     paths: Paths,
     sup: Option<Supervisor>,
-    started_at: Option<Instant>,
+    /// A monotonic instant and the Unix time it stands for.
+    origin: (Instant, u64),
 }
 
 impl ServerManager {
@@ -20,7 +21,7 @@ impl ServerManager {
         ServerManager {
             paths: paths.clone(),
             sup: None,
-            started_at: None,
+            origin: (Instant::now(), super::unix_now()),
         }
     }
 
@@ -68,7 +69,6 @@ impl ServerManager {
         let mut sup = Supervisor::new(spec);
         let _ = sup.start();
         self.sup = Some(sup);
-        self.started_at = Some(Instant::now());
     }
 
     pub fn tick(&mut self) {
@@ -121,6 +121,12 @@ impl ServerManager {
             running,
             state,
             pid,
+            // From the monotonic start, so that the value is stable between ticks.
+            started_at: self
+                .sup
+                .as_ref()
+                .and_then(|s| s.since())
+                .map(|t| self.origin.1 + t.saturating_duration_since(self.origin.0).as_secs()),
             uptime_secs: self
                 .sup
                 .as_ref()

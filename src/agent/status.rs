@@ -10,6 +10,8 @@ pub struct ServerStatus {
     pub state: String,
     pub pid: Option<u32>,
     pub uptime_secs: Option<u64>,
+    /// Unix time svc-server last started (the status file keeps this, not the uptime).
+    pub started_at: Option<u64>,
     pub restarts: u64,
     pub managed: bool,
 }
@@ -20,6 +22,8 @@ pub struct AgentStatus {
     pub target: String,
     pub pid: u32,
     pub uptime_secs: u64,
+    /// Unix time the agent started.
+    pub started_at: u64,
     pub fast_start: bool,
 }
 

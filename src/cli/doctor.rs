@@ -40,13 +40,19 @@ pub fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
     let s = &report.svc_server;
     println!(
         "svc-agent  {} ({}), pid {}, up {}s",
-        report.agent.version, report.agent.target, report.agent.pid, report.agent.uptime_secs
+        report.agent.version,
+        report.agent.target,
+        report.agent.pid,
+        unix_now().saturating_sub(report.agent.started_at)
     );
     println!(
-        "svc-server {} {}{}, restarts {}{}",
+        "svc-server {} {}{}{}, restarts {}{}",
         s.version.as_deref().unwrap_or("(version unknown)"),
         s.state,
         s.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+        s.started_at
+            .map(|t| format!(", up {}s", unix_now().saturating_sub(t)))
+            .unwrap_or_default(),
         s.restarts,
         if s.managed {
             ""
