@@ -52,6 +52,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "validate" => cmd_validate(rest),
         "module-env" => cmd_module_env(rest),
         "resolve-version" => cmd_resolve_version(rest),
+        "syscfg-apply" => Ok(crate::syscfg::cli::cmd_syscfg(rest)),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(EXIT_OK)
