@@ -56,7 +56,7 @@ impl Transport for FileTransport {
             return Ok(PollOutcome::NotModified);
         }
         Ok(PollOutcome::Changed {
-            answer: PollAnswer::parse(&body)?,
+            answer: Box::new(PollAnswer::parse(&body)?),
             etag: Some(tag),
         })
     }

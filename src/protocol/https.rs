@@ -73,10 +73,17 @@ fn clock_hint() -> String {
     }
 }
 
+/// Status, headers and body of one answer.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
 /// Sends a request and reads at most `MAX_ANSWER_BYTES` of the answer.
-fn exchange(req: minreq::Request) -> Result<(u16, Vec<(String, String)>, Vec<u8>), ProtocolError> {
+fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
     let resp = req.send_lazy().map_err(network_error)?;
-    let status = resp.status_code as u16;
+    let status = resp.status_code;
     let headers = resp.headers.clone();
     let mut body = Vec::new();
     resp.take(MAX_ANSWER_BYTES + 1)
@@ -87,7 +94,11 @@ fn exchange(req: minreq::Request) -> Result<(u16, Vec<(String, String)>, Vec<u8>
             "the answer is larger than {MAX_ANSWER_BYTES} bytes"
         )));
     }
-    Ok((status, headers, body))
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
 
 fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {
@@ -113,28 +124,29 @@ impl Transport for HttpsTransport {
         if let Some(tag) = etag {
             req = req.with_header("If-None-Match", tag);
         }
-        let (code, headers, answer) = exchange(req)?;
-        let header_bytes: u64 = headers
+        let a = exchange(req)?;
+        let header_bytes: u64 = a
+            .headers
             .iter()
             .map(|(k, v)| (k.len() + v.len() + 4) as u64)
             .sum();
-        self.last_bytes = (sent, answer.len() as u64 + header_bytes);
-        match code {
+        self.last_bytes = (sent, a.body.len() as u64 + header_bytes);
+        match a.status {
             304 => Ok(PollOutcome::NotModified),
             200 => Ok(PollOutcome::Changed {
-                answer: PollAnswer::parse(&answer)?,
-                etag: header(&headers, "etag").map(str::to_string),
+                answer: Box::new(PollAnswer::parse(&a.body)?),
+                etag: header(&a.headers, "etag").map(str::to_string),
             }),
-            _ => Err(http_error(code, &headers, &answer)),
+            _ => Err(http_error(a.status, &a.headers, &a.body)),
         }
     }
 
     fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError> {
-        let (code, headers, answer) = exchange(self.request("/api/v1/agent/logs", batch.to_vec()))?;
-        if (200..300).contains(&code) {
+        let a = exchange(self.request("/api/v1/agent/logs", batch.to_vec()))?;
+        if (200..300).contains(&a.status) {
             Ok(())
         } else {
-            Err(http_error(code, &headers, &answer))
+            Err(http_error(a.status, &a.headers, &a.body))
         }
     }
 

@@ -84,7 +84,7 @@ impl PollAnswer {
 pub enum PollOutcome {
     /// A new answer, with its validator for the next conditional poll.
     Changed {
-        answer: PollAnswer,
+        answer: Box<PollAnswer>,
         etag: Option<String>,
     },
     /// Same as last time (HTTP 304, or an unchanged file).
