@@ -31,7 +31,7 @@ impl Effects for Counting {
     fn write(&mut self, path: &Path, content: &[u8]) -> io::Result<()> {
         if let Some(p) = &self.fail_writes_under {
             if path.starts_with(p) {
-                return Err(io::Error::new(io::ErrorKind::Other, "injected write failure"));
+                return Err(io::Error::other("injected write failure"));
             }
         }
         self.writes.push(path.to_path_buf());
@@ -140,7 +140,9 @@ fn logging(system: &str, runtime: &str) -> SyscfgSection {
 }
 
 fn upgrades_type(t: &str) -> SyscfgSection {
-    section(&format!(r#"{{"attributes": {{"upgrades": {{"type": "{t}"}}}}}}"#))
+    section(&format!(
+        r#"{{"attributes": {{"upgrades": {{"type": "{t}"}}}}}}"#
+    ))
 }
 
 fn state(st: &SyscfgStatus, s: Setting) -> State {
@@ -256,10 +258,7 @@ fn upgrades_files_exact_text_for_each_type() {
 
     let st = r.apply(&upgrades_type("all"), &mut Counting::default());
     assert_eq!(state(&st, Setting::Upgrades), State::Applied);
-    assert_eq!(
-        r.read(upgrades::PERIODIC).unwrap(),
-        header("all") + AUTO_ON
-    );
+    assert_eq!(r.read(upgrades::PERIODIC).unwrap(), header("all") + AUTO_ON);
     assert_eq!(
         r.read(upgrades::ORIGINS).unwrap(),
         header("all") + clear + "        \"origin=*\";\n};\n"
@@ -283,7 +282,11 @@ fn upgrades_files_exact_text_for_each_type() {
         r.read(upgrades::PERIODIC).unwrap(),
         header("none") + "APT::Periodic::Unattended-Upgrade \"0\";\n"
     );
-    assert_eq!(r.read(upgrades::ORIGINS), None, "none keeps no origins file");
+    assert_eq!(
+        r.read(upgrades::ORIGINS),
+        None,
+        "none keeps no origins file"
+    );
     assert!(fx.runs.is_empty(), "apt files need no restart");
     // The distribution's files are never touched.
     assert_eq!(
@@ -291,7 +294,8 @@ fn upgrades_files_exact_text_for_each_type() {
         Some(DISTRO_AUTO)
     );
     assert_eq!(
-        r.read("/etc/apt/apt.conf.d/50unattended-upgrades").as_deref(),
+        r.read("/etc/apt/apt.conf.d/50unattended-upgrades")
+            .as_deref(),
         Some(DISTRO_UU)
     );
     let paths: Vec<_> = r.record().files.into_iter().map(|f| f.path).collect();
@@ -318,7 +322,10 @@ fn disable_subsystem_reverts_exactly_what_was_written() {
     r.apply(&s, &mut Counting::default());
     // Someone edits one of our files afterwards, and drops a file of their own next to ours.
     r.put(upgrades::ORIGINS, "// mine now\n");
-    r.put("/etc/apt/apt.conf.d/99local", "APT::Periodic::Unattended-Upgrade \"1\";\n");
+    r.put(
+        "/etc/apt/apt.conf.d/99local",
+        "APT::Periodic::Unattended-Upgrade \"1\";\n",
+    );
 
     let mut fx = Counting::default();
     let st = r.apply(&section(r#"{"disable_subsystem": true}"#), &mut fx);
@@ -402,7 +409,10 @@ fn unattended_upgrades_missing_is_unsupported_and_nothing_is_written() {
 fn a_system_without_apt_or_journald_is_unsupported_not_an_error() {
     // A Buildroot-like image: os-release, no apt-get, no journald.
     let r = Root::empty("buildroot");
-    r.put("/etc/os-release", "NAME=Buildroot\nID=buildroot\nPRETTY_NAME=\"Buildroot 2024.02\"\n");
+    r.put(
+        "/etc/os-release",
+        "NAME=Buildroot\nID=buildroot\nPRETTY_NAME=\"Buildroot 2024.02\"\n",
+    );
     let s = section(
         r#"{"attributes": {"logging": {"system_max_use": "64M"}, "upgrades": {"type": "all"}}}"#,
     );
@@ -509,7 +519,11 @@ fn under_a_root_other_than_slash_nothing_is_restarted() {
     let st = apply(&logging("64M", "16M"), &r.paths, &facts, &mut fx);
     assert!(fx.runs.is_empty());
     assert_eq!(state(&st, Setting::Logging), State::Applied);
-    assert!(st.services[0].contains("not restarted under --root"), "{:?}", st.services);
+    assert!(
+        st.services[0].contains("not restarted under --root"),
+        "{:?}",
+        st.services
+    );
 }
 
 #[test]
@@ -562,17 +576,30 @@ fn apt_dump(r: &Root) -> String {
 fn apt_config_sees_the_effective_values_and_revert_restores_the_distribution() {
     let r = Root::debian("apt-config");
     let distro = apt_dump(&r);
-    assert!(distro.contains("Origins-Pattern:: \"origin=Debian,codename=${distro_codename},label=Debian\""));
+    assert!(distro
+        .contains("Origins-Pattern:: \"origin=Debian,codename=${distro_codename},label=Debian\""));
 
     r.apply(&upgrades_type("all"), &mut Counting::default());
     let all = apt_dump(&r);
-    assert!(all.contains("APT::Periodic::Unattended-Upgrade \"1\""), "{all}");
-    let patterns: Vec<_> = all.lines().filter(|l| l.contains("Origins-Pattern::")).collect();
-    assert_eq!(patterns, ["Unattended-Upgrade::Origins-Pattern:: \"origin=*\";"]);
+    assert!(
+        all.contains("APT::Periodic::Unattended-Upgrade \"1\""),
+        "{all}"
+    );
+    let patterns: Vec<_> = all
+        .lines()
+        .filter(|l| l.contains("Origins-Pattern::"))
+        .collect();
+    assert_eq!(
+        patterns,
+        ["Unattended-Upgrade::Origins-Pattern:: \"origin=*\";"]
+    );
 
     r.apply(&upgrades_type("security"), &mut Counting::default());
     let sec = apt_dump(&r);
-    let patterns: Vec<_> = sec.lines().filter(|l| l.contains("Origins-Pattern::")).collect();
+    let patterns: Vec<_> = sec
+        .lines()
+        .filter(|l| l.contains("Origins-Pattern::"))
+        .collect();
     assert_eq!(
         patterns,
         [
@@ -585,10 +612,19 @@ fn apt_config_sees_the_effective_values_and_revert_restores_the_distribution() {
 
     r.apply(&upgrades_type("none"), &mut Counting::default());
     let none = apt_dump(&r);
-    assert!(none.contains("APT::Periodic::Unattended-Upgrade \"0\""), "{none}");
-    assert!(none.contains("APT::Periodic::Update-Package-Lists \"1\""), "{none}");
+    assert!(
+        none.contains("APT::Periodic::Unattended-Upgrade \"0\""),
+        "{none}"
+    );
+    assert!(
+        none.contains("APT::Periodic::Update-Package-Lists \"1\""),
+        "{none}"
+    );
 
-    r.apply(&section(r#"{"disable_subsystem": true}"#), &mut Counting::default());
+    r.apply(
+        &section(r#"{"disable_subsystem": true}"#),
+        &mut Counting::default(),
+    );
     assert_eq!(apt_dump(&r), distro);
 }
 
@@ -607,10 +643,14 @@ fn systemd_analyze_cat_config_reads_the_dropin() {
     };
     let text = run();
     assert!(
-        text.contains("60-svc-agent.conf\n") && text.contains("SystemMaxUse=64M\nRuntimeMaxUse=16M\n"),
+        text.contains("60-svc-agent.conf\n")
+            && text.contains("SystemMaxUse=64M\nRuntimeMaxUse=16M\n"),
         "{text}"
     );
-    r.apply(&section(r#"{"disable_subsystem": true}"#), &mut Counting::default());
+    r.apply(
+        &section(r#"{"disable_subsystem": true}"#),
+        &mut Counting::default(),
+    );
     let text = run();
     assert!(!text.contains("SystemMaxUse=64M"), "{text}");
 }

@@ -344,9 +344,7 @@ pub fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
                 )
             } else if t != UpgradeType::None && !facts.unattended_upgrades_installed {
                 (
-                    Intent::Unsupported(
-                        "package unattended-upgrades is not installed".to_string(),
-                    ),
+                    Intent::Unsupported("package unattended-upgrades is not installed".to_string()),
                     detail,
                 )
             } else {
@@ -595,7 +593,10 @@ pub fn apply_plan(
         match result {
             Ok(touched) => {
                 if touched {
-                    changed.entry(setting).or_default().push(a.path().to_string());
+                    changed
+                        .entry(setting)
+                        .or_default()
+                        .push(a.path().to_string());
                     crate::info!(
                         SUB,
                         "{} {}",
@@ -693,8 +694,12 @@ pub fn apply_plan(
             warnings: sp.warnings.clone(),
         };
         match &st.state {
-            State::Unchanged => crate::debug!(SUB, "{}: unchanged ({})", st.setting.as_str(), st.detail),
-            State::Failed(_) => crate::error!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail),
+            State::Unchanged => {
+                crate::debug!(SUB, "{}: unchanged ({})", st.setting.as_str(), st.detail)
+            }
+            State::Failed(_) => {
+                crate::error!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail)
+            }
             _ => crate::info!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail),
         }
         out.push(st);

@@ -59,7 +59,10 @@ pub fn render(t: UpgradeType) -> Vec<(&'static str, String)> {
     };
     match t {
         // Values are fnmatch patterns: `*` is every origin apt is configured with.
-        UpgradeType::All => vec![(PERIODIC, periodic(true)), (ORIGINS, origins(&["origin=*"]))],
+        UpgradeType::All => vec![
+            (PERIODIC, periodic(true)),
+            (ORIGINS, origins(&["origin=*"])),
+        ],
         UpgradeType::Security => vec![
             (PERIODIC, periodic(true)),
             (
