@@ -654,3 +654,50 @@ fn systemd_analyze_cat_config_reads_the_dropin() {
     let text = run();
     assert!(!text.contains("SystemMaxUse=64M"), "{text}");
 }
+
+#[test]
+fn syscfg_apply_command_applies_reports_json_and_exit_codes() {
+    let r = Root::debian("cli");
+    let cfg = r.dir.join("machine.json");
+    fs::write(
+        &cfg,
+        r#"{"components": [], "modules": [], "agent": {"agent-syscfg": {"attributes": {"logging": {"system_max_use": "64M", "runtime_max_use": "16M"}, "upgrades": {"type": "all"}}}}}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+            .arg("syscfg-apply")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let root = r.dir.to_str().unwrap();
+    let out = run(&["--root", root, "--json", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["settings"][0]["state"], "applied");
+    assert_eq!(v["settings"][1]["state"], "applied");
+    assert!(v["services"][0]
+        .as_str()
+        .unwrap()
+        .contains("not restarted under --root"));
+    assert_eq!(r.read(journald::DROPIN).as_deref(), Some(JOURNALD_64_16));
+
+    let out = run(&["--root", root, "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("logging: unchanged"), "{text}");
+
+    fs::write(
+        &cfg,
+        r#"{"agent": {"agent-syscfg": {"attributes": {"logging": {"system_max_use": "lots"}}}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        run(&["--root", root, "--config", cfg.to_str().unwrap()])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(run(&["--root", root]).status.code(), Some(2));
+}
