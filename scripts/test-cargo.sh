@@ -2,5 +2,7 @@
 # Unit and integration tests: real processes, real HTTPS on loopback with a test CA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Host tools some tests run against what the agent writes (apt-config, systemd-analyze).
+bash scripts/syscfg-test-deps.sh
 cargo build --locked --all-targets
 cargo test --locked --all-targets -- --test-threads=2

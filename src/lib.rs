@@ -13,4 +13,5 @@ pub mod logship;
 pub mod paths;
 pub mod protocol;
 pub mod supervisor;
+pub mod syscfg;
 pub mod systemd;

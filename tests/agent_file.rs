@@ -310,3 +310,27 @@ fn logs_reach_the_app_in_order_after_an_outage() {
         .contains("sandbox-secret-123"));
     terminate(&mut agent);
 }
+
+#[test]
+fn the_daemon_applies_and_reverts_syscfg_from_the_config() {
+    let sb = Sandbox::new("syscfg");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut cfg = config("x");
+    cfg["agent"]["agent-syscfg"] = json!({"attributes": {"logging": {"system_max_use": "64M"}}});
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    let dropin = sb
+        .root
+        .join("etc/systemd/journald.conf.d/60-svc-agent.conf");
+    wait_for("the journald drop-in", 60, || {
+        std::fs::read_to_string(&dropin).is_ok_and(|t| t.contains("SystemMaxUse=64M"))
+    });
+    wait_for("syscfg in the status", 30, || {
+        sb.status()["subsystems"]["agent-syscfg"]["settings"].is_array()
+    });
+    cfg["agent"]["agent-syscfg"]["disable_subsystem"] = json!(true);
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("the drop-in reverted", 30, || !dropin.exists());
+    terminate(&mut agent);
+}

@@ -57,6 +57,8 @@ pub struct Agent {
     last_status: Option<status::StatusReport>,
     /// Set when contact comes back after a failure; the log shipper is nudged.
     pub reconnected: bool,
+    /// The subsystems' last reported states, for the status report.
+    subsystems: serde_json::Map<String, Value>,
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -114,6 +116,7 @@ impl Agent {
             host: status::Host::detect(&paths_for_host),
             last_status: None,
             reconnected: false,
+            subsystems: serde_json::Map::new(),
         }
     }
 
@@ -136,6 +139,7 @@ impl Agent {
         );
         if self.fast_start {
             self.start_server();
+            self.apply_syscfg();
             return;
         }
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
@@ -158,6 +162,7 @@ impl Agent {
                 .or(self.exit);
         }
         self.start_server();
+        self.apply_syscfg();
     }
 
     fn start_server(&mut self) {
@@ -317,6 +322,7 @@ impl Agent {
                 let was_managed = self.server_managed();
                 self.config = Some(cfg);
                 self.config_errors.clear();
+                self.apply_syscfg();
                 match (was_managed, self.server_managed()) {
                     (true, false) => {
                         info!(
@@ -359,8 +365,23 @@ impl Agent {
             done_commands: self.cached.done_commands.clone(),
             last_contact: self.cached.last_contact,
             last_error: self.last_error.clone(),
-            subsystems: serde_json::Map::new(),
+            subsystems: self.subsystems.clone(),
         }
+    }
+
+    /// agent-syscfg: applies the config's system settings (or reverts them when disabled);
+    /// idempotent, so it runs at start and on every config change.
+    fn apply_syscfg(&mut self) {
+        let section = self
+            .config
+            .as_ref()
+            .map(|c| c.agent.syscfg.clone())
+            .unwrap_or_default();
+        let status = crate::syscfg::run(&section, &self.paths);
+        self.subsystems.insert(
+            "agent-syscfg".into(),
+            serde_json::to_value(&status).unwrap_or(Value::Null),
+        );
     }
 
     /// Writes `/opt/svc/status.json` when something changed. The file holds start times,

@@ -51,6 +51,21 @@ impl ServerManager {
         name.strip_prefix("svc-server-").map(str::to_string)
     }
 
+    /// Whether svc-server is processing a config change right now: it holds
+    /// `$SVC_HOME/state/busy` (its pid inside) while it does (docs/server.md). A file left
+    /// by a dead process does not count.
+    pub fn busy(&self) -> bool {
+        let path = self.paths.state_dir().join("home/state/busy");
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return false;
+        };
+        match text.trim().parse::<i32>() {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            Ok(pid) if pid > 0 => unsafe { libc::kill(pid, 0) == 0 },
+            _ => true,
+        }
+    }
+
     pub fn installed(&self) -> bool {
         self.paths.bin_link("svc-server").exists()
     }

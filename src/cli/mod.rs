@@ -63,6 +63,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "uninstall" => cmd_uninstall(rest),
         "status" => doctor::cmd_status(rest),
         "doctor" => doctor::cmd_doctor(rest),
+        "syscfg-apply" => Ok(crate::syscfg::cli::cmd_syscfg(rest)),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(EXIT_OK)
