@@ -319,6 +319,10 @@ fn the_daemon_applies_and_reverts_syscfg_from_the_config() {
     let mut cfg = config("x");
     cfg["agent"]["agent-syscfg"] = json!({"attributes": {"logging": {"system_max_use": "64M"}}});
     sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    // The sandbox is a machine with journald.
+    let journald = sb.root.join("usr/lib/systemd/systemd-journald");
+    std::fs::create_dir_all(journald.parent().unwrap()).unwrap();
+    std::fs::write(&journald, "").unwrap();
     let mut agent = sb.spawn_agent(&[]);
     let dropin = sb
         .root
