@@ -8,6 +8,7 @@ pub mod policy;
 pub mod server;
 pub mod signals;
 pub mod status;
+pub mod updates;
 
 use crate::cli::args::{Args, UsageError};
 use crate::config::{Diagnostic, MachineConfig};
@@ -59,6 +60,10 @@ pub struct Agent {
     pub reconnected: bool,
     /// The subsystems' last reported states, for the status report.
     subsystems: serde_json::Map<String, Value>,
+    /// The update engine; `None` leaves versions as they are.
+    updater: Option<Box<dyn updates::Updater>>,
+    server_update: updates::Track,
+    agent_update: updates::Track,
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -117,6 +122,50 @@ impl Agent {
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),
+            updater: None,
+            server_update: updates::Track::default(),
+            agent_update: updates::Track::default(),
+        }
+    }
+
+    /// Plugs in the update engine.
+    pub fn set_updater(&mut self, updater: Box<dyn updates::Updater>) {
+        self.updater = Some(updater);
+    }
+
+    /// One step of both updates; restarts svc-server when a new version is active.
+    fn step_updates(&mut self) {
+        let Some(updater) = self.updater.as_deref_mut() else {
+            return;
+        };
+        let Some(cfg) = self.config.as_ref() else {
+            return;
+        };
+        let agent = &cfg.agent;
+        let targets = &self.cached.targets;
+        updates::step_agent(
+            &mut self.agent_update,
+            updater,
+            &agent.agent.version,
+            targets.agent.as_ref(),
+            signals::wake,
+        );
+        if agent.server.disable_subsystem {
+            return;
+        }
+        let restarts = self.server.status(true).restarts;
+        let step = updates::step_server(
+            &mut self.server_update,
+            updater,
+            &agent.server.version,
+            targets.server.as_ref(),
+            agent.server.attributes.maintenance_window.as_ref(),
+            self.server.busy(),
+            restarts,
+            signals::wake,
+        );
+        if step != updates::Step::Nothing {
+            self.server.restart();
         }
     }
 
@@ -193,6 +242,7 @@ impl Agent {
         if self.transport.is_some() && Instant::now() >= self.next_poll {
             self.poll_once();
         }
+        self.step_updates();
         if self.restart_server_requested {
             self.restart_server_requested = false;
             if self.server_managed() {

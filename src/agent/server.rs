@@ -14,6 +14,8 @@ pub struct ServerManager {
     sup: Option<Supervisor>,
     /// A monotonic instant and the Unix time it stands for.
     origin: (Instant, u64),
+    /// Crash restarts of earlier supervisors (a restart replaces the supervisor).
+    restarts_before: u64,
 }
 
 impl ServerManager {
@@ -22,6 +24,7 @@ impl ServerManager {
             paths: paths.clone(),
             sup: None,
             origin: (Instant::now(), super::unix_now()),
+            restarts_before: 0,
         }
     }
 
@@ -105,6 +108,7 @@ impl ServerManager {
     pub fn stop(&mut self) {
         if let Some(mut s) = self.sup.take() {
             s.stop(STOP_TIMEOUT);
+            self.restarts_before += s.restarts();
         }
     }
 
@@ -126,9 +130,9 @@ impl ServerManager {
                 s.pid().is_some(),
                 s.pid(),
                 s.state_name().to_string(),
-                s.restarts(),
+                self.restarts_before + s.restarts(),
             ),
-            None => (false, None, "stopped".to_string(), 0),
+            None => (false, None, "stopped".to_string(), self.restarts_before),
         };
         super::status::ServerStatus {
             version: self.installed_version(),

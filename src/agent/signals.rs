@@ -12,6 +12,7 @@ struct Flags {
     stop: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
     wake: OnceLock<UnixStream>,
+    waker: OnceLock<UnixStream>,
 }
 
 fn flags() -> &'static Flags {
@@ -20,6 +21,7 @@ fn flags() -> &'static Flags {
         stop: Arc::new(AtomicBool::new(false)),
         reload: Arc::new(AtomicBool::new(false)),
         wake: OnceLock::new(),
+        waker: OnceLock::new(),
     })
 }
 
@@ -38,6 +40,7 @@ pub fn install() -> std::io::Result<()> {
         signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
     }
     let _ = f.wake.set(read);
+    let _ = f.waker.set(write);
     Ok(())
 }
 
@@ -65,4 +68,12 @@ pub fn wait(timeout: Duration) {
     unsafe { libc::poll(&mut pfd, 1, ms) };
     let mut buf = [0u8; 64];
     while matches!((&*read).read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// Wakes the loop from another thread (a finished download).
+pub fn wake() {
+    use std::io::Write;
+    if let Some(w) = flags().waker.get() {
+        let _ = (&*w).write(&[1]);
+    }
 }
