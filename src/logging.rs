@@ -50,10 +50,27 @@ fn secrets() -> &'static RwLock<Vec<String>> {
 }
 
 /// Installs an extra consumer of every record (after scrubbing), e.g. the shipping queue.
+///
+/// Records logged before the first sink is set wait in a small buffer and are handed to it,
+/// so that a program may start its work before it opens its queue.
 pub fn set_sink(f: Sink) {
     if let Ok(mut s) = sink().write() {
+        if let Ok(mut early) = early().lock() {
+            for r in early.drain(..) {
+                f(&r);
+            }
+        }
         *s = Some(f);
     }
+}
+
+/// How many records wait for the first sink; beyond that the oldest are dropped (they
+/// are on stderr/the journal in any case).
+const EARLY_RECORDS: usize = 1000;
+
+fn early() -> &'static std::sync::Mutex<std::collections::VecDeque<Record>> {
+    static EARLY: OnceLock<std::sync::Mutex<std::collections::VecDeque<Record>>> = OnceLock::new();
+    EARLY.get_or_init(Default::default)
 }
 
 /// Registers a secret that must never appear in any log line (psk, keys, passwords).
@@ -150,8 +167,16 @@ pub fn log(level: Level, subsystem: &str, message: &str) {
     };
     write_stderr(&record);
     if let Ok(s) = sink().read() {
-        if let Some(f) = s.as_ref() {
-            f(&record);
+        match s.as_ref() {
+            Some(f) => f(&record),
+            None => {
+                if let Ok(mut early) = early().lock() {
+                    if early.len() == EARLY_RECORDS {
+                        early.pop_front();
+                    }
+                    early.push_back(record);
+                }
+            }
         }
     }
 }

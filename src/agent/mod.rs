@@ -520,13 +520,20 @@ pub fn run(paths: Paths) -> i32 {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
-    // The queue first, so that even the first lines of this run are kept for shipping.
     let shipping_transport = crate::credentials::Credentials::load(&paths)
         .ok()
         .and_then(|c| protocol::connect(&c).ok());
-    let pipeline = logs::LogPipeline::start(&paths, shipping_transport);
-    let mut agent = Agent::new(paths);
-    agent.start();
+    let mut agent = Agent::new(paths.clone());
+    // With fast start, svc-server starts before the log queue opens (opening a full queue
+    // takes tens of milliseconds); the lines logged meanwhile wait in memory for it.
+    let pipeline = if agent.fast_start {
+        agent.start();
+        logs::LogPipeline::start(&paths, shipping_transport)
+    } else {
+        let p = logs::LogPipeline::start(&paths, shipping_transport);
+        agent.start();
+        p
+    };
     crate::systemd::notify("READY=1\nSTATUS=running");
     // The watchdog is fed only from the loop, so a hung loop gets the agent restarted.
     let feed_every = crate::systemd::watchdog_period();
