@@ -15,3 +15,4 @@ pub mod protocol;
 pub mod supervisor;
 pub mod syscfg;
 pub mod systemd;
+pub mod update;

@@ -76,10 +76,12 @@ pub(crate) fn unix_now() -> u64 {
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
+        let mut app_address = None;
         let transport = match Credentials::load(&paths) {
             Ok(creds) => match protocol::connect(&creds) {
                 Ok(t) => {
                     info!("agent", "management app: {}", creds.app_address);
+                    app_address = Some(creds.app_address.clone());
                     Some(t)
                 }
                 Err(e) => {
@@ -122,7 +124,11 @@ impl Agent {
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),
-            updater: None,
+            // Relative artifact URLs are relative to the app address.
+            updater: app_address.map(|a| {
+                Box::new(crate::update::Engine::new(paths_for_host.clone(), Some(a)))
+                    as Box<dyn updates::Updater>
+            }),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
         }

@@ -50,6 +50,10 @@ pub struct State {
     pub script: VecDeque<Behavior>,
     pub seen: Vec<Seen>,
     pub logs: Vec<String>,
+    /// Artifacts served on GET, with Range support.
+    pub files: std::collections::HashMap<String, Vec<u8>>,
+    /// Cut the connection after this many bytes of the next full (non-Range) download.
+    pub cut_next_download_at: Option<usize>,
 }
 
 pub struct MgmtServer {
@@ -195,6 +199,47 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
         wire_in: 0,
         wire_out: 0,
     };
+    // (A statement of its own: an `if let` scrutinee would hold the lock for the block.)
+    let file = st.lock().unwrap().files.get(&path).cloned();
+    if let Some(data) = file {
+        let range_start = seen
+            .header("range")
+            .and_then(|r| r.strip_prefix("bytes="))
+            .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok());
+        let cut = if range_start.is_none() {
+            st.lock().unwrap().cut_next_download_at.take()
+        } else {
+            None
+        };
+        let start = range_start.unwrap_or(0).min(data.len());
+        let status = if range_start.is_some() {
+            "206 Partial Content"
+        } else {
+            "200 OK"
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            data.len() - start
+        );
+        seen.status_sent = if range_start.is_some() { 206 } else { 200 };
+        st.lock().unwrap().seen.push(seen);
+        let _ = tls.write_all(head.as_bytes());
+        let body = &data[start..];
+        match cut {
+            Some(n) => {
+                let _ = tls.write_all(&body[..n.min(body.len())]);
+                let _ = tls.flush();
+                let _ = tls.sock.inner.shutdown(std::net::Shutdown::Both);
+            }
+            None => {
+                let _ = tls.write_all(body);
+                let _ = tls.flush();
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            }
+        }
+        return;
+    }
     let behavior = if path.ends_with("/poll") {
         st.lock()
             .unwrap()
