@@ -99,8 +99,9 @@ fn bad_artifacts_change_nothing_and_leave_no_file() {
     let mut not_elf = b"#!/bin/sh\necho hi\n".to_vec();
     not_elf.resize(4096, b'#');
     let mut wrong_arch = svc_server_bytes();
-    wrong_arch[18] = 183 ^ 62 ^ wrong_arch[18]; // swap x86_64 <-> aarch64 in e_machine
-    let cases: Vec<(&str, Vec<u8>, Option<String>, Option<usize>, &str)> = vec![
+    wrong_arch[18] ^= 183 ^ 62; // swap x86_64 <-> aarch64 in e_machine
+    type Case<'a> = (&'a str, Vec<u8>, Option<String>, Option<usize>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "upd-sha",
             svc_server_bytes(),
