@@ -181,9 +181,28 @@ pub fn log(level: Level, subsystem: &str, message: &str) {
     }
 }
 
+/// Lines carry a `<N>` priority prefix instead of a timestamp: under journald, or as a
+/// child of the agent (`SVC_LOG_PRIORITY_PREFIX=1`), which reads the level back.
 fn under_journal() -> bool {
     static J: OnceLock<bool> = OnceLock::new();
-    *J.get_or_init(|| std::env::var_os("JOURNAL_STREAM").is_some())
+    *J.get_or_init(|| {
+        std::env::var_os("JOURNAL_STREAM").is_some()
+            || std::env::var_os("SVC_LOG_PRIORITY_PREFIX").is_some_and(|v| v == "1")
+    })
+}
+
+/// Splits a `<N>` syslog priority prefix off a child's output line.
+pub fn parse_priority(line: &str) -> Option<(Level, &str)> {
+    let rest = line.strip_prefix('<')?;
+    let (digit, msg) = rest.split_once('>')?;
+    let level = match digit {
+        "0" | "1" | "2" | "3" => Level::Error,
+        "4" => Level::Warn,
+        "5" | "6" => Level::Info,
+        "7" => Level::Debug,
+        _ => return None,
+    };
+    Some((level, msg))
 }
 
 fn write_stderr(r: &Record) {
@@ -301,5 +320,21 @@ mod tests {
     fn civil_dates() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}
+
+#[cfg(test)]
+mod priority_tests {
+    use super::*;
+
+    #[test]
+    fn child_priorities_are_read_back() {
+        assert_eq!(
+            parse_priority("<4>[svc-server] disk low"),
+            Some((Level::Warn, "[svc-server] disk low"))
+        );
+        assert_eq!(parse_priority("<6>x"), Some((Level::Info, "x")));
+        assert_eq!(parse_priority("<9>x"), None);
+        assert_eq!(parse_priority("plain text"), None);
     }
 }

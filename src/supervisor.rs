@@ -390,7 +390,12 @@ fn spawn_reader<R: Read + Send + 'static>(stream: R, name: String, level: Level)
                 };
                 let text = String::from_utf8_lossy(&line[..n]);
                 let text = text.trim_end_matches(['\n', '\r']);
-                logging::log(level, &name, text);
+                // A child that writes `<N>` priorities (svc-server does, as our child)
+                // keeps its own level.
+                match logging::parse_priority(text) {
+                    Some((l, msg)) => logging::log(l, &name, msg),
+                    None => logging::log(level, &name, text),
+                }
             }
         });
     if let Err(e) = spawned {

@@ -38,6 +38,9 @@ impl ServerManager {
         env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE");
         env.push(("SVC_HOME".into(), home.display().to_string()));
         env.push(("SVC_CONFIG_FILE".into(), config.display().to_string()));
+        // Our svc-server then writes `<N>` priorities, which keep their level in our log.
+        env.retain(|(k, _)| k != "SVC_LOG_PRIORITY_PREFIX");
+        env.push(("SVC_LOG_PRIORITY_PREFIX".into(), "1".into()));
         ChildSpec {
             name: "svc-server".into(),
             program: self.paths.bin_link("svc-server"),
