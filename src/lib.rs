@@ -9,3 +9,4 @@ pub mod fsutil;
 pub mod logging;
 pub mod paths;
 pub mod protocol;
+pub mod provisioning;
