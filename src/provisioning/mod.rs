@@ -3,4 +3,5 @@
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
 pub mod defaults;
+pub mod portal;
 pub mod state;
