@@ -3,5 +3,6 @@
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
 pub mod defaults;
+pub mod nm;
 pub mod portal;
 pub mod state;
