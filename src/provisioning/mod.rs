@@ -2,6 +2,7 @@
 //!
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
+pub mod check;
 pub mod defaults;
 pub mod nm;
 pub mod portal;
