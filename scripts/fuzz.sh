@@ -12,7 +12,7 @@ export RUSTC_BOOTSTRAP=1
 for target in $(cargo fuzz list); do
   seeds="fuzz/seeds/$target"
   corpus="fuzz/corpus/$target"
-  mkdir -p "$corpus"
+  mkdir -p "$corpus" "$seeds"
   echo "fuzzing $target for ${SECONDS_PER_TARGET}s"
   cargo fuzz run -s none "$target" "$corpus" "$seeds" -- \
     -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 2>&1 | tail -3
