@@ -5,6 +5,7 @@
 pub mod check;
 pub mod defaults;
 pub mod dns;
+pub mod driver;
 pub mod nm;
 pub mod portal;
 pub mod state;
