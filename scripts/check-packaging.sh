@@ -17,6 +17,7 @@ command -v readelf >/dev/null 2>&1 || need="$need binutils"
 command -v qemu-aarch64-static >/dev/null 2>&1 || need="$need qemu-user-static"
 command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
 if [ -n "$need" ]; then
+	# shellcheck disable=SC2086 # word splitting of the package list is intended
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends $need >/dev/null
 fi
 
@@ -33,8 +34,7 @@ cp /lib/systemd/system/*.target "$T/usr/lib/systemd/system/" 2>/dev/null
 cp dist/svc-agent.service "$T/usr/lib/systemd/system/"
 printf '#!/bin/sh\n' >"$T/opt/svc/bin/svc-agent"
 chmod 0755 "$T/opt/svc/bin/svc-agent"
-out=$(systemd-analyze verify --root="$T" svc-agent.service 2>&1)
-if [ $? -eq 0 ] && [ -z "$out" ]; then ok "systemd-analyze verify"; else bad "systemd-analyze verify: $out"; fi
+if out=$(systemd-analyze verify --root="$T" svc-agent.service 2>&1) && [ -z "$out" ]; then ok "systemd-analyze verify"; else bad "systemd-analyze verify: $out"; fi
 
 # 3. Static builds through the lab's build script.
 if [ ! -x scripts/build-static.sh ]; then
