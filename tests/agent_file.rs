@@ -338,3 +338,47 @@ fn the_daemon_applies_and_reverts_syscfg_from_the_config() {
     wait_for("the drop-in reverted", 30, || !dropin.exists());
     terminate(&mut agent);
 }
+
+#[test]
+fn secrets_in_a_config_reach_neither_the_log_nor_the_app() {
+    let sb = Sandbox::new("secrets");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut cfg = config("x");
+    cfg["agent"]["agent-provisioning"] = json!({
+        "networks": [{"ssid": "home", "psk": "wifi-psk-SECRET-123"}],
+        "attributes": {"hotspot_password": "hotspot-SECRET-456"}
+    });
+    sb.answer(json!({"config": cfg.clone(), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server", 60, || !sb.fake("pids").is_empty());
+    // The same secrets inside a config that is rejected (the errors are logged).
+    cfg["agent"]["agent-provisioning"]["networks"][0]["priority"] = json!(5000);
+    cfg["agent"]["agent-provisioning"]["networks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"ssid": "x", "psk": "short-SECRET"}));
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("the rejection", 30, || sb.log().contains("config rejected"));
+    wait_for("logs shipped", 30, || {
+        std::fs::read_to_string(sb.app.join("logs.jsonl"))
+            .is_ok_and(|l| l.contains("config rejected"))
+    });
+    let shipped = std::fs::read_to_string(sb.app.join("logs.jsonl")).unwrap();
+    for secret in [
+        "wifi-psk-SECRET-123",
+        "hotspot-SECRET-456",
+        "short-SECRET",
+        "sandbox-secret-123",
+    ] {
+        assert!(!sb.log().contains(secret), "{secret} in the agent's log");
+        assert!(!shipped.contains(secret), "{secret} in the shipped logs");
+        assert!(
+            !std::fs::read_to_string(sb.app.join("status.json"))
+                .unwrap()
+                .contains(secret),
+            "{secret} in the status report"
+        );
+    }
+    terminate(&mut agent);
+}
