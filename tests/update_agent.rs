@@ -175,3 +175,27 @@ fn a_cut_download_is_resumed_not_restarted() {
     );
     terminate(&mut agent);
 }
+
+#[test]
+fn a_missing_artifact_is_asked_for_once_not_in_a_storm() {
+    let (sb, srv) = setup("upd-404", svc_server_bytes(), None, None);
+    srv.state.lock().unwrap().files.clear();
+    let mut agent = spawn(&sb, &srv);
+    wait_for("the 404 logged", 60, || sb.log().contains("HTTP 404"));
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let gets = srv
+        .state
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .filter(|s| s.path == "/artifacts/svc-server")
+        .count();
+    assert_eq!(gets, 1, "{}", sb.log());
+    assert!(leftovers(&sb).is_empty(), "{:?}", leftovers(&sb));
+    assert!(
+        !sb.fake("pids").is_empty(),
+        "the old svc-server is not running"
+    );
+    terminate(&mut agent);
+}

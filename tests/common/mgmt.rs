@@ -240,6 +240,16 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
         }
         return;
     }
+    if path.starts_with("/artifacts/") {
+        seen.status_sent = 404;
+        st.lock().unwrap().seen.push(seen);
+        let _ = tls
+            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let _ = tls.flush();
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+        return;
+    }
     let behavior = if path.ends_with("/poll") {
         st.lock()
             .unwrap()
