@@ -2,7 +2,7 @@
 # The whole test suite, on a fresh Debian 12 machine with rustup: every tier installs what
 # it needs. Prints one PASS/FAIL line per tier and a closing "tiers: N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 tiers=(
   "lint:scripts/test-lint.sh"
