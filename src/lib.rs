@@ -12,6 +12,7 @@ pub mod logqueue;
 pub mod logship;
 pub mod paths;
 pub mod protocol;
+pub mod server;
 pub mod provisioning;
 pub mod supervisor;
 pub mod syscfg;
