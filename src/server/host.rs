@@ -216,10 +216,18 @@ impl Host {
                 registry::platform()
             )));
         };
-        crate::info!(LOG, "module {name}: installing {target} from {}", artifact.url);
+        crate::info!(
+            LOG,
+            "module {name}: installing {target} from {}",
+            artifact.url
+        );
         match registry::install(home, name, &target, artifact) {
             Ok(i) => {
-                crate::info!(LOG, "module {name}: {target} installed in {}", i.root.display());
+                crate::info!(
+                    LOG,
+                    "module {name}: {target} installed in {}",
+                    i.root.display()
+                );
                 Ok(i)
             }
             Err(e) => match current.and_then(|c| registry::installed(home, name, c)) {
@@ -268,8 +276,12 @@ impl Host {
             lookup: &lookup,
             machine_id: self.s.machine_id.clone(),
         };
-        let vars = module_env(module, &host, version.as_ref().map(|v| v.to_string()).as_deref())
-            .map_err(|e| Problem::Env(e.to_string()))?;
+        let vars = module_env(
+            module,
+            &host,
+            version.as_ref().map(|v| v.to_string()).as_deref(),
+        )
+        .map_err(|e| Problem::Env(e.to_string()))?;
         // The working directory is SVC_MODULE_ROOT: the version folder of a registry module;
         // for a local module its own SVC_MODULE_ROOT if set, else its program's folder.
         let cwd = match root {
@@ -283,7 +295,10 @@ impl Host {
             },
         };
         let data_dir = PathBuf::from(get(&vars, "SVC_MODULE_DATA").unwrap_or_default());
-        let config_path = self.state_dir().join("modules").join(format!("{}.json", module.name));
+        let config_path = self
+            .state_dir()
+            .join("modules")
+            .join(format!("{}.json", module.name));
         let components: Vec<&crate::config::model::Component> = plan::components_of(cfg, module);
         let config_json = serde_json::to_vec_pretty(&serde_json::json!({
             "name": module.name,
@@ -323,8 +338,7 @@ impl Host {
         let fail = |what: &str, p: &Path, e: std::io::Error| {
             Problem::Program(format!("{} {what} {}: {e}", l.spec.name, p.display()))
         };
-        std::fs::create_dir_all(&l.data_dir)
-            .map_err(|e| fail("cannot create", &l.data_dir, e))?;
+        std::fs::create_dir_all(&l.data_dir).map_err(|e| fail("cannot create", &l.data_dir, e))?;
         std::fs::set_permissions(&l.data_dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| fail("cannot set the mode of", &l.data_dir, e))?;
         crate::fsutil::atomic_write(&l.config_path, &l.config_json, 0o600)
@@ -333,7 +347,10 @@ impl Host {
             LOG,
             "starting module {}{} in {}",
             l.spec.name,
-            l.version.as_ref().map(|v| format!(" {v}")).unwrap_or_default(),
+            l.version
+                .as_ref()
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default(),
             l.spec.cwd.display()
         );
         let mut sup = Supervisor::with_policy(l.spec, self.s.policy);
@@ -565,6 +582,7 @@ impl Host {
             self.gate.leave();
         }
         self.save_record();
+        crate::debug!(LOG, "registry check done");
     }
 
     pub fn tick(&mut self, now: Instant) {

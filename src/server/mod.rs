@@ -60,13 +60,20 @@ fn secs(a: &Args, name: &str, default: f64) -> Result<Duration, UsageError> {
             .ok()
             .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
             .map(Duration::from_secs_f64)
-            .ok_or_else(|| UsageError(format!("--{name} {v:?}: expected a positive number of seconds"))),
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "--{name} {v:?}: expected a positive number of seconds"
+                ))
+            }),
     }
 }
 
 impl Options {
     /// Parses the daemon's arguments; `env` is svc-server's environment (for fallbacks).
-    pub fn parse(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Options, UsageError> {
+    pub fn parse(
+        argv: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Options, UsageError> {
         let a = Args::parse(
             argv,
             &["help"],
@@ -96,10 +103,15 @@ impl Options {
                 })?;
                 Source::App(dir.into())
             }
-            (None, None) => match env("SVC_CONFIG_FILE").filter(|s| !s.is_empty()) {
-                Some(f) => Source::File(f.into()),
-                None => return Err(UsageError("no config: give --config FILE, --app file://DIR or set SVC_CONFIG_FILE".into())),
-            },
+            (None, None) => {
+                match env("SVC_CONFIG_FILE").filter(|s| !s.is_empty()) {
+                    Some(f) => Source::File(f.into()),
+                    None => return Err(UsageError(
+                        "no config: give --config FILE, --app file://DIR or set SVC_CONFIG_FILE"
+                            .into(),
+                    )),
+                }
+            }
         };
         Ok(Options {
             source,
@@ -255,12 +267,18 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     });
     let mut watcher = source::Watcher::new(opts.source.clone());
     let mut applied: Option<[u8; 32]> = None;
-    let load = |watcher: &mut source::Watcher, host: &mut Host, forced: bool, applied: &mut Option<[u8; 32]>| {
+    let load = |watcher: &mut source::Watcher,
+                host: &mut Host,
+                forced: bool,
+                applied: &mut Option<[u8; 32]>| {
         match watcher.load() {
             Ok(loaded) => {
                 if *applied == Some(loaded.hash) {
                     if forced {
-                        crate::info!(LOG, "config unchanged; retrying modules that are not running");
+                        crate::info!(
+                            LOG,
+                            "config unchanged; retrying modules that are not running"
+                        );
                         host.retry_failed();
                     }
                     return;
@@ -285,7 +303,10 @@ pub fn run(opts: Options) -> Result<(), StartError> {
                     }
                 }
             }
-            Err(e) => crate::error!(LOG, "cannot read the config: {e}; the previous config keeps running"),
+            Err(e) => crate::error!(
+                LOG,
+                "cannot read the config: {e}; the previous config keeps running"
+            ),
         }
     };
     load(&mut watcher, &mut host, false, &mut applied);

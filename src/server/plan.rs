@@ -140,7 +140,9 @@ mod tests {
     }
 
     fn module(name: &str, id: &str) -> String {
-        format!(r#"{{"type":"local","name":"{name}","module_id":"{id}","version":"latest","executable_path":"/bin/true"}}"#)
+        format!(
+            r#"{{"type":"local","name":"{name}","module_id":"{id}","version":"latest","executable_path":"/bin/true"}}"#
+        )
     }
 
     fn comp(name: &str, model: &str, deps: &[&str]) -> String {
@@ -195,7 +197,11 @@ mod tests {
     #[test]
     fn diff_names_each_kind_of_change() {
         let old = machine(
-            &[module("keep", "x:k"), module("gone", "x:g"), module("edit", "x:e")],
+            &[
+                module("keep", "x:k"),
+                module("gone", "x:g"),
+                module("edit", "x:e"),
+            ],
             &[comp("c1", "x:k:m", &[])],
         );
         let new = machine(

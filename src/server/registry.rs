@@ -186,11 +186,7 @@ impl Registry {
             let version = match Version::parse(&v.version) {
                 Ok(x) => x,
                 Err(e) => {
-                    crate::warn!(
-                        "svc-server",
-                        "{url}: skipping version {:?}: {e}",
-                        v.version
-                    );
+                    crate::warn!("svc-server", "{url}: skipping version {:?}: {e}", v.version);
                     continue;
                 }
             };
@@ -239,7 +235,8 @@ fn safe_relative(p: &str) -> bool {
 /// The installed version `version` of module `name`, if complete.
 pub fn installed(svc_home: &Path, name: &str, version: &Version) -> Option<Installed> {
     let root = registry_module_root(svc_home, name, &version.to_string());
-    let meta: Meta = serde_json::from_slice(&std::fs::read(meta_path(svc_home, name, version)).ok()?).ok()?;
+    let meta: Meta =
+        serde_json::from_slice(&std::fs::read(meta_path(svc_home, name, version)).ok()?).ok()?;
     if !safe_relative(&meta.entrypoint) || !root.is_dir() {
         return None;
     }
@@ -401,6 +398,9 @@ mod tests {
     #[test]
     fn platform_key() {
         let p = platform();
-        assert!(p == "linux/amd64" || p == "linux/arm64" || !cfg!(target_os = "linux"), "{p}");
+        assert!(
+            p == "linux/amd64" || p == "linux/arm64" || !cfg!(target_os = "linux"),
+            "{p}"
+        );
     }
 }

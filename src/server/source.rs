@@ -76,7 +76,10 @@ impl Watcher {
         self.seen = self.stat();
         let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.len() > MAX_BYTES {
-            return Err(format!("{} is larger than {MAX_BYTES} bytes", path.display()));
+            return Err(format!(
+                "{} is larger than {MAX_BYTES} bytes",
+                path.display()
+            ));
         }
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
