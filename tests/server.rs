@@ -56,6 +56,8 @@ struct Sandbox {
     dir: PathBuf,
     mark: String,
     server: Option<Child>,
+    /// Another registry than the `file://` one of `registry/` (the loopback HTTP one).
+    registry: Option<String>,
 }
 
 impl Sandbox {
@@ -68,6 +70,7 @@ impl Sandbox {
             mark: format!("{name}-{}", std::process::id()),
             dir,
             server: None,
+            registry: None,
         }
     }
 
@@ -113,7 +116,10 @@ impl Sandbox {
 
     fn spawn_with(&mut self, source: &[&str], extra: &[&str]) {
         let log = fs::File::create(self.dir.join("server.log")).unwrap();
-        let registry = format!("file://{}", self.dir.join("registry").display());
+        let registry = self
+            .registry
+            .clone()
+            .unwrap_or_else(|| format!("file://{}", self.dir.join("registry").display()));
         let mut args: Vec<String> = source.iter().map(|s| s.to_string()).collect();
         args.extend(
             [
@@ -669,4 +675,145 @@ fn app_directory_config_and_missing_registry_version() {
         sb.log().contains("module ghost not started")
     });
     assert!(sb.stop().success());
+}
+
+/// A loopback HTTP registry serving `dir`; a request for a `.tar` named in `stall` is held
+/// until `release` is called (a slow download, observable).
+struct SlowRegistry {
+    url: String,
+    stall: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl SlowRegistry {
+    fn start(dir: PathBuf) -> SlowRegistry {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stall: Arc<Mutex<Vec<String>>> = Arc::default();
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (st, rq) = (Arc::clone(&stall), Arc::clone(&requests));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let (dir, st, rq) = (dir.clone(), Arc::clone(&st), Arc::clone(&rq));
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap_or(0);
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    rq.lock().unwrap().push(path.clone());
+                    while st
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|s| path.ends_with(s.as_str()))
+                    {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let resp = match fs::read(dir.join(path.trim_start_matches('/'))) {
+                        Ok(body) => {
+                            let mut r = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                body.len()
+                            )
+                            .into_bytes();
+                            r.extend(body);
+                            r
+                        }
+                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+                    };
+                    let _ = conn.write_all(&resp);
+                });
+            }
+        });
+        SlowRegistry {
+            url,
+            stall,
+            requests,
+        }
+    }
+
+    fn hold(&self, file: &str) {
+        self.stall.lock().unwrap().push(file.to_string());
+    }
+
+    fn release(&self) {
+        self.stall.lock().unwrap().clear();
+    }
+
+    fn requested(&self, file: &str) -> bool {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.ends_with(file))
+    }
+}
+
+fn busy_pid(sb: &Sandbox) -> Option<u32> {
+    fs::read_to_string(sb.home().join("state/busy"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn the_restart_gate_is_held_while_a_change_is_processed() {
+    let mut sb = Sandbox::new("gate");
+    let reg = SlowRegistry::start(sb.dir.join("registry"));
+    sb.registry = Some(reg.url.clone());
+    sb.publish("acme", "slow", &["1.2.3"], &[]);
+    let a = local_module(&sb, "a", "acme:a", serde_json::json!({}));
+    sb.write_config(serde_json::json!({"modules": [a]}));
+    sb.spawn();
+    let server_pid = sb.server.as_ref().unwrap().id();
+    let pa = sb.wait_running("a");
+    assert_eq!(busy_pid(&sb), None, "idle: the gate is open");
+
+    // A change whose download stalls: svc-server is busy for as long as it lasts.
+    reg.hold("slow-1.2.3.tar");
+    sb.write_config(
+        serde_json::json!({"modules": [a, registry_module("slow", "acme:slow", "1.2.*")]}),
+    );
+    sb.signal(libc::SIGHUP);
+    wait_for("the artifact requested", 30, || {
+        reg.requested("slow-1.2.3.tar")
+    });
+    assert_eq!(busy_pid(&sb), Some(server_pid));
+    // Meanwhile the other modules stay supervised: a crash of `a` is restarted.
+    unsafe { libc::kill(pa, libc::SIGKILL) };
+    wait_for("a restarted during the download", 30, || {
+        sb.module_pid("a").is_some_and(|p| p != pa && alive(p))
+    });
+    assert_eq!(busy_pid(&sb), Some(server_pid), "still busy");
+    reg.release();
+    sb.wait_running("slow");
+    wait_for("the gate open again", 30, || busy_pid(&sb).is_none());
+
+    // An upgrade is a change too; SIGTERM in the middle of its download stops everything.
+    reg.hold("slow-1.2.4.tar");
+    sb.publish("acme", "slow", &["1.2.3", "1.2.4"], &[]);
+    wait_for("the upgrade's artifact requested", 30, || {
+        reg.requested("slow-1.2.4.tar")
+    });
+    assert_eq!(busy_pid(&sb), Some(server_pid));
+    let st = sb.stop();
+    assert!(st.success(), "{st:?}");
+    assert_eq!(marked_processes(&sb.mark), Vec::<i32>::new());
+    assert_eq!(busy_pid(&sb), None, "the gate is open after a clean stop");
+    reg.release();
+    assert!(
+        sb.log().contains("upgrade to 1.2.4 failed: interrupted"),
+        "{}",
+        sb.log()
+    );
 }

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LOG: &str = "svc-server";
@@ -35,6 +38,8 @@ pub struct Settings {
     pub stop_timeout: Duration,
     /// svc-server's own environment: the base of every module's, and `${environment.X}`.
     pub base_env: Vec<(String, String)>,
+    /// Set when svc-server is asked to stop: registry work in progress is abandoned.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Why a module is not running.
@@ -154,12 +159,68 @@ impl Host {
 
     /// The registry version to run: the selector's pick from the registry, installed; when
     /// the registry cannot help, an installed version the selector admits.
+    /// Runs slow registry work (index read, download, unpack) on a helper thread while the
+    /// modules stay supervised (crashes restarted); `None` when svc-server is asked to stop
+    /// meanwhile (the helper is abandoned; its temp files are cleaned by the next install).
+    fn off_thread<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("registry".into())
+            .spawn(move || {
+                let _ = tx.send(f());
+            });
+        if let Err(e) = spawned {
+            crate::error!(LOG, "cannot start a registry thread: {e}");
+            return None;
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(v) => return Some(v),
+                Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.tick(Instant::now());
+                    if self.s.stop.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn fetch_available(&mut self, module_id: &str) -> Result<registry::Available, RegistryError> {
+        let Some(reg) = self.s.registry.clone() else {
+            return Err(RegistryError::NotConfigured);
+        };
+        let id = module_id.to_string();
+        self.off_thread(move || reg.available(&id))
+            .unwrap_or(Err(RegistryError::Interrupted))
+    }
+
+    fn install(
+        &mut self,
+        name: &str,
+        version: &Version,
+        artifact: &registry::Artifact,
+    ) -> Result<Installed, RegistryError> {
+        let (home, name, version, artifact) = (
+            self.s.svc_home.clone(),
+            name.to_string(),
+            version.clone(),
+            artifact.clone(),
+        );
+        self.off_thread(move || registry::install(&home, &name, &version, &artifact))
+            .unwrap_or(Err(RegistryError::Interrupted))
+    }
+
     fn choose_version(
-        &self,
+        &mut self,
         module: &Module,
         current: Option<&Version>,
     ) -> Result<Installed, Problem> {
-        let home = &self.s.svc_home;
+        let home = &self.s.svc_home.clone();
         let name = &module.name;
         let Some(sel) = module.version.as_ref() else {
             return Err(Problem::Registry(format!(
@@ -186,10 +247,7 @@ impl Host {
                 ))),
             }
         };
-        let Some(reg) = &self.s.registry else {
-            return fallback(RegistryError::NotConfigured);
-        };
-        let avail = match reg.available(&module.module_id) {
+        let avail = match self.fetch_available(&module.module_id) {
             Ok(a) => a,
             Err(e) => return fallback(e),
         };
@@ -221,7 +279,7 @@ impl Host {
             "module {name}: installing {target} from {}",
             artifact.url
         );
-        match registry::install(home, name, &target, artifact) {
+        match self.install(name, &target, artifact) {
             Ok(i) => {
                 crate::info!(
                     LOG,
@@ -248,7 +306,7 @@ impl Host {
 
     /// Everything a start of `module` needs; nothing is started or stopped here.
     fn prepare(
-        &self,
+        &mut self,
         cfg: &MachineConfig,
         module: &Module,
         current: Option<&Version>,
@@ -545,11 +603,11 @@ impl Host {
             if module.module_type != ModuleType::Registry {
                 continue;
             }
-            let (Some(reg), Some(sel)) = (&self.s.registry, module.version.as_ref()) else {
+            let (Some(_), Some(sel)) = (&self.s.registry, module.version.as_ref()) else {
                 continue;
             };
             let current = slot.version.clone();
-            let avail = match reg.available(&module.module_id) {
+            let avail = match self.fetch_available(&module.module_id) {
                 Ok(a) => a,
                 Err(e) => {
                     crate::warn!(LOG, "module {name}: update check failed: {e}");
@@ -569,7 +627,7 @@ impl Host {
             self.gate.enter();
             crate::info!(LOG, "module {name}: {sel} moves from {from} to {target}");
             let installed = match avail.artifact(&target) {
-                Some(a) => registry::install(&self.s.svc_home, &name, &target, a),
+                Some(a) => self.install(&name, &target, a),
                 None => Err(RegistryError::BadIndex(format!("{target} has no artifact"))),
             };
             match installed {

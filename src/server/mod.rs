@@ -264,6 +264,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
         policy: Policy::default(),
         stop_timeout: opts.stop_timeout,
         base_env,
+        stop: Arc::clone(&wake.stop),
     });
     let mut watcher = source::Watcher::new(opts.source.clone());
     let mut applied: Option<[u8; 32]> = None;

@@ -29,6 +29,8 @@ pub enum RegistryError {
     BadPackage(String),
     /// Local filesystem trouble under `SVC_HOME`.
     Io(String),
+    /// svc-server was asked to stop before the work finished.
+    Interrupted,
 }
 
 impl fmt::Display for RegistryError {
@@ -42,6 +44,7 @@ impl fmt::Display for RegistryError {
             RegistryError::Download(e) => write!(f, "download failed: {e}"),
             RegistryError::BadPackage(e) => write!(f, "bad package: {e}"),
             RegistryError::Io(e) => f.write_str(e),
+            RegistryError::Interrupted => f.write_str("interrupted: svc-server is stopping"),
         }
     }
 }
@@ -311,7 +314,13 @@ pub fn install(
     let folder = packages.join(name);
     let root = registry_module_root(svc_home, name, &version.to_string());
     let tmp = folder.join(format!(".{version}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    // Temp folders of interrupted earlier installs of this version (any pid).
+    let prefix = format!(".{version}.tmp-");
+    for e in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
     let result = (|| {
         // The system tar, by argv: no shell. Owners are not restored (we may be root);
