@@ -334,6 +334,9 @@ fn modules_see_exactly_the_spec_environment_and_working_directory() {
         "components": [
             component("board1", "acme:local:board", &[]),
             component("sensor1", "acme:logenv:sensor", &["board1"]),
+            // needs_var cannot start: local_rooted's component depends on one of its own.
+            component("vault", "acme:needs:vault", &[]),
+            component("reader", "acme:rooted:reader", &["vault"]),
         ],
     }));
     sb.spawn();
@@ -404,6 +407,11 @@ fn modules_see_exactly_the_spec_environment_and_working_directory() {
         "{log}"
     );
     assert!(sb.read("needs_var", "pid").is_none());
+    // The dependency that cannot run is reported, and its dependent starts anyway.
+    assert!(
+        log.contains("module local_rooted: components depend on resources of module needs_var, which is not running"),
+        "{log}"
+    );
     // depends_on: sensor1 (acme_logenv) depends on board1 (local_one): local_one first.
     let a = log.find("starting module local_one").unwrap();
     let b = log.find("starting module acme_logenv").unwrap();
