@@ -344,3 +344,44 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     crate::info!(LOG, "svc-server stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Options, UsageError> {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Options::parse(&argv, &|k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn config_source_and_fallbacks() {
+        let o = parse(&["--config", "/c.json"], &[("SVC_CONFIG_FILE", "/other")]).unwrap();
+        assert_eq!(o.source, Source::File("/c.json".into()));
+        let o = parse(
+            &[],
+            &[
+                ("SVC_CONFIG_FILE", "/env.json"),
+                ("SVC_REGISTRY", "file:///r"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(o.source, Source::File("/env.json".into()));
+        assert_eq!(o.registry.as_deref(), Some("file:///r"));
+        assert_eq!(o.check_interval, Duration::from_secs(300));
+        let o = parse(&["--app", "file:///mgmt", "--check-interval", "0.5"], &[]).unwrap();
+        assert_eq!(o.source, Source::App("/mgmt".into()));
+        assert_eq!(o.check_interval, Duration::from_millis(500));
+        assert!(parse(&[], &[]).is_err(), "no config at all");
+        assert!(parse(&["--app", "https://app.example"], &[]).is_err());
+        assert!(parse(&["--config", "a", "--app", "file:///b"], &[]).is_err());
+        assert!(parse(&["--config", "a", "--check-interval", "0"], &[]).is_err());
+        assert!(parse(&["--config", "a", "extra"], &[]).is_err());
+    }
+}
