@@ -55,4 +55,4 @@ if got != expected:
     sys.exit(f"guest says {got}, host says {expected}")
 print("version json matches the host's")
 PY
-lab_check "svc-server runs" svc-server
+lab_check "svc-server answers version --json" sh -c 'svc-server version --json | grep -q "\"binary_name\":\"svc-server\""'
