@@ -1,10 +1,10 @@
 //! `svc-agent status` and `svc-agent doctor`: what runs, and a pre-flight check of the
 //! machine. Human-readable by default, `--json` for tools.
 use super::args::{Args, UsageError};
+use crate::agent::unix_now;
 use crate::credentials::{self, Credentials};
 use crate::paths::Paths;
 use serde::Serialize;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const STATUS_HELP: &str = "\
 usage: svc-agent status [--json] [--root DIR]
@@ -77,13 +77,6 @@ pub fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
         println!("{k}: {v}");
     }
     Ok(0)
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -232,21 +225,13 @@ fn app_checks(addr: &str) -> Vec<Check> {
 
 fn disk_check(dir: &std::path::Path) -> Check {
     let probe = std::iter::successors(Some(dir), |p| p.parent()).find(|p| p.exists());
-    let Some(probe) =
-        probe.and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok())
-    else {
+    let Some(free) = probe.and_then(crate::fsutil::free_bytes) else {
         return check(
             "disk",
             Verdict::Warn,
-            "cannot find the state directory's file system",
+            "cannot read the free space of the state directory's file system",
         );
     };
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs writes into `st` only; the path is a valid C string.
-    if unsafe { libc::statvfs(probe.as_ptr(), &mut st) } != 0 {
-        return check("disk", Verdict::Warn, "statvfs failed");
-    }
-    let free = st.f_bavail as u64 * st.f_frsize as u64;
     let mib = free / (1024 * 1024);
     // Two binaries of a few MiB plus the log queue's cap need room.
     if mib < 64 {

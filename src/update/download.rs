@@ -38,14 +38,6 @@ fn hex(b: &[u8]) -> String {
     crate::protocol::file::hex(b)
 }
 
-fn free_bytes(dir: &Path) -> Option<u64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs writes into `st` only.
-    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
-        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
-}
-
 /// Downloads `url` into `part`, then checks size and sha256 (when given). On any failure
 /// that cannot be resumed the part file is removed.
 pub fn fetch(
@@ -57,7 +49,7 @@ pub fn fetch(
     let dir = part.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .map_err(|e| DownloadError::Transient(format!("creating {}: {e}", dir.display())))?;
-    if let (Some(size), Some(free)) = (size, free_bytes(dir)) {
+    if let (Some(size), Some(free)) = (size, crate::fsutil::free_bytes(dir)) {
         // Room for the file and a margin, so the device never fills up.
         if free < size + 16 * 1024 * 1024 {
             return Err(DownloadError::Transient(format!(
