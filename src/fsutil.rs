@@ -59,6 +59,15 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// Bytes available to unprivileged writers on the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs writes into `st` only; `c` is a valid C string for the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
+        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

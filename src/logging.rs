@@ -3,9 +3,12 @@
 //! Lines go to stderr with a `<N>` syslog priority prefix when running under systemd
 //! (journald reads it as the level), otherwise with a timestamp and level name.
 //! Every line is scrubbed of registered secrets before it is written anywhere.
-//! (The persistent shipping queue hooks in through [`set_sink`].)
+//! The persistent shipping queue hooks in through [`set_sink`] (see `logship::attach`).
+//!
+//! Beyond plain lines: [`event`] writes structured `name key=value` lines and [`child_line`]
+//! relays a supervised child's output line by line, both scrubbed like everything else.
 use std::io::Write;
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{OnceLock, RwLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
@@ -47,10 +50,27 @@ fn secrets() -> &'static RwLock<Vec<String>> {
 }
 
 /// Installs an extra consumer of every record (after scrubbing), e.g. the shipping queue.
+///
+/// Records logged before the first sink is set wait in a small buffer and are handed to it,
+/// so that a program may start its work before it opens its queue.
 pub fn set_sink(f: Sink) {
     if let Ok(mut s) = sink().write() {
+        if let Ok(mut early) = early().lock() {
+            for r in early.drain(..) {
+                f(&r);
+            }
+        }
         *s = Some(f);
     }
+}
+
+/// How many records wait for the first sink; beyond that the oldest are dropped (they
+/// are on stderr/the journal in any case).
+const EARLY_RECORDS: usize = 1000;
+
+fn early() -> &'static std::sync::Mutex<std::collections::VecDeque<Record>> {
+    static EARLY: OnceLock<std::sync::Mutex<std::collections::VecDeque<Record>>> = OnceLock::new();
+    EARLY.get_or_init(Default::default)
 }
 
 /// Registers a secret that must never appear in any log line (psk, keys, passwords).
@@ -81,6 +101,63 @@ pub fn scrub(text: &str) -> String {
     out
 }
 
+/// Logs one line of a captured child's output, tagged with its stream.
+///
+/// stdout lines go out at info, stderr lines at warn (a child's stderr is where it complains).
+/// A trailing `\r`/`\n` is stripped so that the child's line ending does not double up.
+pub fn child_line(subsystem: &str, stream: &str, line: &str) {
+    let level = if stream == "stderr" {
+        Level::Warn
+    } else {
+        Level::Info
+    };
+    let line = line.trim_end_matches(['\n', '\r']);
+    log(level, subsystem, &format!("{stream}: {line}"));
+}
+
+/// Logs a structured event: `name key=value key2="value with spaces"`.
+///
+/// Values are scrubbed before quoting (quoting escapes `"` and `\`, which would otherwise
+/// hide a secret containing them from the final scrub of the whole line).
+pub fn event(level: Level, subsystem: &str, name: &str, fields: &[(&str, &str)]) {
+    log(level, subsystem, &format_event(name, fields));
+}
+
+/// The text of an [`event`] line (exposed for tests and for callers that build lines).
+pub fn format_event(name: &str, fields: &[(&str, &str)]) -> String {
+    let mut out = String::from(name);
+    for (key, value) in fields {
+        out.push(' ');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(&quote_value(&scrub(value)));
+    }
+    out
+}
+
+fn quote_value(v: &str) -> String {
+    let needs = v.is_empty()
+        || v.chars()
+            .any(|c| c.is_whitespace() || c == '"' || c == '=' || c == '\\');
+    if !needs {
+        return v.to_string();
+    }
+    let mut q = String::with_capacity(v.len() + 2);
+    q.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
 /// Logs one line.
 pub fn log(level: Level, subsystem: &str, message: &str) {
     let record = Record {
@@ -90,41 +167,83 @@ pub fn log(level: Level, subsystem: &str, message: &str) {
     };
     write_stderr(&record);
     if let Ok(s) = sink().read() {
-        if let Some(f) = s.as_ref() {
-            f(&record);
+        match s.as_ref() {
+            Some(f) => f(&record),
+            None => {
+                if let Ok(mut early) = early().lock() {
+                    if early.len() == EARLY_RECORDS {
+                        early.pop_front();
+                    }
+                    early.push_back(record);
+                }
+            }
         }
     }
 }
 
+/// Lines carry a `<N>` priority prefix instead of a timestamp: under journald, or as a
+/// child of the agent (`SVC_LOG_PRIORITY_PREFIX=1`), which reads the level back.
 fn under_journal() -> bool {
     static J: OnceLock<bool> = OnceLock::new();
-    *J.get_or_init(|| std::env::var_os("JOURNAL_STREAM").is_some())
+    *J.get_or_init(|| {
+        std::env::var_os("JOURNAL_STREAM").is_some()
+            || std::env::var_os("SVC_LOG_PRIORITY_PREFIX").is_some_and(|v| v == "1")
+    })
+}
+
+/// Splits a `<N>` syslog priority prefix off a child's output line.
+pub fn parse_priority(line: &str) -> Option<(Level, &str)> {
+    let rest = line.strip_prefix('<')?;
+    let (digit, msg) = rest.split_once('>')?;
+    let level = match digit {
+        "0" | "1" | "2" | "3" => Level::Error,
+        "4" => Level::Warn,
+        "5" | "6" => Level::Info,
+        "7" => Level::Debug,
+        _ => return None,
+    };
+    Some((level, msg))
 }
 
 fn write_stderr(r: &Record) {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock();
-    let mut err = std::io::stderr().lock();
-    let _ = if under_journal() {
-        writeln!(err, "<{}>[{}] {}", r.level as u8, r.subsystem, r.message)
-    } else {
-        writeln!(
-            err,
-            "{} {:5} [{}] {}",
-            timestamp(),
-            r.level.as_str(),
-            r.subsystem,
-            r.message
-        )
-    };
+    // One write per message: lines from several threads never interleave, and a line
+    // costs one system call. journald takes one priority per line, so a multi-line
+    // message gets the prefix on each line.
+    let journal = under_journal();
+    let ts = if journal { String::new() } else { timestamp() };
+    let mut out = String::with_capacity(r.message.len() + 48);
+    for line in r.message.split('\n') {
+        if journal {
+            out.push_str(&format!("<{}>[{}] {}\n", r.level as u8, r.subsystem, line));
+        } else {
+            out.push_str(&format!(
+                "{} {:5} [{}] {}\n",
+                ts,
+                r.level.as_str(),
+                r.subsystem,
+                line
+            ));
+        }
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// UTC time as `YYYY-MM-DDTHH:MM:SS.mmmZ` without a date crate.
 pub fn timestamp() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs() as i64;
+    format_timestamp_ms(now_ms())
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC).
+pub fn format_timestamp_ms(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
     format!(
@@ -132,7 +251,7 @@ pub fn timestamp() -> String {
         rem / 3600,
         (rem / 60) % 60,
         rem % 60,
-        now.subsec_millis()
+        ms % 1000
     )
 }
 
@@ -170,8 +289,52 @@ mod tests {
     }
 
     #[test]
+    fn event_lines_quote_and_scrub_values() {
+        register_secret("s3cr\"et-key");
+        let line = format_event(
+            "update.done",
+            &[
+                ("module", "svc-server"),
+                ("note", "took a while"),
+                ("empty", ""),
+                ("key", "s3cr\"et-key"),
+            ],
+        );
+        assert_eq!(
+            line,
+            "update.done module=svc-server note=\"took a while\" empty=\"\" key=***"
+        );
+        assert_eq!(quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
+    fn timestamps_format_millis() {
+        assert_eq!(format_timestamp_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_timestamp_ms(1_795_305_600_123),
+            "2026-11-22T00:00:00.123Z"
+        );
+    }
+
+    #[test]
     fn civil_dates() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}
+
+#[cfg(test)]
+mod priority_tests {
+    use super::*;
+
+    #[test]
+    fn child_priorities_are_read_back() {
+        assert_eq!(
+            parse_priority("<4>[svc-server] disk low"),
+            Some((Level::Warn, "[svc-server] disk low"))
+        );
+        assert_eq!(parse_priority("<6>x"), Some((Level::Info, "x")));
+        assert_eq!(parse_priority("<9>x"), None);
+        assert_eq!(parse_priority("plain text"), None);
     }
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use svc::paths::Paths;
-use svc::update::{Artifact, Updater};
+use svc::update::{Artifact, Engine};
 use tls::{Behavior, HttpsServer};
 use update_support::*;
 
@@ -41,7 +41,7 @@ fn bench_child() {
     opts.download.request_timeout = std::time::Duration::from_secs(600);
     opts.cache_cap = u64::MAX;
     let t = Instant::now();
-    Updater::new(Paths::new(root), opts).update(&a).unwrap();
+    Engine::new(Paths::new(root), opts).update(&a).unwrap();
     let secs = t.elapsed().as_secs_f64();
     println!(
         "BENCH idle_hwm_kib={idle} hwm_kib={} secs={secs:.3}",

@@ -7,7 +7,7 @@ mod update_support;
 
 use std::time::Duration;
 
-use svc::update::{Outcome, UpdateError, Updater, VersionRecords};
+use svc::update::{Engine, Outcome, UpdateError, VersionRecords};
 use tls::{Behavior, HttpsServer};
 use update_support::*;
 
@@ -31,8 +31,8 @@ fn setup(test: &str) -> Fixture {
 }
 
 impl Fixture {
-    fn updater(&self) -> Updater {
-        Updater::new(self.paths.clone(), test_opts())
+    fn updater(&self) -> Engine {
+        Engine::new(self.paths.clone(), test_opts())
     }
     fn untouched(&self, new: &str) {
         assert_untouched(&self.paths, NAME, "1.0.0", &self.old_body, new);
@@ -208,7 +208,7 @@ fn a_binary_that_is_not_what_it_claims_is_rejected() {
     let a = artifact(NAME, "2.0.1", &f.server.url("/hang"), &body);
     let mut opts = test_opts();
     opts.version_timeout = Duration::from_millis(500);
-    let err = Updater::new(f.paths.clone(), opts).update(&a).unwrap_err();
+    let err = Engine::new(f.paths.clone(), opts).update(&a).unwrap_err();
     assert!(err.to_string().contains("did not finish"), "{err}");
     assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.1");
 }
@@ -294,7 +294,7 @@ fn a_trickle_times_out_after_bounded_attempts() {
     let mut opts = test_opts();
     opts.download.request_timeout = Duration::from_secs(1);
     opts.download.max_attempts = 2;
-    let err = Updater::new(f.paths.clone(), opts).update(&a).unwrap_err();
+    let err = Engine::new(f.paths.clone(), opts).update(&a).unwrap_err();
     match &err {
         UpdateError::Network { attempts, last, .. } => {
             assert_eq!(*attempts, 2);

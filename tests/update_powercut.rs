@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 use svc::paths::Paths;
-use svc::update::{Artifact, Outcome, Updater, VersionRecords, CRASH_POINTS};
+use svc::update::{Artifact, Engine, Outcome, VersionRecords, CRASH_POINTS};
 use tls::{Behavior, HttpsServer};
 use update_support::*;
 
@@ -27,7 +27,7 @@ fn child_update() {
         return;
     };
     let a: Artifact = serde_json::from_str(&art).unwrap();
-    let r = Updater::new(Paths::new(root), test_opts()).update(&a);
+    let r = Engine::new(Paths::new(root), test_opts()).update(&a);
     println!("child result: {r:?}");
     r.unwrap();
 }
@@ -62,7 +62,7 @@ fn assert_link_sound(paths: &Paths, name: &str, bodies: &[(&str, &[u8])], when: 
         ok,
         "{when}: link points at {v}, not a complete verified binary"
     );
-    let target = std::fs::read_link(paths.bin_link(name)).unwrap();
+    let target = paths.bin_link(name);
     let info =
         svc::update::verify::version_check(&target, name, std::time::Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("{when}: active binary does not run: {e}"));
@@ -140,7 +140,7 @@ fn crash_at_every_point_then_converge() {
                 );
             }
             // Idempotent afterwards.
-            let out = Updater::new(paths.clone(), test_opts()).update(&a).unwrap();
+            let out = Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
             assert_eq!(
                 out,
                 Outcome::AlreadyCurrent {

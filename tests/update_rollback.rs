@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use svc::paths::Paths;
 use svc::update::rollback::{load_boot, AGENT_MAX_STARTS, AGENT_STABLE_LINK};
 use svc::update::{
-    agent_boot_guard, mark_agent_healthy, probation_verdict, GuardOutcome, ProbationPolicy,
-    ProbationVerdict, Updater, VersionRecords,
+    agent_boot_guard, mark_agent_healthy, probation_verdict, Engine, GuardOutcome, ProbationPolicy,
+    ProbationVerdict, VersionRecords,
 };
 use update_support::*;
 
@@ -20,7 +20,7 @@ fn install_from_file(paths: &Paths, name: &str, version: &str, behavior: &str) -
     let src = paths.root().join(format!("src-{name}-{version}"));
     std::fs::write(&src, &body).unwrap();
     let a = artifact(name, version, &format!("file://{}", src.display()), &body);
-    Updater::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
     body
 }
 

@@ -1,1 +1,3 @@
-fn main() {}
+fn main() {
+    std::process::exit(svc::cli::agent_main(std::env::args().collect()));
+}

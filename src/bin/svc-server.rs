@@ -1,3 +1,4 @@
+//! svc-server, the reference module host: see `svc::server` and docs/server.md.
 fn main() {
-    println!("svc-server");
+    std::process::exit(svc::server::server_main(std::env::args().collect()));
 }

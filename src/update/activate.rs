@@ -38,7 +38,16 @@ pub(crate) fn point_link(
     let link = bin.join(link_name);
     let tmp = bin.join(format!(".{link_name}.link.{}", std::process::id()));
     let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(target, &tmp)
+    // Relative (`../cache/<file>`) when the target is in the cache, as `install` makes it:
+    // the link stays right when the root file system is mounted elsewhere (an image being
+    // built, a rescue system, a test sandbox).
+    let relative = match (target.parent(), target.file_name()) {
+        (Some(dir), Some(file)) if dir == paths.cache_dir() => {
+            Some(Path::new("../cache").join(file))
+        }
+        _ => None,
+    };
+    std::os::unix::fs::symlink(relative.as_deref().unwrap_or(target), &tmp)
         .map_err(io_err(format!("creating link {}", tmp.display())))?;
     if crash_points {
         crash_point("link-temp-created");

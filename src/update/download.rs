@@ -213,10 +213,21 @@ pub fn fetch(
     opts: &DownloadOptions,
     conditional: Option<&PinState>,
 ) -> Result<Fetched, UpdateError> {
+    fetch_into(part_path(paths, a), a, opts, conditional)
+}
+
+/// [`fetch`] into a `.part` file of the caller's choosing (svc-server's registry downloads
+/// module packages with it). The size and hash are checked by the caller (see
+/// [`super::verify::check_file_hash`]); this only streams, limits and resumes.
+pub fn fetch_into(
+    part: PathBuf,
+    a: &Artifact,
+    opts: &DownloadOptions,
+    conditional: Option<&PinState>,
+) -> Result<Fetched, UpdateError> {
     let source = source_of(&a.url)?;
-    let cache = paths.cache_dir();
+    let cache = part.parent().map(Path::to_path_buf).unwrap_or_default();
     fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-    let part = part_path(paths, a);
     let want = Sidecar {
         url: a.url.clone(),
         sha256: a.sha256.clone(),

@@ -8,7 +8,7 @@
 //! the link is replaced by `rename(2)` of a new link over it. See `docs/updates.md`.
 //!
 //! The daemon decides *what* to install (channels, pins, maintenance window); this module
-//! does *how*: [`Updater::update`] brings one artifact to "active" or fails leaving the
+//! does *how*: [`Engine::update`] brings one artifact to "active" or fails leaving the
 //! old binary active.
 use std::fmt;
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ use crate::paths::Paths;
 
 pub mod activate;
 pub mod cache;
+pub mod daemon;
 pub mod download;
 pub mod record;
 pub mod rollback;
@@ -73,7 +74,7 @@ impl Artifact {
     }
 }
 
-/// What [`Updater::update`] did.
+/// What [`Engine::update`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The link now points at this (new) version; the caller restarts the process.
@@ -84,6 +85,17 @@ pub enum Outcome {
     /// Already active; nothing downloaded.
     AlreadyCurrent { version: String },
     /// A pinned URL answered 304 Not Modified.
+    NotModified { version: String },
+}
+
+/// What [`Engine::stage`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staging {
+    /// Verified and in the cache; not active yet.
+    Ready { version: String },
+    /// This version is already the active one.
+    AlreadyCurrent { version: String },
+    /// A pinned URL answered 304 Not Modified: the active version stays.
     NotModified { version: String },
 }
 
@@ -232,7 +244,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "cleaned",
 ];
 
-/// Settings of an [`Updater`].
+/// Settings of an [`Engine`].
 #[derive(Debug, Clone)]
 pub struct UpdateOptions {
     pub download: DownloadOptions,
@@ -257,14 +269,14 @@ impl Default for UpdateOptions {
 
 /// Brings artifacts to "active" under one root.
 #[derive(Debug, Clone)]
-pub struct Updater {
+pub struct Engine {
     pub paths: Paths,
     pub opts: UpdateOptions,
 }
 
-impl Updater {
+impl Engine {
     pub fn new(paths: Paths, opts: UpdateOptions) -> Self {
-        Updater { paths, opts }
+        Engine { paths, opts }
     }
 
     /// The file a version lives in once verified.
@@ -276,6 +288,20 @@ impl Updater {
     /// stays active, and the failed download is removed (unless the failure was a dropped
     /// connection, whose `.part` is kept so that the next call resumes it).
     pub fn update(&self, a: &Artifact) -> Result<Outcome, UpdateError> {
+        match self.stage(a)? {
+            Staging::Ready { version } => {
+                let records = VersionRecords::load(&self.paths)?;
+                self.activate_and_record(&a.name, &version, records)
+            }
+            Staging::AlreadyCurrent { version } => Ok(Outcome::AlreadyCurrent { version }),
+            Staging::NotModified { version } => Ok(Outcome::NotModified { version }),
+        }
+    }
+
+    /// Everything before activation: download (or find in the cache) and verify. A
+    /// `Ready` version is in `cache/<name>-<version>` and may be activated with
+    /// [`Engine::activate`] later (the daemon waits for the maintenance window).
+    pub fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
         validate_artifact(a)?;
         let mut records = VersionRecords::load(&self.paths)?;
         let rec = records.entry(&a.name);
@@ -298,7 +324,7 @@ impl Updater {
         records.save(&self.paths)?;
 
         if a.is_pin() {
-            return self.update_pin(a, records);
+            return self.stage_pin(a, records);
         }
         let linked = activate::linked_version(&self.paths, &a.name);
         let cached = self.cached_file(&a.name, &a.version);
@@ -306,7 +332,7 @@ impl Updater {
             let mut records = records;
             record_activation(&mut records, &a.name, &a.version, linked.as_deref());
             records.save(&self.paths)?;
-            return Ok(Outcome::AlreadyCurrent {
+            return Ok(Staging::AlreadyCurrent {
                 version: a.version.clone(),
             });
         }
@@ -334,7 +360,20 @@ impl Updater {
             };
             self.verify_then_cache(a, &part, &sha, &cached)?;
         }
-        self.activate_and_record(a, &a.version, records)
+        Ok(Staging::Ready {
+            version: a.version.clone(),
+        })
+    }
+
+    /// Makes a staged version active: link swap, record, cache cleanup.
+    pub fn activate(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
+        if !self.cached_file(name, version).is_file() {
+            return Err(UpdateError::Record(format!(
+                "{name} {version} is not in the cache"
+            )));
+        }
+        let records = VersionRecords::load(&self.paths)?;
+        self.activate_and_record(name, version, records)
     }
 
     fn verify_then_cache(
@@ -358,28 +397,28 @@ impl Updater {
 
     fn activate_and_record(
         &self,
-        a: &Artifact,
+        name: &str,
         version: &str,
         mut records: VersionRecords,
     ) -> Result<Outcome, UpdateError> {
-        let cached = self.cached_file(&a.name, version);
-        let linked = activate::linked_version(&self.paths, &a.name);
+        let cached = self.cached_file(name, version);
+        let linked = activate::linked_version(&self.paths, name);
         if linked.as_deref() != Some(version) {
-            if a.name == "svc-agent" {
+            if name == "svc-agent" {
                 // Before the swap: a boot record naming a version the link does not point
                 // at is stale and the guard drops it.
                 rollback::start_agent_probation(&self.paths, version)?;
             }
-            activate::swap_link(&self.paths, &a.name, &cached)?;
+            activate::swap_link(&self.paths, name, &cached)?;
         }
-        let previous = record_activation(&mut records, &a.name, version, linked.as_deref());
-        records.entry(&a.name).target = Some(version.to_string());
+        let previous = record_activation(&mut records, name, version, linked.as_deref());
+        records.entry(name).target = Some(version.to_string());
         records.save(&self.paths)?;
         crash_point("recorded");
         crate::info!(
             SUB,
             "{} {} active (previous {})",
-            a.name,
+            name,
             version,
             previous.as_deref().unwrap_or("none")
         );
@@ -396,7 +435,7 @@ impl Updater {
     /// A pinned URL: no sha256; conditional request against the validators of the last
     /// download; the installed version is `<version>+<first 12 hex of the sha256>` so that a
     /// rebuilt file at the same URL never overwrites the running one.
-    fn update_pin(&self, a: &Artifact, records: VersionRecords) -> Result<Outcome, UpdateError> {
+    fn stage_pin(&self, a: &Artifact, records: VersionRecords) -> Result<Staging, UpdateError> {
         crate::info!(
             SUB,
             "{} from pinned URL {}: no sha256 to check; relying on ELF and version checks",
@@ -414,7 +453,7 @@ impl Updater {
             Fetched::NotModified => {
                 let version = active.unwrap_or_default();
                 crate::info!(SUB, "{} pinned URL not modified; {} stays", a.name, version);
-                return Ok(Outcome::NotModified { version });
+                return Ok(Staging::NotModified { version });
             }
             Fetched::Complete {
                 part,
@@ -447,9 +486,9 @@ impl Updater {
         }
         .save(&self.paths, &a.name)?;
         if active.as_deref() == Some(version.as_str()) {
-            return Ok(Outcome::AlreadyCurrent { version });
+            return Ok(Staging::AlreadyCurrent { version });
         }
-        self.activate_and_record(a, &version, records)
+        Ok(Staging::Ready { version })
     }
 }
 

@@ -223,7 +223,7 @@ pub fn mark_agent_healthy(paths: &Paths, version: &str) -> Result<(), UpdateErro
     }
     let file = paths.cache_dir().join(format!("svc-agent-{version}"));
     let stable = paths.bin_link(AGENT_STABLE_LINK);
-    if file.is_file() && std::fs::read_link(&stable).ok().as_deref() != Some(file.as_path()) {
+    if file.is_file() && std::fs::canonicalize(&stable).ok() != std::fs::canonicalize(&file).ok() {
         point_link(paths, AGENT_STABLE_LINK, &file, false)?;
     }
     Ok(())

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 use svc::paths::Paths;
-use svc::update::{Artifact, DownloadOptions, UpdateOptions, Updater};
+use svc::update::{Artifact, DownloadOptions, Engine, UpdateOptions};
 
 const FAKE_SRC: &str = r#"
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -149,7 +149,7 @@ pub fn install_old(paths: &Paths, name: &str, version: &str) -> Vec<u8> {
     let src = paths.root().join(format!("src-{name}-{version}"));
     std::fs::write(&src, &body).unwrap();
     let a = artifact(name, version, &format!("file://{}", src.display()), &body);
-    Updater::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
     body
 }
 
@@ -160,7 +160,7 @@ pub fn active(paths: &Paths, name: &str) -> (String, Vec<u8>) {
     let version = file.strip_prefix(&format!("{name}-")).unwrap().to_string();
     (
         version,
-        std::fs::read(&target).expect("link target readable"),
+        std::fs::read(paths.bin_link(name)).expect("link target readable"),
     )
 }
 

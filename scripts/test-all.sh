@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian 12 machine with rustup: every tier installs what
+# it needs. Prints one PASS/FAIL line per tier and a closing "tiers: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+tiers=(
+  "lint:scripts/test-lint.sh"
+  "unit+integration:scripts/test-cargo.sh"
+  "fuzz:scripts/fuzz.sh"
+  "system:scripts/test-system.sh"
+)
+
+passed=0 failed=0 summary=""
+for entry in "${tiers[@]}"; do
+  name=${entry%%:*} script=${entry#*:}
+  echo "=== tier $name ($script)"
+  start=$(date +%s)
+  if bash "$script"; then
+    result=PASS passed=$((passed + 1))
+  else
+    result=FAIL failed=$((failed + 1))
+  fi
+  line="$result $name ($(( $(date +%s) - start )) s)"
+  echo "=== $line"
+  summary="$summary$line"$'\n'
+done
+echo
+printf '%s' "$summary"
+echo "tiers: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Formatting and clippy, warnings as errors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings

@@ -1,0 +1,603 @@
+//! The daemon: `svc-agent run`. One thread drives everything through `Agent::tick`:
+//! signals, svc-server supervision, polls of the management app, config and commands,
+//! updates, log shipping and the systemd watchdog. Decisions live in `policy`; effects sit
+//! in the modules this one calls.
+pub mod cache;
+pub mod logs;
+pub mod policy;
+pub mod server;
+pub mod signals;
+pub mod status;
+pub mod updates;
+
+use crate::cli::args::{Args, UsageError};
+use crate::config::{Diagnostic, MachineConfig};
+use crate::credentials::Credentials;
+use crate::paths::Paths;
+use crate::protocol::backoff::{jittered, Backoff, Jitter};
+use crate::protocol::{self, CommandKind, PollOutcome, Retry, Transport};
+use crate::{debug, error, info, warn};
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const DEFAULT_POLL: Duration = Duration::from_secs(60);
+/// How long a permanent error (a revoked key, a deleted part) silences polling.
+const PERMANENT_ERROR_WAIT: Duration = Duration::from_secs(3600);
+/// Without fast start: how long the agent waits for the network and one update check
+/// before it starts svc-server from what it has (`SVC_AGENT_FIRST_CONTACT_SECS` overrides).
+const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
+/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// SIGTERM/SIGINT: stop svc-server and exit 0.
+    Stop,
+    /// The app asked for an agent restart: stop svc-server, exit so systemd restarts us.
+    Restart,
+}
+
+pub struct Agent {
+    paths: Paths,
+    transport: Option<Box<dyn Transport>>,
+    config: Option<MachineConfig>,
+    config_errors: Vec<Diagnostic>,
+    cached: cache::CachedAnswer,
+    server: server::ServerManager,
+    jitter: Jitter,
+    backoff: Backoff,
+    next_poll: Instant,
+    last_error: Option<String>,
+    started: Instant,
+    started_unix: u64,
+    fast_start: bool,
+    restart_server_requested: bool,
+    exit: Option<Exit>,
+    host: status::Host,
+    last_status: Option<status::StatusReport>,
+    /// Set when contact comes back after a failure; the log shipper is nudged.
+    pub reconnected: bool,
+    /// The subsystems' last reported states, for the status report.
+    subsystems: serde_json::Map<String, Value>,
+    /// The update engine; `None` leaves versions as they are.
+    updater: Option<Box<dyn updates::Updater>>,
+    server_update: updates::Track,
+    agent_update: updates::Track,
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Agent {
+    /// Loads credentials and the cached config; nothing here needs the network.
+    pub fn new(paths: Paths) -> Agent {
+        let mut app_address = None;
+        let transport = match Credentials::load(&paths) {
+            Ok(creds) => match protocol::connect(&creds) {
+                Ok(t) => {
+                    info!("agent", "management app: {}", creds.app_address);
+                    app_address = Some(creds.app_address.clone());
+                    Some(t)
+                }
+                Err(e) => {
+                    error!("agent", "{e}");
+                    None
+                }
+            },
+            Err(e) => {
+                warn!("agent", "{e}; running with the cached config only");
+                None
+            }
+        };
+        let config = cache::load_config(&paths).map(|(cfg, _)| cfg);
+        let cached = cache::load_answer(&paths);
+        let fast_start = policy::fast_start(
+            config
+                .as_ref()
+                .is_some_and(|c| c.agent.server.attributes.fast_start),
+            std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
+        );
+        let server = server::ServerManager::new(&paths);
+        let paths_for_host = paths.clone();
+        Agent {
+            paths,
+            transport,
+            config,
+            config_errors: Vec::new(),
+            cached,
+            server,
+            jitter: Jitter::from_entropy(),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+            next_poll: Instant::now(),
+            last_error: None,
+            started: Instant::now(),
+            started_unix: unix_now(),
+            fast_start,
+            restart_server_requested: false,
+            exit: None,
+            host: status::Host::detect(&paths_for_host),
+            last_status: None,
+            reconnected: false,
+            subsystems: serde_json::Map::new(),
+            // Relative artifact URLs are relative to the app address.
+            updater: app_address.map(|a| {
+                Box::new(crate::update::daemon::DaemonUpdater::new(
+                    paths_for_host.clone(),
+                    Some(a),
+                )) as Box<dyn updates::Updater>
+            }),
+            server_update: updates::Track::default(),
+            agent_update: updates::Track::default(),
+        }
+    }
+
+    /// Plugs in the update engine.
+    pub fn set_updater(&mut self, updater: Box<dyn updates::Updater>) {
+        self.updater = Some(updater);
+    }
+
+    /// One step of both updates; restarts svc-server when a new version is active.
+    fn step_updates(&mut self) {
+        let Some(updater) = self.updater.as_deref_mut() else {
+            return;
+        };
+        let Some(cfg) = self.config.as_ref() else {
+            return;
+        };
+        let agent = &cfg.agent;
+        let targets = &self.cached.targets;
+        updates::step_agent(
+            &mut self.agent_update,
+            updater,
+            &agent.agent.version,
+            targets.agent.as_ref(),
+            signals::wake,
+        );
+        if agent.server.disable_subsystem {
+            return;
+        }
+        let restarts = self.server.status(true).restarts;
+        let step = updates::step_server(
+            &mut self.server_update,
+            updater,
+            &agent.server.version,
+            targets.server.as_ref(),
+            agent.server.attributes.maintenance_window.as_ref(),
+            self.server.busy(),
+            restarts,
+            signals::wake,
+        );
+        if step != updates::Step::Nothing {
+            self.server.restart();
+        }
+    }
+
+    fn server_managed(&self) -> bool {
+        !self
+            .config
+            .as_ref()
+            .is_some_and(|c| c.agent.server.disable_subsystem)
+    }
+
+    /// The start-up sequence of spec §3: with fast start, svc-server first; otherwise one
+    /// bounded attempt at contact and updates first.
+    pub fn start(&mut self) {
+        info!(
+            "agent",
+            "svc-agent {} starting (pid {}, fast start {})",
+            env!("SVC_VERSION"),
+            std::process::id(),
+            if self.fast_start { "on" } else { "off" }
+        );
+        if self.fast_start {
+            self.start_server();
+            self.apply_syscfg();
+            return;
+        }
+        let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(FIRST_CONTACT_WAIT);
+        let deadline = Instant::now() + wait;
+        while self.transport.is_some() && Instant::now() < deadline && self.exit.is_none() {
+            if self.poll_once() {
+                break;
+            }
+            let wait = self
+                .next_poll
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_secs(5));
+            signals::wait(wait);
+            self.exit = signals::stop_requested()
+                .then_some(Exit::Stop)
+                .or(self.exit);
+        }
+        self.start_server();
+        self.apply_syscfg();
+    }
+
+    fn start_server(&mut self) {
+        if self.server_managed() {
+            self.server.start();
+        } else {
+            info!(
+                "svc-server",
+                "management of svc-server is disabled (disable_subsystem)"
+            );
+        }
+    }
+
+    /// One pass of the loop; returns when the agent should next wake.
+    pub fn tick(&mut self) -> Duration {
+        if signals::stop_requested() {
+            self.exit = Some(Exit::Stop);
+            return Duration::ZERO;
+        }
+        if signals::take_reload() {
+            info!("agent", "SIGHUP: re-reading credentials and cached config");
+            let paths = self.paths.clone();
+            let keep = std::mem::replace(self, Agent::new(paths));
+            self.server = keep.server;
+            self.next_poll = Instant::now();
+        }
+        self.server.tick();
+        if self.transport.is_some() && Instant::now() >= self.next_poll {
+            self.poll_once();
+        }
+        self.step_updates();
+        if self.restart_server_requested {
+            self.restart_server_requested = false;
+            if self.server_managed() {
+                info!(
+                    "svc-server",
+                    "restarting svc-server as the management app asked"
+                );
+                self.server.restart();
+            }
+        }
+        self.write_status();
+        let now = Instant::now();
+        let mut next = now + MAX_SLEEP;
+        if self.transport.is_some() {
+            next = next.min(self.next_poll);
+        }
+        if let Some(t) = self.server.next_deadline() {
+            next = next.min(t);
+        }
+        next.saturating_duration_since(now)
+    }
+
+    /// Polls once; true on contact (an answer or 304).
+    fn poll_once(&mut self) -> bool {
+        let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
+        let Some(t) = self.transport.as_mut() else {
+            return false;
+        };
+        let result = t.poll(&status, self.cached.etag.as_deref());
+        match result {
+            Ok(outcome) => {
+                if self.last_error.take().is_some() {
+                    info!("agent", "management app reachable again");
+                    self.reconnected = true;
+                }
+                self.backoff.reset();
+                self.cached.last_contact = Some(unix_now());
+                if let PollOutcome::Changed { answer, etag } = outcome {
+                    self.apply_answer(*answer, etag);
+                }
+                let interval = self
+                    .cached
+                    .poll_interval_secs
+                    .map(Duration::from_secs)
+                    .unwrap_or(DEFAULT_POLL);
+                self.next_poll = Instant::now()
+                    + jittered(interval.max(Duration::from_secs(1)), &mut self.jitter);
+                true
+            }
+            Err(e) => {
+                let wait = match e.retry() {
+                    Retry::Backoff => self.backoff.next_delay(&mut self.jitter),
+                    Retry::After(secs) => Duration::from_secs(secs.clamp(1, 3600)),
+                    Retry::Permanent => PERMANENT_ERROR_WAIT,
+                };
+                let text = e.to_string();
+                if self.last_error.as_deref() != Some(text.as_str()) || self.backoff.attempts() <= 1
+                {
+                    warn!(
+                        "agent",
+                        "poll failed: {text}; next try in {}s",
+                        wait.as_secs()
+                    );
+                }
+                self.last_error = Some(text);
+                self.next_poll = Instant::now() + wait;
+                false
+            }
+        }
+    }
+
+    fn apply_answer(&mut self, answer: protocol::PollAnswer, etag: Option<String>) {
+        if let Some(raw) = answer.config {
+            self.apply_config(raw);
+        }
+        self.cached.etag = etag;
+        self.cached.targets = answer.targets;
+        self.cached.poll_interval_secs = answer.poll_interval_secs;
+        for c in &answer.commands {
+            if self.cached.done_commands.contains(&c.id) {
+                continue;
+            }
+            match c.kind {
+                CommandKind::RestartSvcServer => self.restart_server_requested = true,
+                CommandKind::RestartAgent => {
+                    info!("agent", "restarting the agent as the management app asked");
+                    self.exit = Some(Exit::Restart);
+                }
+                CommandKind::Unknown => {
+                    warn!("agent", "ignoring command {} of an unknown kind", c.id)
+                }
+            }
+            self.cached.done_commands.push(c.id.clone());
+        }
+        // Ids the app no longer sends are acknowledged; forget them.
+        let live: Vec<&str> = answer.commands.iter().map(|c| c.id.as_str()).collect();
+        self.cached
+            .done_commands
+            .retain(|id| live.contains(&id.as_str()));
+        if let Err(e) = cache::save_answer(&self.paths, &self.cached) {
+            warn!("agent", "cannot save the answer cache: {e}");
+        }
+    }
+
+    fn apply_config(&mut self, raw: Value) {
+        match crate::config::parse_value(&raw) {
+            Ok((cfg, report)) => {
+                for w in &report.warnings {
+                    warn!("config", "{w}");
+                }
+                if self.config.as_ref() == Some(&cfg) {
+                    return;
+                }
+                if let Err(e) = cache::save_config(&self.paths, &raw) {
+                    error!(
+                        "config",
+                        "cannot save the new config, keeping the old one: {e}"
+                    );
+                    return;
+                }
+                info!(
+                    "config",
+                    "config applied: {} components, {} modules",
+                    cfg.components.len(),
+                    cfg.modules.len()
+                );
+                let was_managed = self.server_managed();
+                self.config = Some(cfg);
+                self.config_errors.clear();
+                self.apply_syscfg();
+                match (was_managed, self.server_managed()) {
+                    (true, false) => {
+                        info!(
+                            "svc-server",
+                            "svc-server management disabled by config: stopping it"
+                        );
+                        self.server.stop();
+                    }
+                    (false, true) => self.server.start(),
+                    _ => self.server.reload(),
+                }
+            }
+            Err(report) => {
+                error!(
+                    "config",
+                    "config rejected, keeping the last good one: {} errors",
+                    report.errors.len()
+                );
+                for e in &report.errors {
+                    error!("config", "{e}");
+                }
+                self.config_errors = report.errors;
+            }
+        }
+    }
+
+    pub fn status(&self) -> status::StatusReport {
+        status::StatusReport {
+            agent: status::AgentStatus {
+                version: env!("SVC_VERSION").into(),
+                target: env!("SVC_TARGET").into(),
+                pid: std::process::id(),
+                uptime_secs: self.started.elapsed().as_secs(),
+                started_at: self.started_unix,
+                fast_start: self.fast_start,
+            },
+            svc_server: self.server.status(self.server_managed()),
+            host: self.host.clone(),
+            config_errors: self.config_errors.clone(),
+            done_commands: self.cached.done_commands.clone(),
+            last_contact: self.cached.last_contact,
+            last_error: self.last_error.clone(),
+            subsystems: self.subsystems.clone(),
+        }
+    }
+
+    /// agent-syscfg: applies the config's system settings (or reverts them when disabled);
+    /// idempotent, so it runs at start and on every config change.
+    fn apply_syscfg(&mut self) {
+        let section = self
+            .config
+            .as_ref()
+            .map(|c| c.agent.syscfg.clone())
+            .unwrap_or_default();
+        let status = crate::syscfg::run(&section, &self.paths);
+        self.subsystems.insert(
+            "agent-syscfg".into(),
+            serde_json::to_value(&status).unwrap_or(Value::Null),
+        );
+    }
+
+    /// Writes `/opt/svc/status.json` when something changed. The file holds start times,
+    /// not uptimes (`svc-agent status` computes those), so an idle agent does not wear the
+    /// SD card.
+    fn write_status(&mut self) {
+        let mut report = self.status();
+        report.agent.uptime_secs = 0;
+        report.svc_server.uptime_secs = None;
+        if self.last_status.as_ref() == Some(&report) {
+            return;
+        }
+        let text = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        if let Err(e) = crate::fsutil::atomic_write(&status::path(&self.paths), &text, 0o644) {
+            debug!("agent", "cannot write the status file: {e}");
+        }
+        self.last_status = Some(report);
+    }
+
+    /// Stops svc-server (spec §3: the agent stopping stops it too).
+    pub fn shutdown(&mut self) {
+        info!("agent", "svc-agent stopping");
+        self.server.stop();
+        self.write_status();
+    }
+
+    pub fn exit(&self) -> Option<Exit> {
+        self.exit
+    }
+}
+
+const RUN_HELP: &str = "\
+usage: svc-agent run [--root DIR]
+  Runs the agent in the foreground (systemd starts it so). --root re-roots every device
+  path under DIR, for sandboxes and tests; no root privileges are needed then.
+";
+
+/// `svc-agent run`.
+pub fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &["root"])?;
+    if a.flag("help") {
+        print!("{RUN_HELP}");
+        return Ok(0);
+    }
+    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    Ok(run(paths))
+}
+
+/// Linux on amd64 or arm64 only (spec §1).
+pub fn platform_supported() -> Result<(), String> {
+    if cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )) {
+        Ok(())
+    } else {
+        Err(format!(
+            "svc-agent runs on Linux amd64 and arm64 only; this build is for {} {}",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ))
+    }
+}
+
+pub fn run(paths: Paths) -> i32 {
+    if let Err(e) = platform_supported() {
+        error!("agent", "{e}");
+        return 1;
+    }
+    if let Err(e) = std::fs::create_dir_all(paths.state_dir()) {
+        error!(
+            "agent",
+            "cannot create {}: {e}",
+            paths.state_dir().display()
+        );
+        return 1;
+    }
+    let _lock = match crate::systemd::InstanceLock::acquire(&paths) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("agent", "{e}");
+            return 1;
+        }
+    };
+    if let Err(e) = signals::install() {
+        error!("agent", "cannot install signal handlers: {e}");
+        return 1;
+    }
+    let shipping_transport = crate::credentials::Credentials::load(&paths)
+        .ok()
+        .and_then(|c| protocol::connect(&c).ok());
+    let mut agent = Agent::new(paths.clone());
+    // With fast start, svc-server starts before the log queue opens (opening a full queue
+    // takes tens of milliseconds); the lines logged meanwhile wait in memory for it.
+    let pipeline = if agent.fast_start {
+        agent.start();
+        logs::LogPipeline::start(&paths, shipping_transport)
+    } else {
+        let p = logs::LogPipeline::start(&paths, shipping_transport);
+        agent.start();
+        p
+    };
+    crate::systemd::notify("READY=1\nSTATUS=running");
+    // The watchdog is fed only from the loop, so a hung loop gets the agent restarted.
+    let feed_every = crate::systemd::watchdog_period();
+    let mut last_feed = Instant::now();
+    let mut healthy_marked = false;
+    while agent.exit().is_none() {
+        let wait = agent.tick();
+        if !healthy_marked {
+            // The first loop went round: this binary works; end a self-update's probation
+            // and make it the known-good one the boot guard runs from.
+            healthy_marked = true;
+            mark_healthy(&paths);
+        }
+        if std::mem::take(&mut agent.reconnected) {
+            if let Some(p) = &pipeline {
+                p.nudge();
+            }
+        }
+        if let Some(period) = feed_every {
+            if last_feed.elapsed() >= period {
+                crate::systemd::notify("WATCHDOG=1");
+                last_feed = Instant::now();
+            }
+        }
+        if agent.exit().is_none() {
+            let until_feed = feed_every.map(|p| p.saturating_sub(last_feed.elapsed()));
+            signals::wait(until_feed.map_or(wait, |f| f.min(wait)));
+        }
+    }
+    crate::systemd::notify("STOPPING=1\nSTATUS=stopping svc-server");
+    agent.shutdown();
+    if let Some(p) = pipeline {
+        p.stop();
+    }
+    // Both a stop and a restart request exit cleanly: systemd's Restart=always brings the
+    // agent back for a restart, and a stop by systemd does not restart it.
+    0
+}
+
+/// The version of this running binary when it runs from the cache
+/// (`cache/svc-agent-<version>`, the only place updates and `install` put it).
+fn running_cached_version(paths: &Paths) -> Option<String> {
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let cache = std::fs::canonicalize(paths.cache_dir()).ok()?;
+    if exe.parent()? != cache {
+        return None;
+    }
+    let v = exe.file_name()?.to_str()?.strip_prefix("svc-agent-")?;
+    Some(v.to_string())
+}
+
+fn mark_healthy(paths: &Paths) {
+    let Some(version) = running_cached_version(paths) else {
+        return;
+    };
+    if let Err(e) = crate::update::mark_agent_healthy(paths, &version) {
+        warn!("update", "cannot mark svc-agent {version} healthy: {e}");
+    }
+}

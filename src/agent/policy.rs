@@ -1,0 +1,207 @@
+//! Pure decisions of the agent: which svc-server to run, when a restart for an update is
+//! allowed, whether to fast-start. No effects here; the loop feeds facts in.
+use crate::config::model::{MaintenanceWindow, VersionChoice, VersionControl};
+use crate::protocol::Target;
+
+/// What should be installed for one binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Desired {
+    /// Keep what runs: nothing is offered, or the offer is the running version.
+    Keep,
+    /// Install this target (from the app's resolution of channel or pin_version).
+    Install(Target),
+    /// `pin_url`: this URL, with no server sha256 (checked by ELF and version instead).
+    InstallUrl(String),
+}
+
+/// Applies spec §2.4's precedence: `pin_url` beats `pin_version` beats the channel. The app
+/// resolves channel and `pin_version` into `offered`; a `pin_url` is fetched as is.
+/// `bad` lists versions rolled back before: they are not retried until another is offered.
+pub fn desired(
+    vc: &VersionControl,
+    offered: Option<&Target>,
+    current_version: Option<&str>,
+    current_url: Option<&str>,
+    bad: &[String],
+) -> Desired {
+    match vc.choice() {
+        VersionChoice::Url(url) => {
+            if current_url == Some(url) {
+                Desired::Keep
+            } else {
+                Desired::InstallUrl(url.to_string())
+            }
+        }
+        VersionChoice::Version(_) | VersionChoice::Channel(_) => match offered {
+            Some(t) if Some(t.version.as_str()) != current_version && !bad.contains(&t.version) => {
+                Desired::Install(t.clone())
+            }
+            _ => Desired::Keep,
+        },
+    }
+}
+
+/// Local wall-clock facts for the maintenance window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalTime {
+    /// 0 = Monday .. 6 = Sunday.
+    pub weekday: u8,
+    pub minute_of_day: u16,
+}
+
+impl LocalTime {
+    /// The machine's local time (its timezone, as the window is written in local time).
+    pub fn now() -> LocalTime {
+        let t = unsafe { libc::time(std::ptr::null_mut()) };
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: localtime_r writes only into `tm`, which lives for the call.
+        let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+        if !ok {
+            return LocalTime {
+                weekday: 0,
+                minute_of_day: 0,
+            };
+        }
+        LocalTime {
+            // tm_wday: 0 = Sunday.
+            weekday: ((tm.tm_wday + 6) % 7) as u8,
+            minute_of_day: (tm.tm_hour * 60 + tm.tm_min) as u16,
+        }
+    }
+}
+
+/// Why an svc-server restart for an update waits, if it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartGate {
+    Now,
+    OutsideWindow,
+    ServerBusy,
+}
+
+/// Spec §3: no window: at once; a window: only inside it and only while svc-server is not
+/// processing config changes.
+pub fn restart_gate(
+    window: Option<&MaintenanceWindow>,
+    now: LocalTime,
+    server_busy: bool,
+) -> RestartGate {
+    match window {
+        None => RestartGate::Now,
+        Some(w) if !w.allows(now.weekday, now.minute_of_day) => RestartGate::OutsideWindow,
+        Some(_) if server_busy => RestartGate::ServerBusy,
+        Some(_) => RestartGate::Now,
+    }
+}
+
+/// Fast start (spec §3): the cached config's `fast_start`, or `SVC_AGENT_FAST_START=1`.
+pub fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
+    cached_fast_start || matches!(env_value.map(str::trim), Some("1") | Some("true"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(v: &str) -> Target {
+        Target {
+            version: v.into(),
+            url: format!("https://r/{v}"),
+            sha256: None,
+            size: None,
+            signature: None,
+        }
+    }
+
+    fn vc(pin_version: &str, pin_url: &str) -> VersionControl {
+        VersionControl {
+            release_channel: "stable".into(),
+            pin_version: pin_version.into(),
+            pin_url: pin_url.into(),
+        }
+    }
+
+    #[test]
+    fn precedence_and_bad_versions() {
+        let t = target("1.1.0");
+        assert_eq!(
+            desired(&vc("", ""), Some(&t), Some("1.0.0"), None, &[]),
+            Desired::Install(t.clone())
+        );
+        assert_eq!(
+            desired(&vc("", ""), Some(&t), Some("1.1.0"), None, &[]),
+            Desired::Keep
+        );
+        assert_eq!(
+            desired(&vc("", ""), None, Some("1.0.0"), None, &[]),
+            Desired::Keep
+        );
+        assert_eq!(
+            desired(
+                &vc("", ""),
+                Some(&t),
+                Some("1.0.0"),
+                None,
+                &["1.1.0".into()]
+            ),
+            Desired::Keep
+        );
+        // pin_url wins over pin_version and over what the app offers.
+        assert_eq!(
+            desired(
+                &vc("1.1.0", "https://x/build"),
+                Some(&t),
+                Some("1.0.0"),
+                None,
+                &[]
+            ),
+            Desired::InstallUrl("https://x/build".into())
+        );
+        assert_eq!(
+            desired(
+                &vc("", "https://x/build"),
+                Some(&t),
+                Some("9"),
+                Some("https://x/build"),
+                &[]
+            ),
+            Desired::Keep
+        );
+    }
+
+    #[test]
+    fn restart_gate_follows_spec_table() {
+        let w = MaintenanceWindow {
+            days: vec![5, 6],
+            start: 120,
+            end: 240,
+        };
+        let sat_3am = LocalTime {
+            weekday: 5,
+            minute_of_day: 180,
+        };
+        let mon_3am = LocalTime {
+            weekday: 0,
+            minute_of_day: 180,
+        };
+        assert_eq!(restart_gate(None, mon_3am, true), RestartGate::Now);
+        assert_eq!(
+            restart_gate(Some(&w), mon_3am, false),
+            RestartGate::OutsideWindow
+        );
+        assert_eq!(
+            restart_gate(Some(&w), sat_3am, true),
+            RestartGate::ServerBusy
+        );
+        assert_eq!(restart_gate(Some(&w), sat_3am, false), RestartGate::Now);
+    }
+
+    #[test]
+    fn fast_start_sources() {
+        assert!(fast_start(true, None));
+        assert!(fast_start(false, Some("1")));
+        assert!(!fast_start(false, Some("0")));
+        assert!(!fast_start(false, None));
+        let now = LocalTime::now();
+        assert!(now.weekday < 7 && now.minute_of_day < 1440);
+    }
+}

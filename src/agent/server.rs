@@ -1,0 +1,161 @@
+//! svc-server under the agent: its command line and environment. Supervision itself (process group, backoff, TERM→KILL) is
+//! `crate::supervisor`'s.
+use crate::paths::Paths;
+use crate::supervisor::{ChildSpec, Supervisor};
+use std::time::{Duration, Instant};
+
+/// How long svc-server gets between SIGTERM and SIGKILL; the unit's TimeoutStopSec is
+/// longer so that the agent's clean stop always finishes first.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// svc-server's process and what the agent knows of it.
+pub struct ServerManager {
+    paths: Paths,
+    sup: Option<Supervisor>,
+    /// A monotonic instant and the Unix time it stands for.
+    origin: (Instant, u64),
+    /// Crash restarts of earlier supervisors (a restart replaces the supervisor).
+    restarts_before: u64,
+}
+
+impl ServerManager {
+    pub fn new(paths: &Paths) -> ServerManager {
+        ServerManager {
+            paths: paths.clone(),
+            sup: None,
+            origin: (Instant::now(), super::unix_now()),
+            restarts_before: 0,
+        }
+    }
+
+    /// The command line every svc-server build gets: the config file and `SVC_HOME`.
+    fn spec(&self) -> ChildSpec {
+        let config = super::cache::config_path(&self.paths);
+        let home = self.paths.state_dir().join("home");
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_"))
+            .collect();
+        env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE");
+        env.push(("SVC_HOME".into(), home.display().to_string()));
+        env.push(("SVC_CONFIG_FILE".into(), config.display().to_string()));
+        // Our svc-server then writes `<N>` priorities, which keep their level in our log.
+        env.retain(|(k, _)| k != "SVC_LOG_PRIORITY_PREFIX");
+        env.push(("SVC_LOG_PRIORITY_PREFIX".into(), "1".into()));
+        ChildSpec {
+            name: "svc-server".into(),
+            program: self.paths.bin_link("svc-server"),
+            args: vec!["--config".into(), config.display().to_string()],
+            cwd: home,
+            env,
+        }
+    }
+
+    /// The active version, from the link's target `../cache/svc-server-<version>`.
+    pub fn installed_version(&self) -> Option<String> {
+        let target = std::fs::read_link(self.paths.bin_link("svc-server")).ok()?;
+        let name = target.file_name()?.to_str()?;
+        name.strip_prefix("svc-server-").map(str::to_string)
+    }
+
+    /// Whether svc-server is processing a config change right now: it holds
+    /// `$SVC_HOME/state/busy` (its pid inside) while it does (docs/server.md). A file left
+    /// by a dead process does not count.
+    pub fn busy(&self) -> bool {
+        let path = self.paths.state_dir().join("home/state/busy");
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return false;
+        };
+        match text.trim().parse::<i32>() {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            Ok(pid) if pid > 0 => unsafe { libc::kill(pid, 0) == 0 },
+            _ => true,
+        }
+    }
+
+    pub fn installed(&self) -> bool {
+        self.paths.bin_link("svc-server").exists()
+    }
+
+    pub fn start(&mut self) {
+        if !self.installed() {
+            crate::warn!(
+                "svc-server",
+                "svc-server is not installed yet ({} missing); waiting for an update",
+                self.paths.bin_link("svc-server").display()
+            );
+            return;
+        }
+        let spec = self.spec();
+        let _ = std::fs::create_dir_all(&spec.cwd);
+        let mut sup = Supervisor::new(spec);
+        let _ = sup.start();
+        self.sup = Some(sup);
+    }
+
+    pub fn tick(&mut self) {
+        if let Some(s) = self.sup.as_mut() {
+            let _ = s.tick(Instant::now());
+        }
+    }
+
+    /// When the supervisor next needs a tick (a restart after backoff); an exit of the
+    /// running child wakes the loop through SIGCHLD instead.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self.sup.as_ref()?.state() {
+            crate::supervisor::State::Backoff { until }
+            | crate::supervisor::State::CrashLoop { until } => Some(until),
+            _ => None,
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut s) = self.sup.take() {
+            s.stop(STOP_TIMEOUT);
+            self.restarts_before += s.restarts();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start();
+    }
+
+    /// A new config: svc-server re-reads it on SIGHUP.
+    pub fn reload(&mut self) {
+        if let Some(s) = self.sup.as_ref() {
+            s.signal(libc::SIGHUP);
+        }
+    }
+
+    pub fn status(&self, managed: bool) -> super::status::ServerStatus {
+        let (running, pid, state, restarts) = match &self.sup {
+            Some(s) => (
+                s.pid().is_some(),
+                s.pid(),
+                s.state_name().to_string(),
+                self.restarts_before + s.restarts(),
+            ),
+            None => (false, None, "stopped".to_string(), self.restarts_before),
+        };
+        super::status::ServerStatus {
+            version: self.installed_version(),
+            installed: self.installed(),
+            running,
+            state,
+            pid,
+            // From the monotonic start, so that the value is stable between ticks.
+            started_at: self
+                .sup
+                .as_ref()
+                .and_then(|s| s.since())
+                .map(|t| self.origin.1 + t.saturating_duration_since(self.origin.0).as_secs()),
+            uptime_secs: self
+                .sup
+                .as_ref()
+                .and_then(|s| s.uptime())
+                .map(|d| d.as_secs()),
+            restarts,
+            managed,
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Signals the agent reacts to, and the wait of the loop: it sleeps until its next
+//! deadline or until a signal arrives (SIGCHLD included, so a svc-server exit is seen at
+//! once), and wakes for nothing else. An idle agent costs no CPU between deadlines.
+use std::io::Read;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+struct Flags {
+    stop: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+    wake: OnceLock<UnixStream>,
+    waker: OnceLock<UnixStream>,
+}
+
+fn flags() -> &'static Flags {
+    static F: OnceLock<Flags> = OnceLock::new();
+    F.get_or_init(|| Flags {
+        stop: Arc::new(AtomicBool::new(false)),
+        reload: Arc::new(AtomicBool::new(false)),
+        wake: OnceLock::new(),
+        waker: OnceLock::new(),
+    })
+}
+
+/// SIGTERM/SIGINT ask the loop to stop; SIGHUP to re-read local files; each of them and
+/// SIGCHLD also wake the loop.
+pub fn install() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+    let f = flags();
+    signal_hook::flag::register(SIGTERM, Arc::clone(&f.stop))?;
+    signal_hook::flag::register(SIGINT, Arc::clone(&f.stop))?;
+    signal_hook::flag::register(SIGHUP, Arc::clone(&f.reload))?;
+    let (read, write) = UnixStream::pair()?;
+    read.set_nonblocking(true)?;
+    write.set_nonblocking(true)?;
+    for sig in [SIGTERM, SIGINT, SIGHUP, SIGCHLD] {
+        signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+    }
+    let _ = f.wake.set(read);
+    let _ = f.waker.set(write);
+    Ok(())
+}
+
+pub fn stop_requested() -> bool {
+    flags().stop.load(Ordering::Relaxed)
+}
+
+pub fn take_reload() -> bool {
+    flags().reload.swap(false, Ordering::Relaxed)
+}
+
+/// Sleeps up to `timeout`, returning early when a signal arrives.
+pub fn wait(timeout: Duration) {
+    let Some(read) = flags().wake.get() else {
+        std::thread::sleep(timeout);
+        return;
+    };
+    let mut pfd = libc::pollfd {
+        fd: read.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
+    let mut buf = [0u8; 64];
+    while matches!((&*read).read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// Wakes the loop from another thread (a finished download).
+pub fn wake() {
+    use std::io::Write;
+    if let Some(w) = flags().waker.get() {
+        let _ = (&*w).write(&[1]);
+    }
+}

@@ -1,0 +1,82 @@
+//! The status report: what the agent tells the app at each poll and prints for
+//! `svc-agent status`. Also written to `/opt/svc/status.json` for the local tools.
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub version: Option<String>,
+    pub installed: bool,
+    pub running: bool,
+    pub state: String,
+    pub pid: Option<u32>,
+    pub uptime_secs: Option<u64>,
+    /// Unix time svc-server last started (the status file keeps this, not the uptime).
+    pub started_at: Option<u64>,
+    pub restarts: u64,
+    pub managed: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    pub version: String,
+    pub target: String,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    /// Unix time the agent started.
+    pub started_at: u64,
+    pub fast_start: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub os: String,
+    pub distro: String,
+    pub arch: String,
+    pub kernel: String,
+    pub hostname: String,
+}
+
+impl Host {
+    pub fn detect(paths: &crate::paths::Paths) -> Host {
+        let os_release = std::fs::read_to_string(paths.device("/etc/os-release"))
+            .or_else(|_| std::fs::read_to_string("/etc/os-release"))
+            .unwrap_or_default();
+        let distro = os_release
+            .lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+            .map(|v| v.trim_matches('"').to_string())
+            .unwrap_or_default();
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        Host {
+            os: std::env::consts::OS.into(),
+            distro,
+            arch: std::env::consts::ARCH.into(),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            hostname: read("/proc/sys/kernel/hostname"),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub agent: AgentStatus,
+    pub svc_server: ServerStatus,
+    pub host: Host,
+    /// Why the last config from the app was rejected (JSON pointers), if it was.
+    pub config_errors: Vec<crate::config::Diagnostic>,
+    pub done_commands: Vec<String>,
+    /// Unix time of the last successful contact with the app.
+    pub last_contact: Option<u64>,
+    /// The last error talking to the app, if the last poll failed.
+    pub last_error: Option<String>,
+    pub subsystems: serde_json::Map<String, serde_json::Value>,
+}
+
+pub fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {
+    paths.state_dir().join("status.json")
+}

@@ -1,0 +1,540 @@
+//! The agent's side of updates: what to install (policy), when (the maintenance window and
+//! svc-server's busy file), and what to do when a new svc-server does not hold up
+//! (rollback). Downloading, verifying and activating are the `Updater`'s; downloads run on
+//! a worker thread so that the loop (and its watchdog) never waits for the network.
+use super::policy::{self, Desired, LocalTime, RestartGate};
+use crate::config::model::{MaintenanceWindow, VersionControl};
+use crate::protocol::Target;
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// A downloaded and verified artifact, ready to activate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    pub name: String,
+    pub version: String,
+    pub path: std::path::PathBuf,
+    /// For a `pin_url` artifact: the URL it came from.
+    pub url: Option<String>,
+}
+
+/// What the update engine offers the agent.
+pub trait Updater: Send {
+    /// Downloads and verifies; the returned file is complete and checked. `None`: nothing
+    /// new (already active, or a pinned URL answered 304 Not Modified).
+    fn stage(&mut self, name: &str, desired: &Desired) -> Result<Option<Staged>, String>;
+    /// Makes `staged` the active version atomically (link swap + version record).
+    fn activate(&mut self, staged: &Staged) -> Result<(), String>;
+    /// Points `name` back at its previous version and marks the current one bad.
+    fn rollback(&mut self, name: &str) -> Result<String, String>;
+    /// The active version and, for a `pin_url` install, its URL.
+    fn current(&self, name: &str) -> (Option<String>, Option<String>);
+    /// Versions rolled back before: not retried until the app offers another.
+    fn bad_versions(&self, name: &str) -> Vec<String>;
+    /// A fresh updater for a worker thread.
+    fn boxed_clone(&self) -> Box<dyn Updater>;
+}
+
+/// What a download worker sends back.
+type StageResult = Result<Option<Staged>, String>;
+
+/// How long a new svc-server is watched, and how many crashes in it mean rollback.
+pub const PROBATION: Duration = Duration::from_secs(300);
+pub const PROBATION_CRASHES: u64 = 3;
+
+/// One binary's update in progress.
+#[derive(Default)]
+pub struct Track {
+    job: Option<(Desired, Receiver<StageResult>)>,
+    pub staged: Option<Staged>,
+    /// After an svc-server activation: when, and its restart count then.
+    probation: Option<(Instant, u64)>,
+    waiting_logged: Option<RestartGate>,
+    last_failure: Option<(Desired, Instant)>,
+    /// When a pinned URL was last checked (conditionally) for a new build.
+    last_pin_check: Option<Instant>,
+}
+
+/// What the loop must do after a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Nothing,
+    /// A new svc-server is active: restart it.
+    RestartServer,
+    /// The new svc-server failed probation and was rolled back: restart it.
+    RolledBack(String),
+}
+
+/// A failed download is retried after this long (a new offer is tried at once).
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(600);
+/// A pinned URL that is installed is re-checked this often with a conditional request
+/// (ETag / Last-Modified), so a rebuilt file at the same URL is picked up without
+/// downloading the unchanged one again.
+const PIN_RECHECK: Duration = Duration::from_secs(3600);
+
+impl Track {
+    /// `desired`, or for an installed pinned URL due for a re-check, that URL again.
+    fn with_pin_recheck(&mut self, vc: &VersionControl, desired: Desired) -> Desired {
+        if desired != Desired::Keep || self.job.is_some() {
+            return desired;
+        }
+        let crate::config::model::VersionChoice::Url(url) = vc.choice() else {
+            return desired;
+        };
+        if self
+            .last_pin_check
+            .is_some_and(|t| t.elapsed() < PIN_RECHECK)
+        {
+            return desired;
+        }
+        self.last_pin_check = Some(Instant::now());
+        Desired::InstallUrl(url.to_string())
+    }
+
+    /// Starts, follows or finishes the download of what `desired` names.
+    fn download(&mut self, name: &str, desired: Desired, updater: &dyn Updater, wake: fn()) {
+        if desired == Desired::Keep {
+            self.job = None;
+            self.staged = None;
+            return;
+        }
+        if let Some((d, rx)) = &self.job {
+            if d != &desired {
+                self.job = None; // a newer offer replaces the running one (its result is dropped)
+            } else if let Ok(result) = rx.try_recv() {
+                self.job = None;
+                match result {
+                    Ok(None) => {
+                        crate::debug!("update", "{name}: nothing new to install");
+                    }
+                    Ok(Some(staged)) => {
+                        crate::info!(
+                            "update",
+                            "{name} {} downloaded and verified",
+                            staged.version
+                        );
+                        self.staged = Some(staged);
+                    }
+                    Err(e) => {
+                        crate::error!("update", "{name} update failed: {e}");
+                        self.last_failure = Some((desired, Instant::now()));
+                    }
+                }
+                return;
+            } else {
+                return;
+            }
+        }
+        if self
+            .staged
+            .as_ref()
+            .is_some_and(|s| staged_matches(s, &desired))
+        {
+            return;
+        }
+        if let Some((d, at)) = &self.last_failure {
+            if d == &desired && at.elapsed() < RETRY_AFTER_FAILURE {
+                return;
+            }
+        }
+        let (tx, rx) = channel();
+        let mut worker = updater.boxed_clone();
+        let name_owned = name.to_string();
+        let job_desired = desired.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("update-{name}"))
+            .spawn(move || {
+                let _ = tx.send(worker.stage(&name_owned, &job_desired));
+                wake();
+            });
+        match spawned {
+            Ok(_) => self.job = Some((desired, rx)),
+            Err(e) => crate::error!("update", "cannot start the {name} download: {e}"),
+        }
+    }
+}
+
+fn staged_matches(s: &Staged, d: &Desired) -> bool {
+    match d {
+        Desired::Install(t) => s.version == t.version,
+        Desired::InstallUrl(u) => s.url.as_deref() == Some(u.as_str()),
+        Desired::Keep => false,
+    }
+}
+
+/// svc-server: download, then activate inside the window when svc-server is idle, then
+/// watch the new version through its probation.
+#[allow(clippy::too_many_arguments)]
+pub fn step_server(
+    track: &mut Track,
+    updater: &mut dyn Updater,
+    vc: &VersionControl,
+    offered: Option<&Target>,
+    window: Option<&MaintenanceWindow>,
+    server_busy: bool,
+    server_restarts: u64,
+    wake: fn(),
+) -> Step {
+    if let Some((since, restarts_then)) = track.probation {
+        if server_restarts >= restarts_then + PROBATION_CRASHES {
+            track.probation = None;
+            return match updater.rollback("svc-server") {
+                Ok(v) => {
+                    crate::error!(
+                        "update",
+                        "the new svc-server crashed {PROBATION_CRASHES} times within its probation: rolled back to {v}; it will not be retried until the app offers another version"
+                    );
+                    Step::RolledBack(v)
+                }
+                Err(e) => {
+                    crate::error!("update", "svc-server rollback failed: {e}");
+                    Step::Nothing
+                }
+            };
+        }
+        if since.elapsed() >= PROBATION {
+            crate::info!("update", "the new svc-server passed its probation");
+            track.probation = None;
+        }
+    }
+    let (cur, cur_url) = updater.current("svc-server");
+    let bad = updater.bad_versions("svc-server");
+    let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
+    let desired = track.with_pin_recheck(vc, desired);
+    track.download("svc-server", desired, updater, wake);
+    let Some(staged) = track.staged.clone() else {
+        return Step::Nothing;
+    };
+    let gate = policy::restart_gate(window, LocalTime::now(), server_busy);
+    if gate != RestartGate::Now {
+        if track.waiting_logged != Some(gate) {
+            let why = match gate {
+                RestartGate::OutsideWindow => "outside the maintenance window",
+                _ => "svc-server is processing a config change",
+            };
+            crate::info!(
+                "update",
+                "svc-server {} is ready; waiting: {why}",
+                staged.version
+            );
+            track.waiting_logged = Some(gate);
+        }
+        return Step::Nothing;
+    }
+    track.waiting_logged = None;
+    track.staged = None;
+    match updater.activate(&staged) {
+        Ok(()) => {
+            crate::info!(
+                "update",
+                "svc-server {} activated; restarting svc-server",
+                staged.version
+            );
+            track.probation = Some((Instant::now(), server_restarts));
+            Step::RestartServer
+        }
+        Err(e) => {
+            crate::error!("update", "svc-server {} not activated: {e}", staged.version);
+            Step::Nothing
+        }
+    }
+}
+
+/// svc-agent: download and activate; the new version runs after the next agent restart or
+/// reboot (spec §3). The agent never restarts itself for it.
+pub fn step_agent(
+    track: &mut Track,
+    updater: &mut dyn Updater,
+    vc: &VersionControl,
+    offered: Option<&Target>,
+    wake: fn(),
+) {
+    let (cur, cur_url) = updater.current("svc-agent");
+    let cur = cur.or_else(|| Some(env!("SVC_VERSION").to_string()));
+    let bad = updater.bad_versions("svc-agent");
+    let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
+    let desired = track.with_pin_recheck(vc, desired);
+    track.download("svc-agent", desired, updater, wake);
+    if let Some(staged) = track.staged.take() {
+        match updater.activate(&staged) {
+            Ok(()) => crate::info!(
+                "update",
+                "svc-agent {} installed; it runs after the agent restarts or the machine reboots",
+                staged.version
+            ),
+            Err(e) => crate::error!("update", "svc-agent {} not activated: {e}", staged.version),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// An updater that records what it is asked and never touches a file.
+    #[derive(Clone, Default)]
+    struct Fake {
+        log: Arc<Mutex<Vec<String>>>,
+        current: Arc<Mutex<Option<String>>>,
+        previous: Arc<Mutex<Option<String>>>,
+        bad: Arc<Mutex<Vec<String>>>,
+        fail_stage: bool,
+    }
+
+    impl Updater for Fake {
+        fn stage(&mut self, name: &str, d: &Desired) -> Result<Option<Staged>, String> {
+            self.log.lock().unwrap().push(format!("stage {name} {d:?}"));
+            if self.fail_stage {
+                return Err("sha256 mismatch".into());
+            }
+            let Desired::Install(t) = d else {
+                return Err("unexpected".into());
+            };
+            Ok(Some(Staged {
+                name: name.into(),
+                version: t.version.clone(),
+                path: "/x".into(),
+                url: None,
+            }))
+        }
+        fn activate(&mut self, s: &Staged) -> Result<(), String> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("activate {}", s.version));
+            let old = self.current.lock().unwrap().replace(s.version.clone());
+            *self.previous.lock().unwrap() = old;
+            Ok(())
+        }
+        fn rollback(&mut self, _name: &str) -> Result<String, String> {
+            let prev = self.previous.lock().unwrap().clone().ok_or("no previous")?;
+            let bad = self
+                .current
+                .lock()
+                .unwrap()
+                .replace(prev.clone())
+                .unwrap_or_default();
+            self.bad.lock().unwrap().push(bad);
+            self.log.lock().unwrap().push(format!("rollback to {prev}"));
+            Ok(prev)
+        }
+        fn current(&self, _name: &str) -> (Option<String>, Option<String>) {
+            (self.current.lock().unwrap().clone(), None)
+        }
+        fn bad_versions(&self, _name: &str) -> Vec<String> {
+            self.bad.lock().unwrap().clone()
+        }
+        fn boxed_clone(&self) -> Box<dyn Updater> {
+            Box::new(self.clone())
+        }
+    }
+
+    fn offer(v: &str) -> Target {
+        Target {
+            version: v.into(),
+            url: format!("https://r/{v}"),
+            sha256: Some("00".repeat(32)),
+            size: Some(1),
+            signature: None,
+        }
+    }
+
+    fn vc() -> VersionControl {
+        VersionControl {
+            release_channel: "stable".into(),
+            ..Default::default()
+        }
+    }
+
+    fn nop() {}
+
+    /// Steps until the download finished (bounded).
+    fn until_staged(
+        track: &mut Track,
+        fake: &mut Fake,
+        offered: &Target,
+        window: Option<&MaintenanceWindow>,
+        busy: bool,
+    ) -> Step {
+        for _ in 0..500 {
+            let step = step_server(track, fake, &vc(), Some(offered), window, busy, 0, nop);
+            if step != Step::Nothing || track.staged.is_some() {
+                return step;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("never staged: {:?}", fake.log.lock().unwrap());
+    }
+
+    #[test]
+    fn a_new_server_version_is_activated_at_once_without_a_window() {
+        let mut fake = Fake::default();
+        *fake.current.lock().unwrap() = Some("1.0.0".into());
+        let mut track = Track::default();
+        assert_eq!(
+            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, true),
+            Step::RestartServer
+        );
+        assert_eq!(fake.current.lock().unwrap().as_deref(), Some("1.1.0"));
+        // Nothing more to do for the same offer.
+        assert_eq!(
+            step_server(
+                &mut track,
+                &mut fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                None,
+                false,
+                0,
+                nop
+            ),
+            Step::Nothing
+        );
+    }
+
+    #[test]
+    fn a_window_holds_the_restart_until_inside_and_idle() {
+        let mut fake = Fake::default();
+        *fake.current.lock().unwrap() = Some("1.0.0".into());
+        let now = LocalTime::now();
+        // A window that excludes this minute (one hour, starting two hours from now).
+        let start = (now.minute_of_day + 120) % 1440;
+        let closed = MaintenanceWindow {
+            days: (0..7).collect(),
+            start,
+            end: (start + 60) % 1440,
+        };
+        let mut track = Track::default();
+        assert_eq!(
+            until_staged(&mut track, &mut fake, &offer("1.1.0"), Some(&closed), false),
+            Step::Nothing
+        );
+        assert!(track.staged.is_some());
+        assert_eq!(
+            step_server(
+                &mut track,
+                &mut fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                Some(&closed),
+                false,
+                0,
+                nop
+            ),
+            Step::Nothing
+        );
+        assert_eq!(
+            fake.current.lock().unwrap().as_deref(),
+            Some("1.0.0"),
+            "activated outside the window"
+        );
+        // An open window (the whole day), but svc-server is busy: still waiting.
+        let open = MaintenanceWindow {
+            days: (0..7).collect(),
+            start: 0,
+            end: 1439,
+        };
+        assert_eq!(
+            step_server(
+                &mut track,
+                &mut fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                Some(&open),
+                true,
+                0,
+                nop
+            ),
+            Step::Nothing
+        );
+        assert_eq!(
+            step_server(
+                &mut track,
+                &mut fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                Some(&open),
+                false,
+                0,
+                nop
+            ),
+            Step::RestartServer
+        );
+    }
+
+    #[test]
+    fn crashes_in_probation_roll_back_and_the_version_is_not_retried() {
+        let mut fake = Fake::default();
+        *fake.current.lock().unwrap() = Some("1.0.0".into());
+        let mut track = Track::default();
+        assert_eq!(
+            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, false),
+            Step::RestartServer
+        );
+        let s = |track: &mut Track, fake: &mut Fake, restarts| {
+            step_server(
+                track,
+                fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                None,
+                false,
+                restarts,
+                nop,
+            )
+        };
+        assert_eq!(s(&mut track, &mut fake, 2), Step::Nothing);
+        assert_eq!(
+            s(&mut track, &mut fake, 3),
+            Step::RolledBack("1.0.0".into())
+        );
+        assert_eq!(fake.current.lock().unwrap().as_deref(), Some("1.0.0"));
+        for _ in 0..20 {
+            assert_eq!(s(&mut track, &mut fake, 3), Step::Nothing);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stages = fake
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("stage"))
+            .count();
+        assert_eq!(
+            stages,
+            1,
+            "the bad version was downloaded again: {:?}",
+            fake.log.lock().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_failed_download_is_not_retried_in_a_loop() {
+        let mut fake = Fake {
+            fail_stage: true,
+            ..Default::default()
+        };
+        let mut track = Track::default();
+        for _ in 0..100 {
+            step_server(
+                &mut track,
+                &mut fake,
+                &vc(),
+                Some(&offer("2.0.0")),
+                None,
+                false,
+                0,
+                nop,
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(
+            fake.log.lock().unwrap().len(),
+            1,
+            "{:?}",
+            fake.log.lock().unwrap()
+        );
+        assert!(fake.current.lock().unwrap().is_none());
+    }
+}

@@ -1,0 +1,324 @@
+//! `svc-agent status` and `svc-agent doctor`: what runs, and a pre-flight check of the
+//! machine. Human-readable by default, `--json` for tools.
+use super::args::{Args, UsageError};
+use crate::agent::unix_now;
+use crate::credentials::{self, Credentials};
+use crate::paths::Paths;
+use serde::Serialize;
+
+const STATUS_HELP: &str = "\
+usage: svc-agent status [--json] [--root DIR]
+  What runs: agent and svc-server versions, states, uptimes, last contact with the
+  management app, rejected config errors. Reads the running agent's status file.
+";
+
+pub fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["json", "help"], &["root"])?;
+    if a.flag("help") {
+        print!("{STATUS_HELP}");
+        return Ok(0);
+    }
+    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    let path = crate::agent::status::path(&paths);
+    let report: crate::agent::status::StatusReport = match std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+    {
+        Some(r) => r,
+        None => {
+            eprintln!(
+                "svc-agent status: no status at {} (is the agent running?)",
+                path.display()
+            );
+            return Ok(1);
+        }
+    };
+    if a.flag("json") {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        return Ok(0);
+    }
+    let s = &report.svc_server;
+    println!(
+        "svc-agent  {} ({}), pid {}, up {}s",
+        report.agent.version,
+        report.agent.target,
+        report.agent.pid,
+        unix_now().saturating_sub(report.agent.started_at)
+    );
+    println!(
+        "svc-server {} {}{}{}, restarts {}{}",
+        s.version.as_deref().unwrap_or("(version unknown)"),
+        s.state,
+        s.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+        s.started_at
+            .map(|t| format!(", up {}s", unix_now().saturating_sub(t)))
+            .unwrap_or_default(),
+        s.restarts,
+        if s.managed {
+            ""
+        } else {
+            " (not managed: disable_subsystem)"
+        }
+    );
+    match report.last_contact {
+        Some(t) => println!(
+            "last contact with the app: {}s ago",
+            unix_now().saturating_sub(t)
+        ),
+        None => println!("last contact with the app: never"),
+    }
+    if let Some(e) = &report.last_error {
+        println!("last error: {e}");
+    }
+    for e in &report.config_errors {
+        println!("config rejected: {e}");
+    }
+    for (k, v) in &report.subsystems {
+        println!("{k}: {v}");
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+fn check(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        verdict,
+        detail: detail.into(),
+    }
+}
+
+/// Every pre-flight check, in order.
+pub fn run_checks(paths: &Paths) -> Vec<Check> {
+    let mut out = Vec::new();
+    let creds_path = paths.credentials();
+    let creds = Credentials::load(paths);
+    out.push(match (&creds, credentials::file_mode(&creds_path)) {
+        (Ok(_), Some(0o600)) => check(
+            "credentials",
+            Verdict::Ok,
+            format!("{} readable, mode 0600", creds_path.display()),
+        ),
+        (Ok(_), Some(m)) => check(
+            "credentials",
+            Verdict::Fail,
+            format!(
+                "{} has mode {m:o}: must be 0600 (chmod 600)",
+                creds_path.display()
+            ),
+        ),
+        (Ok(_), None) => check("credentials", Verdict::Warn, "readable, mode unknown"),
+        (Err(e), _) => check("credentials", Verdict::Fail, e.to_string()),
+    });
+    let built: u64 = env!("SVC_BUILD_EPOCH").parse().unwrap_or(0);
+    out.push(if unix_now() >= built {
+        check("clock", Verdict::Ok, format!("{} UTC", crate::logging::timestamp()))
+    } else {
+        check("clock", Verdict::Fail, "the clock is before this agent's build date: TLS will fail until time is synced (timedatectl)")
+    });
+    if let Ok(c) = &creds {
+        out.extend(app_checks(&c.app_address));
+    }
+    out.push(disk_check(&paths.state_dir()));
+    out.push(if paths.device("/run/systemd/system").is_dir() {
+        check("systemd", Verdict::Ok, "systemd is the init system")
+    } else {
+        check(
+            "systemd",
+            Verdict::Warn,
+            "systemd is not running as PID 1: svc-agent install cannot enable the service",
+        )
+    });
+    out.push(match which("nmcli") {
+        Some(p) => check("networkmanager", Verdict::Ok, format!("{}", p.display())),
+        None => check(
+            "networkmanager",
+            Verdict::Warn,
+            "nmcli not found: agent-provisioning cannot manage Wi-Fi",
+        ),
+    });
+    out.push(radio_check());
+    out
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
+
+fn app_checks(addr: &str) -> Vec<Check> {
+    let Some(rest) = addr
+        .strip_prefix("https://")
+        .or_else(|| addr.strip_prefix("http://"))
+    else {
+        let dir = addr.trim_start_matches("file://");
+        return vec![if std::path::Path::new(dir).join("poll.json").is_file() {
+            check("app", Verdict::Ok, format!("management directory {dir}"))
+        } else {
+            check(
+                "app",
+                Verdict::Fail,
+                format!("no poll.json in the management directory {dir}"),
+            )
+        }];
+    };
+    let hostport = rest.split('/').next().unwrap_or("");
+    let with_port = if hostport.contains(':') {
+        hostport.to_string()
+    } else if addr.starts_with("https") {
+        format!("{hostport}:443")
+    } else {
+        format!("{hostport}:80")
+    };
+    let mut out = Vec::new();
+    use std::net::ToSocketAddrs;
+    match with_port.to_socket_addrs() {
+        Ok(mut a) => match a.next() {
+            Some(ip) => out.push(check(
+                "dns",
+                Verdict::Ok,
+                format!("{hostport} is {}", ip.ip()),
+            )),
+            None => out.push(check(
+                "dns",
+                Verdict::Fail,
+                format!("{hostport} has no address"),
+            )),
+        },
+        Err(e) => {
+            out.push(check(
+                "dns",
+                Verdict::Fail,
+                format!("cannot resolve {hostport}: {e}"),
+            ));
+            return out;
+        }
+    }
+    // Any HTTP answer means the TLS handshake and certificate check passed.
+    match minreq::get(addr).with_timeout(10).send() {
+        Ok(r) => out.push(check(
+            "tls",
+            Verdict::Ok,
+            format!("{addr} answered HTTP {}", r.status_code),
+        )),
+        Err(e) => out.push(check("tls", Verdict::Fail, format!("{addr}: {e}"))),
+    }
+    out
+}
+
+fn disk_check(dir: &std::path::Path) -> Check {
+    let probe = std::iter::successors(Some(dir), |p| p.parent()).find(|p| p.exists());
+    let Some(free) = probe.and_then(crate::fsutil::free_bytes) else {
+        return check(
+            "disk",
+            Verdict::Warn,
+            "cannot read the free space of the state directory's file system",
+        );
+    };
+    let mib = free / (1024 * 1024);
+    // Two binaries of a few MiB plus the log queue's cap need room.
+    if mib < 64 {
+        check(
+            "disk",
+            Verdict::Fail,
+            format!(
+                "{mib} MiB free under {}: updates need at least 64 MiB",
+                dir.display()
+            ),
+        )
+    } else {
+        check(
+            "disk",
+            Verdict::Ok,
+            format!("{mib} MiB free under {}", dir.display()),
+        )
+    }
+}
+
+fn radio_check() -> Check {
+    let phys: Vec<_> = std::fs::read_dir("/sys/class/ieee80211")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if phys.is_empty() {
+        return check(
+            "radio",
+            Verdict::Warn,
+            "no Wi-Fi radio: the provisioning hotspot is not possible",
+        );
+    }
+    let ap = which("iw").and_then(|iw| std::process::Command::new(iw).arg("list").output().ok());
+    match ap {
+        Some(o)
+            if String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == "* AP") =>
+        {
+            check(
+                "radio",
+                Verdict::Ok,
+                format!("{} can run an access point", phys.join(", ")),
+            )
+        }
+        Some(_) => check(
+            "radio",
+            Verdict::Warn,
+            format!("{}: no AP mode reported by iw", phys.join(", ")),
+        ),
+        None => check(
+            "radio",
+            Verdict::Warn,
+            format!("{} present; iw not found to check AP mode", phys.join(", ")),
+        ),
+    }
+}
+
+const DOCTOR_HELP: &str = "\
+usage: svc-agent doctor [--json] [--root DIR]
+  Pre-flight checks: credentials readable and 0600, clock sane, DNS and TLS to the app,
+  free disk, systemd, NetworkManager, an AP-capable radio. Exit 1 when any check fails.
+";
+
+pub fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["json", "help"], &["root"])?;
+    if a.flag("help") {
+        print!("{DOCTOR_HELP}");
+        return Ok(0);
+    }
+    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    let checks = run_checks(&paths);
+    let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
+    if a.flag("json") {
+        println!("{}", serde_json::json!({"ok": !failed, "checks": checks}));
+    } else {
+        for c in &checks {
+            let mark = match c.verdict {
+                Verdict::Ok => "ok  ",
+                Verdict::Warn => "warn",
+                Verdict::Fail => "FAIL",
+            };
+            println!("[{mark}] {:15} {}", c.name, c.detail);
+        }
+    }
+    Ok(if failed { 1 } else { 0 })
+}

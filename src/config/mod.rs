@@ -1,0 +1,11 @@
+//! The machine config (spec §2): typed model, validation with JSON-pointer diagnostics,
+//! module environment and module version selection.
+pub mod diag;
+pub mod env;
+pub mod model;
+pub mod validate;
+pub mod version;
+
+pub use diag::{Diagnostic, Report};
+pub use model::MachineConfig;
+pub use validate::{parse_slice, parse_str, parse_value};

@@ -1,0 +1,1092 @@
+//! Parsing and validation of a machine config: every rule of spec §2 and §8, every problem
+//! reported at once with its JSON pointer, and the typed model built on the way.
+use super::diag::{Ptr, Report};
+use super::model::*;
+use super::version::Selector;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+
+/// Parses and validates a config. `Ok` carries the model and any warnings; `Err` carries
+/// every error (and warning) found.
+pub fn parse_str(text: &str) -> Result<(MachineConfig, Report), Report> {
+    parse_slice(text.as_bytes())
+}
+
+/// Like [`parse_str`], from bytes (which must be UTF-8).
+///
+/// The document is read in two levels to bound memory: the top-level members and each
+/// component are first kept as raw JSON text, then one component at a time is parsed,
+/// checked and turned into the model, its attributes staying as text.
+pub fn parse_slice(bytes: &[u8]) -> Result<(MachineConfig, Report), Report> {
+    let mut r = Report::default();
+    let members = match serde_json::from_slice::<Members>(bytes) {
+        Ok(m) => m,
+        Err(_) => {
+            // Not an object, or not JSON at all: the tree parse names the problem.
+            return Err(match serde_json::from_slice::<Value>(bytes) {
+                Ok(other) => {
+                    r.error(
+                        &Ptr::root(),
+                        format!(
+                            "the machine config must be an object, found {}",
+                            kind(&other)
+                        ),
+                    );
+                    r
+                }
+                Err(e) => json_error(e),
+            });
+        }
+    };
+    let cfg = machine(members, &mut r);
+    if r.is_valid() {
+        Ok((cfg, r))
+    } else {
+        Err(r)
+    }
+}
+
+/// Validates an already parsed document.
+pub fn parse_value(root: &Value) -> Result<(MachineConfig, Report), Report> {
+    parse_str(&root.to_string())
+}
+
+fn json_error(e: serde_json::Error) -> Report {
+    let mut r = Report::default();
+    // serde_json's message already names line and column; depth is bounded by its
+    // recursion limit (128), so deep nesting is an error here, never a stack overflow.
+    r.error(&Ptr::root(), format!("not valid JSON: {e}"));
+    r
+}
+
+type Raw<'a> = &'a serde_json::value::RawValue;
+
+/// The members of a JSON object in document order, values unparsed.
+struct Members<'a>(Vec<(String, Raw<'a>)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Members<'a>, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Raw<'a>>()? {
+                    out.push((k, v));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// Parses one raw member into a tree, reporting a syntax problem at its path.
+fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
+    match serde_json::from_str(raw.get()) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            r.error(path, format!("not valid JSON: {e}"));
+            None
+        }
+    }
+}
+
+/// The elements of a raw array member, unparsed; a non-array is reported.
+fn raw_array<'a>(raw: Raw<'a>, path: &Ptr, r: &mut Report) -> Vec<Raw<'a>> {
+    match serde_json::from_str::<Vec<Raw<'a>>>(raw.get()) {
+        Ok(items) => items,
+        Err(_) => {
+            if let Some(v) = tree(raw, path, r) {
+                r.error(path, format!("expected an array, found {}", kind(&v)));
+            }
+            Vec::new()
+        }
+    }
+}
+
+// ---- small typed accessors -------------------------------------------------------------
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One JSON object being read: knows its path and which keys were consumed.
+struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    path: Ptr,
+}
+
+impl<'a> Obj<'a> {
+    fn new(v: &'a Value, path: &Ptr, what: &str, r: &mut Report) -> Option<Obj<'a>> {
+        match v {
+            Value::Object(map) => Some(Obj {
+                map,
+                path: path.clone(),
+            }),
+            other => {
+                r.error(
+                    path,
+                    format!("{what} must be an object, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn at(&self, key: &str) -> Ptr {
+        self.path.key(key)
+    }
+
+    /// A member's value; `null` counts as absent (editors write it for "not set").
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn string(&self, key: &str, required: bool, r: &mut Report) -> Option<String> {
+        match self.get(key) {
+            None if required => {
+                r.error(
+                    &self.at(key),
+                    "required field is missing (expected a string)",
+                );
+                None
+            }
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                r.error(
+                    &self.at(key),
+                    format!("expected a string, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A required string that must not be empty.
+    fn name(&self, key: &str, r: &mut Report) -> Option<String> {
+        let s = self.string(key, true, r)?;
+        if s.trim().is_empty() {
+            r.error(&self.at(key), "must not be empty");
+            return None;
+        }
+        Some(s)
+    }
+
+    fn boolean(&self, key: &str, r: &mut Report) -> Option<bool> {
+        match self.get(key)? {
+            Value::Bool(b) => Some(*b),
+            other => {
+                r.error(
+                    &self.at(key),
+                    format!("expected a boolean (true or false), found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn uint(&self, key: &str, r: &mut Report) -> Option<u64> {
+        let v = self.get(key)?;
+        match v.as_u64() {
+            Some(n) => Some(n),
+            None => {
+                r.error(
+                    &self.at(key),
+                    format!("expected a non-negative integer, found {}", describe(v)),
+                );
+                None
+            }
+        }
+    }
+
+    fn object(&self, key: &str, r: &mut Report) -> Option<Obj<'a>> {
+        let v = self.get(key)?;
+        Obj::new(v, &self.at(key), key, r)
+    }
+
+    fn array(&self, key: &str, r: &mut Report) -> Option<&'a Vec<Value>> {
+        match self.get(key)? {
+            Value::Array(a) => Some(a),
+            other => {
+                r.error(
+                    &self.at(key),
+                    format!("expected an array, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// Keys not in `known`: kept (returned) and reported as warnings.
+    fn extra(&self, known: &[&str], r: &mut Report) -> Map<String, Value> {
+        let mut extra = Map::new();
+        for (k, v) in self.map {
+            if !known.contains(&k.as_str()) {
+                r.warn(
+                    &self.at(k),
+                    format!("unknown key {k:?} (kept, but not used by svc-agent)"),
+                );
+                extra.insert(k.clone(), v.clone());
+            }
+        }
+        extra
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Number(n) => format!("{n}"),
+        other => kind(other).to_string(),
+    }
+}
+
+// ---- the document ----------------------------------------------------------------------
+
+fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
+    let root = Ptr::root();
+    let mut cfg = MachineConfig::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for (key, _) in &members.0 {
+        if seen.contains(&key.as_str()) {
+            r.warn(
+                &root.key(key),
+                format!("key {key:?} appears more than once; the last one is used"),
+            );
+        }
+        seen.push(key);
+    }
+    let last = |name: &str| {
+        members
+            .0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    };
+    let mut modules = Vec::new();
+    let mut module_ids = Vec::new();
+    if let Some(raw) = last("modules") {
+        for (i, item) in raw_array(raw, &root.key("modules"), r).iter().enumerate() {
+            let path = root.key("modules").idx(i);
+            let Some(v) = tree(item, &path, r) else {
+                continue;
+            };
+            if let Some(id) = v.get("module_id").and_then(Value::as_str) {
+                module_ids.push(id.to_string());
+            }
+            if let Some(m) = module(&v, &path, r) {
+                modules.push((i, m));
+            }
+        }
+    }
+    check_unique_modules(&modules, r);
+    let mut components = Vec::new();
+    let mut names = Vec::new();
+    if let Some(raw) = last("components") {
+        for (i, item) in raw_array(raw, &root.key("components"), r)
+            .into_iter()
+            .enumerate()
+        {
+            let path = root.key("components").idx(i);
+            let Some(v) = tree(item, &path, r) else {
+                continue;
+            };
+            if let Some(n) = v.get("name").and_then(Value::as_str) {
+                names.push(n.to_string());
+            }
+            if let Some(c) = component(v, &path, r) {
+                components.push((i, c));
+            }
+        }
+    }
+    // Cross-references use every declared id and name, also of entries with other errors,
+    // so that one mistake is reported once rather than again at each reference.
+    check_components(&components, &module_ids, &names, r);
+    if let Some(raw) = last("agent") {
+        if let Some(v) = tree(raw, &root.key("agent"), r) {
+            if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
+                cfg.agent = agent(&a, r);
+            }
+        }
+    }
+    for (key, raw) in &members.0 {
+        if !matches!(key.as_str(), "components" | "modules" | "agent") {
+            r.warn(
+                &root.key(key),
+                format!("unknown key {key:?} (kept, but not used by svc-agent)"),
+            );
+            if let Some(v) = tree(raw, &root.key(key), r) {
+                cfg.extra.insert(key.clone(), v);
+            }
+        }
+    }
+    cfg.components = components.into_iter().map(|(_, c)| c).collect();
+    cfg.modules = modules.into_iter().map(|(_, m)| m).collect();
+    cfg
+}
+
+/// `[A-Za-z0-9._-]+`: the characters of namespaces, module names and model names.
+fn is_ident(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
+    // Attributes are opaque here: keep them as compact text, checked only to be an object.
+    let attributes = match v.as_object_mut().and_then(|m| m.shift_remove("attributes")) {
+        None | Some(Value::Null) => Some(RawJson::empty_object()),
+        Some(a @ Value::Object(_)) => serde_json::value::to_raw_value(&a).ok().map(RawJson),
+        Some(other) => {
+            r.error(
+                &path.key("attributes"),
+                format!("attributes must be an object, found {}", kind(&other)),
+            );
+            None
+        }
+    };
+    let o = Obj::new(&v, path, "a component", r)?;
+    let name = o.name("name", r);
+    let model = o.name("model", r);
+    if let Some(m) = &model {
+        let parts: Vec<&str> = m.split(':').collect();
+        if parts.len() != 3 || !parts.iter().all(|p| is_ident(p)) {
+            r.error(
+                &o.at("model"),
+                format!("model {m:?} must be a triplet <namespace>:<module-name>:<model-name> (letters, digits, '.', '_', '-')"),
+            );
+        }
+    }
+    let api_type = o.name("type", r);
+    let namespace = o.name("namespace", r);
+    let mut depends_on = Vec::new();
+    if let Some(list) = o.array("depends_on", r) {
+        for (i, d) in list.iter().enumerate() {
+            match d {
+                Value::String(s) if !s.is_empty() => depends_on.push(s.clone()),
+                other => r.error(
+                    &o.at("depends_on").idx(i),
+                    format!(
+                        "expected a component name (non-empty string), found {}",
+                        kind(other)
+                    ),
+                ),
+            }
+        }
+    }
+    let extra = o.extra(
+        &[
+            "name",
+            "model",
+            "type",
+            "namespace",
+            "attributes",
+            "depends_on",
+        ],
+        r,
+    );
+    Some(Component {
+        name: name?,
+        model: model?,
+        api_type: api_type?,
+        namespace: namespace?,
+        attributes: attributes?,
+        depends_on,
+        extra,
+    })
+}
+
+fn check_components(
+    comps: &[(usize, Component)],
+    module_ids: &[String],
+    names: &[String],
+    r: &mut Report,
+) {
+    let base = Ptr::root().key("components");
+    let module_ids: HashSet<&str> = module_ids.iter().map(String::as_str).collect();
+    let names: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut first_index: HashMap<&str, usize> = HashMap::new();
+    for (i, c) in comps {
+        if let Some(first) = first_index.get(c.name.as_str()) {
+            r.error(
+                &base.idx(*i).key("name"),
+                format!(
+                    "duplicate component name {:?} (also /components/{first})",
+                    c.name
+                ),
+            );
+        } else {
+            first_index.insert(&c.name, *i);
+        }
+        if c.model.split(':').count() == 3 && !module_ids.contains(c.module_id()) {
+            r.error(
+                &base.idx(*i).key("model"),
+                format!(
+                    "no module declares module_id {:?} (the first two parts of the model must equal a module's module_id)",
+                    c.module_id()
+                ),
+            );
+        }
+        for (j, d) in c.depends_on.iter().enumerate() {
+            let p = base.idx(*i).key("depends_on").idx(j);
+            if d == &c.name {
+                r.error(&p, format!("component {d:?} cannot depend on itself"));
+            } else if !names.contains(d.as_str()) {
+                r.error(
+                    &p,
+                    format!("depends on {d:?}, which is not a component of this config"),
+                );
+            } else if c.depends_on[..j].contains(d) {
+                r.warn(&p, format!("{d:?} is listed twice"));
+            }
+        }
+    }
+    check_dependency_cycles(comps, r);
+}
+
+/// A cycle in `depends_on` can never start; name one component on it.
+fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
+    // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
+    // whatever is never taken sits on (or behind) a cycle.
+    let index: HashMap<&str, usize> = comps
+        .iter()
+        .enumerate()
+        .map(|(k, (_, c))| (c.name.as_str(), k))
+        .collect();
+    let mut waiting_on = vec![0usize; comps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
+    for (k, (_, c)) in comps.iter().enumerate() {
+        let deps: HashSet<usize> = c
+            .depends_on
+            .iter()
+            .filter_map(|d| index.get(d.as_str()).copied())
+            .filter(|&d| d != k)
+            .collect();
+        waiting_on[k] = deps.len();
+        for d in deps {
+            dependents[d].push(k);
+        }
+    }
+    let mut ready: Vec<usize> = (0..comps.len()).filter(|&k| waiting_on[k] == 0).collect();
+    while let Some(k) = ready.pop() {
+        for &n in &dependents[k] {
+            waiting_on[n] -= 1;
+            if waiting_on[n] == 0 {
+                ready.push(n);
+            }
+        }
+    }
+    if let Some(k) = (0..comps.len()).find(|&k| waiting_on[k] > 0) {
+        let (i, c) = &comps[k];
+        r.error(
+            &Ptr::root().key("components").idx(*i).key("depends_on"),
+            format!("dependency cycle through component {:?}", c.name),
+        );
+    }
+}
+
+fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
+    let o = Obj::new(v, path, "a module", r)?;
+    let module_type = match o.string("type", true, r).as_deref() {
+        Some("registry") => Some(ModuleType::Registry),
+        Some("local") => Some(ModuleType::Local),
+        Some(other) => {
+            r.error(
+                &o.at("type"),
+                format!("module type {other:?} is not allowed: expected \"registry\" or \"local\""),
+            );
+            None
+        }
+        None => None,
+    };
+    let name = o.name("name", r);
+    if let Some(n) = &name {
+        if !is_ident(n) {
+            r.error(
+                &o.at("name"),
+                format!("module name {n:?} may hold only letters, digits, '.', '_' and '-' (it names a folder)"),
+            );
+        }
+    }
+    let module_id = o.name("module_id", r);
+    if let Some(id) = &module_id {
+        let parts: Vec<&str> = id.split(':').collect();
+        if parts.len() != 2 || !parts.iter().all(|p| is_ident(p)) {
+            r.error(
+                &o.at("module_id"),
+                format!("module_id {id:?} must be <namespace or UUID>:<module name>"),
+            );
+        }
+    }
+    let version = match o.string("version", module_type == Some(ModuleType::Registry), r) {
+        Some(s) => match s.parse::<Selector>() {
+            Ok(sel) => Some(sel),
+            Err(e) => {
+                r.error(&o.at("version"), e.to_string());
+                None
+            }
+        },
+        None => None,
+    };
+    let executable_path = o.string("executable_path", false, r);
+    match (module_type, &executable_path) {
+        (Some(ModuleType::Local), None) => r.error(
+            &o.at("executable_path"),
+            "a local module needs executable_path (the absolute path of its program)",
+        ),
+        (Some(ModuleType::Local), Some(p)) if !p.starts_with('/') => r.error(
+            &o.at("executable_path"),
+            format!("executable_path {p:?} must be an absolute path"),
+        ),
+        (Some(ModuleType::Registry), Some(_)) => r.warn(
+            &o.at("executable_path"),
+            "ignored for a registry module (its entrypoint comes from the registry)",
+        ),
+        _ => {}
+    }
+    let env = o
+        .object("env", r)
+        .map(|e| module_env(&e, r))
+        .unwrap_or_default();
+    let extra = o.extra(
+        &[
+            "type",
+            "name",
+            "module_id",
+            "version",
+            "env",
+            "executable_path",
+        ],
+        r,
+    );
+    let version = match module_type? {
+        ModuleType::Registry => Some(version?),
+        ModuleType::Local => version,
+    };
+    Some(Module {
+        module_type: module_type?,
+        name: name?,
+        module_id: module_id?,
+        version,
+        env,
+        executable_path,
+        extra,
+    })
+}
+
+fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in o.map {
+        let p = o.at(k);
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            r.error(
+                &p,
+                format!(
+                    "environment variable name {k:?} is not valid (empty, or holds '=' or NUL)"
+                ),
+            );
+            continue;
+        }
+        let Value::String(s) = v else {
+            r.error(
+                &p,
+                format!("environment values must be strings, found {}", kind(v)),
+            );
+            continue;
+        };
+        if let Err(e) = super::env::check_template(s) {
+            r.error(&p, e.to_string());
+            continue;
+        }
+        if s.contains('\0') {
+            r.error(&p, "environment values cannot hold NUL");
+            continue;
+        }
+        if matches!(k.as_str(), "SVC_HOME" | "SVC_MODULE_DATA" | "SVC_MODULE_ID") {
+            r.warn(
+                &p,
+                format!("overrides the {k} that svc-server sets for every module"),
+            );
+        }
+        out.push((k.clone(), s.clone()));
+    }
+    out
+}
+
+fn check_unique_modules(modules: &[(usize, Module)], r: &mut Report) {
+    let base = Ptr::root().key("modules");
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in modules {
+        if let Some(first) = names.get(m.name.as_str()) {
+            r.error(
+                &base.idx(*i).key("name"),
+                format!("duplicate module name {:?} (also /modules/{first})", m.name),
+            );
+        } else {
+            names.insert(&m.name, *i);
+        }
+        if let Some(first) = ids.get(m.module_id.as_str()) {
+            r.error(
+                &base.idx(*i).key("module_id"),
+                format!(
+                    "module_id {:?} is declared twice (also /modules/{first})",
+                    m.module_id
+                ),
+            );
+        } else {
+            ids.insert(&m.module_id, *i);
+        }
+    }
+}
+
+// ---- the agent section -----------------------------------------------------------------
+
+fn agent(o: &Obj<'_>, r: &mut Report) -> AgentConfig {
+    let mut a = AgentConfig::default();
+    if let Some(s) = o.object("svc-agent", r) {
+        a.agent.version = version_control(&s, &["stable"], r);
+        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url"], r);
+    }
+    if let Some(s) = o.object("svc-server", r) {
+        a.server = server(&s, r);
+    }
+    if let Some(s) = o.object("agent-provisioning", r) {
+        a.provisioning = provisioning(&s, r);
+    }
+    if let Some(s) = o.object("agent-syscfg", r) {
+        a.syscfg = syscfg(&s, r);
+    }
+    a.extra = o.extra(
+        &[
+            "svc-agent",
+            "svc-server",
+            "agent-provisioning",
+            "agent-syscfg",
+        ],
+        r,
+    );
+    a
+}
+
+fn version_control(o: &Obj<'_>, channels: &[&str], r: &mut Report) -> VersionControl {
+    let mut v = VersionControl {
+        release_channel: "stable".into(),
+        ..Default::default()
+    };
+    if let Some(ch) = o.string("release_channel", false, r) {
+        if channels.contains(&ch.as_str()) {
+            v.release_channel = ch;
+        } else {
+            let allowed: Vec<String> = channels.iter().map(|c| format!("{c:?}")).collect();
+            r.error(
+                &o.at("release_channel"),
+                format!(
+                    "release channel {ch:?} is not allowed here: expected {}",
+                    allowed.join(" or ")
+                ),
+            );
+        }
+    }
+    if let Some(pv) = o.string("pin_version", false, r) {
+        if !pv.is_empty() && semver::Version::parse(&pv).is_err() {
+            r.error(
+                &o.at("pin_version"),
+                format!("pin_version {pv:?} is not a semantic version X.Y.Z[-pre][+build]"),
+            );
+        }
+        v.pin_version = pv;
+    }
+    if let Some(url) = o.string("pin_url", false, r) {
+        if !url.is_empty() {
+            if let Err(e) = check_url(&url) {
+                r.error(&o.at("pin_url"), e);
+            }
+        }
+        v.pin_url = url;
+    }
+    if !v.pin_url.is_empty() && !v.pin_version.is_empty() {
+        r.warn(
+            &o.at("pin_version"),
+            "both pin_url and pin_version are set: pin_url is used",
+        );
+    }
+    v
+}
+
+/// Accepts `https://host...`, `http://host...` (explicit plain http) and `file:///path`.
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "URL {url:?} must not contain spaces or control characters"
+        ));
+    }
+    let rest = if let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    {
+        rest
+    } else if let Some(path) = url.strip_prefix("file://") {
+        return if path.starts_with('/') {
+            Ok(())
+        } else {
+            Err(format!(
+                "file URL {url:?} must name an absolute path (file:///...)"
+            ))
+        };
+    } else {
+        return Err(format!(
+            "URL {url:?} must start with https://, http:// or file://"
+        ));
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!("URL {url:?} has no host"));
+    }
+    Ok(())
+}
+
+fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {
+    let mut s = ServerSection {
+        version: version_control(o, &["stable", "latest"], r),
+        ..Default::default()
+    };
+    s.disable_subsystem = o.boolean("disable_subsystem", r).unwrap_or(false);
+    if let Some(a) = o.object("attributes", r) {
+        s.attributes.fast_start = a.boolean("fast_start", r).unwrap_or(false);
+        if let Some(w) = a.object("maintenance_window", r) {
+            s.attributes.maintenance_window = maintenance_window(&w, r);
+        }
+        s.attributes.extra = a.extra(&["fast_start", "maintenance_window"], r);
+    }
+    s.extra = o.extra(
+        &[
+            "release_channel",
+            "pin_version",
+            "pin_url",
+            "disable_subsystem",
+            "attributes",
+        ],
+        r,
+    );
+    s
+}
+
+fn hhmm(o: &Obj<'_>, key: &str, r: &mut Report) -> Option<u16> {
+    let s = o.string(key, true, r)?;
+    let parsed = s.split_once(':').and_then(|(h, m)| {
+        let ok = h.len() == 2 && m.len() == 2;
+        let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
+        (ok && h < 24 && m < 60).then_some(h * 60 + m)
+    });
+    if parsed.is_none() {
+        r.error(
+            &o.at(key),
+            format!("{s:?} is not a local time HH:MM (00:00 to 23:59)"),
+        );
+    }
+    parsed
+}
+
+fn maintenance_window(o: &Obj<'_>, r: &mut Report) -> Option<MaintenanceWindow> {
+    let mut days = Vec::new();
+    let mut days_ok = true;
+    if let Some(list) = o.array("days", r) {
+        for (i, d) in list.iter().enumerate() {
+            match d.as_str().and_then(day_index) {
+                Some(day) if !days.contains(&day) => days.push(day),
+                Some(_) => {}
+                None => {
+                    days_ok = false;
+                    r.error(
+                        &o.at("days").idx(i),
+                        format!(
+                            "{} is not a day of the week (mon, tue, wed, thu, fri, sat, sun)",
+                            describe(d)
+                        ),
+                    );
+                }
+            }
+        }
+        if list.is_empty() {
+            r.error(
+                &o.at("days"),
+                "an empty list of days would never allow maintenance; omit it for every day",
+            );
+            days_ok = false;
+        }
+    } else {
+        days = (0..7).collect();
+    }
+    days.sort_unstable();
+    let start = hhmm(o, "start", r);
+    let end = hhmm(o, "end", r);
+    let _ = o.extra(&["days", "start", "end"], r);
+    let (start, end) = (start?, end?);
+    if start == end {
+        r.error(&o.at("end"), "end equals start: the window would be empty");
+        return None;
+    }
+    days_ok.then_some(MaintenanceWindow { days, start, end })
+}
+
+/// `mon` or `monday` to 0; Sunday is 6.
+fn day_index(name: &str) -> Option<u8> {
+    (0..7u8).find(|&i| name == DAY_NAMES[i as usize] || name == DAY_FULL[i as usize])
+}
+
+const DAY_FULL: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// Well-known default passwords that must be changed on a real device.
+const WEAK_PASSWORDS: [&str; 8] = [
+    "password",
+    "12345678",
+    "123456789",
+    "viamsetup",
+    "svc-setup",
+    "change-me-per-device",
+    "admin123",
+    "qwertyui",
+];
+
+fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
+    let mut p = ProvisioningSection {
+        disable_subsystem: o.boolean("disable_subsystem", r).unwrap_or(false),
+        ..Default::default()
+    };
+    if let Some(list) = o.array("networks", r) {
+        p.networks = networks(list, &o.at("networks"), r);
+    }
+    if let Some(a) = o.object("attributes", r) {
+        let at = &mut p.attributes;
+        if let Some(pw) = a.string("hotspot_password", false, r) {
+            crate::logging::register_secret(&pw);
+            if !(8..=63).contains(&pw.len()) || !pw.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+                r.error(
+                    &a.at("hotspot_password"),
+                    "the hotspot password must be 8 to 63 printable ASCII characters (WPA2)",
+                );
+            } else if WEAK_PASSWORDS.contains(&pw.to_ascii_lowercase().as_str()) {
+                r.warn(
+                    &a.at("hotspot_password"),
+                    "the hotspot password is a well-known default: change it for security",
+                );
+            }
+            at.hotspot_password = Some(pw);
+        }
+        at.roaming_mode = a.boolean("roaming_mode", r);
+        if let Some(list) = a.array("networks", r) {
+            at.networks = Some(networks(list, &a.at("networks"), r));
+        }
+        if let Some(prefix) = a.string("hotspot_prefix", false, r) {
+            if prefix.is_empty() || prefix.len() > 20 {
+                r.error(
+                    &a.at("hotspot_prefix"),
+                    "the hotspot SSID prefix must be 1 to 20 bytes (the SSID is <prefix>-<hostname>, at most 32)",
+                );
+            }
+            at.hotspot_prefix = Some(prefix);
+        }
+        at.offline_timeout_secs = a.uint("offline_timeout_secs", r);
+        at.user_idle_timeout_secs = a.uint("user_idle_timeout_secs", r);
+        at.retry_networks_secs = a.uint("retry_networks_secs", r);
+        if let Some(url) = a.string("check_url", false, r) {
+            if let Err(e) = check_url(&url) {
+                r.error(&a.at("check_url"), e);
+            }
+            at.check_url = Some(url);
+        }
+        at.manufacturer = a.string("manufacturer", false, r);
+        at.model = a.string("model", false, r);
+        at.extra = a.extra(
+            &[
+                "hotspot_password",
+                "roaming_mode",
+                "networks",
+                "hotspot_prefix",
+                "offline_timeout_secs",
+                "user_idle_timeout_secs",
+                "retry_networks_secs",
+                "check_url",
+                "manufacturer",
+                "model",
+            ],
+            r,
+        );
+    }
+    p.extra = o.extra(&["disable_subsystem", "networks", "attributes"], r);
+    p
+}
+
+fn networks(list: &[Value], path: &Ptr, r: &mut Report) -> Vec<Network> {
+    let mut out: Vec<Network> = Vec::new();
+    for (i, v) in list.iter().enumerate() {
+        let p = path.idx(i);
+        if let Some(n) = network(v, &p, r) {
+            if out.iter().any(|o| o.ssid == n.ssid) {
+                r.warn(
+                    &p.key("ssid"),
+                    format!(
+                        "network {:?} is listed more than once; the first entry is used",
+                        n.ssid
+                    ),
+                );
+            }
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// A WPA pass key: 8 to 63 printable ASCII characters, or exactly 64 hex digits.
+pub fn check_psk(psk: &str) -> Result<(), &'static str> {
+    let printable = psk.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let hex64 = psk.len() == 64 && psk.bytes().all(|b| b.is_ascii_hexdigit());
+    if hex64 || (printable && (8..=63).contains(&psk.len())) {
+        Ok(())
+    } else {
+        Err("psk must be 8 to 63 printable ASCII characters, or 64 hex digits")
+    }
+}
+
+/// An SSID: 1 to 32 bytes.
+pub fn check_ssid(ssid: &str) -> Result<(), &'static str> {
+    if ssid.is_empty() || ssid.len() > 32 {
+        Err("ssid must be 1 to 32 bytes")
+    } else {
+        Ok(())
+    }
+}
+
+fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
+    let o = Obj::new(v, path, "a network", r)?;
+    let net_type = o.string("type", false, r).unwrap_or_else(|| "wifi".into());
+    if net_type != "wifi" {
+        r.error(
+            &o.at("type"),
+            format!("network type {net_type:?} is not allowed: expected \"wifi\""),
+        );
+    }
+    let ssid = o.string("ssid", true, r);
+    if let Some(s) = &ssid {
+        if let Err(e) = check_ssid(s) {
+            r.error(&o.at("ssid"), format!("{e} (found {})", s.len()));
+        }
+    }
+    let psk = o.string("psk", false, r);
+    if let Some(k) = &psk {
+        crate::logging::register_secret(k);
+        if let Err(e) = check_psk(k) {
+            r.error(&o.at("psk"), e);
+        }
+    }
+    let priority = match o.get("priority") {
+        None => 0,
+        Some(v) => match v.as_i64() {
+            Some(n) if (-999..=999).contains(&n) => n as i32,
+            _ => {
+                r.error(
+                    &o.at("priority"),
+                    format!(
+                        "priority must be an integer from -999 to 999, found {}",
+                        describe(v)
+                    ),
+                );
+                0
+            }
+        },
+    };
+    let extra = o.extra(&["type", "ssid", "psk", "priority"], r);
+    Some(Network {
+        net_type,
+        ssid: ssid?,
+        psk,
+        priority,
+        extra,
+    })
+}
+
+fn syscfg(o: &Obj<'_>, r: &mut Report) -> SyscfgSection {
+    let mut s = SyscfgSection {
+        disable_subsystem: o.boolean("disable_subsystem", r).unwrap_or(false),
+        ..Default::default()
+    };
+    if let Some(a) = o.object("attributes", r) {
+        if let Some(l) = a.object("logging", r) {
+            let lg = &mut s.attributes.logging;
+            lg.disable = l.boolean("disable", r).unwrap_or(false);
+            for key in ["system_max_use", "runtime_max_use"] {
+                if let Some(size) = l.string(key, false, r) {
+                    if !is_journald_size(&size) {
+                        r.error(
+                            &l.at(key),
+                            format!("{size:?} is not a journald size: a number with an optional K, M, G, T, P or E suffix (e.g. \"512M\")"),
+                        );
+                    }
+                    if key == "system_max_use" {
+                        lg.system_max_use = Some(size);
+                    } else {
+                        lg.runtime_max_use = Some(size);
+                    }
+                }
+            }
+            lg.extra = l.extra(&["disable", "system_max_use", "runtime_max_use"], r);
+        }
+        if let Some(u) = a.object("upgrades", r) {
+            s.attributes.upgrades.upgrade_type = match u.string("type", false, r).as_deref() {
+                Some("all") => Some(UpgradeType::All),
+                Some("security") => Some(UpgradeType::Security),
+                Some("none") => Some(UpgradeType::None),
+                Some(other) => {
+                    r.error(
+                        &u.at("type"),
+                        format!("upgrades type {other:?} is not allowed: expected \"all\", \"security\" or \"none\""),
+                    );
+                    None
+                }
+                None => None,
+            };
+            s.attributes.upgrades.extra = u.extra(&["type"], r);
+        }
+        s.attributes.extra = a.extra(&["logging", "upgrades"], r);
+    }
+    s.extra = o.extra(&["disable_subsystem", "attributes"], r);
+    s
+}
+
+/// journald's size syntax (`parse_size`): a decimal number and an optional 1024-based
+/// suffix B, K, M, G, T, P or E.
+pub fn is_journald_size(s: &str) -> bool {
+    let num = s
+        .strip_suffix(['B', 'K', 'M', 'G', 'T', 'P', 'E'])
+        .unwrap_or(s);
+    let (int, frac) = num.split_once('.').unwrap_or((num, "0"));
+    !int.is_empty()
+        && int.len() <= 18
+        && !frac.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}

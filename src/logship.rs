@@ -1,0 +1,522 @@
+//! Ships queued log records to the management app, at least once and in order.
+//!
+//! The [`Shipper`] reads a bounded batch from the [`LogQueue`], hands it to a
+//! [`LogTransport`] and acknowledges it only after the transport reports success; a crash in
+//! between re-sends the batch, and the receiver drops duplicates by record id. While the
+//! transport fails, retries back off exponentially with jitter; the first success drains the
+//! backlog batch after batch without waiting. [`attach`] feeds every logged line into the queue.
+use crate::logging::{self, Level};
+use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
+use std::cell::Cell;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a batch was not delivered.
+#[derive(Debug)]
+pub enum TransportError {
+    /// Worth retrying later: no network, timeout, 5xx, 429.
+    Unavailable(String),
+    /// The receiver refused the batch itself (4xx other than 408/429): retrying the same
+    /// bytes will not help. The shipper halves the batch, then skips a lone refused record.
+    Rejected(String),
+    /// Local I/O error (file transport).
+    Io(io::Error),
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unavailable(m) => write!(f, "log receiver unavailable: {m}"),
+            TransportError::Rejected(m) => write!(f, "log batch rejected: {m}"),
+            TransportError::Io(e) => write!(f, "log transport I/O: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TransportError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Delivers one batch. Must return `Ok` only once the batch is durably accepted.
+pub trait LogTransport {
+    fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError>;
+}
+
+/// The JSON body of a batch: `{"records":[{"id":..,"ts":..,"level":..,"subsystem":..,"message":..}]}`.
+pub fn batch_json(batch: &[QueuedRecord]) -> serde_json::Value {
+    serde_json::json!({ "records": batch.iter().map(QueuedRecord::to_json).collect::<Vec<_>>() })
+}
+
+/// Appends records as JSON lines (one record object per line) to `<dir>/logs.jsonl`, the log
+/// file of a `file://` management directory.
+///
+/// An append-only log, so not written through `atomic_write`: instead each batch is one
+/// `write` followed by `fdatasync`, and a torn last line (a crash mid-write) is cut off before
+/// the next append, so the file stays valid JSON lines. The cut line was never acknowledged
+/// and is sent again.
+pub struct FileTransport {
+    path: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl FileTransport {
+    pub fn new(dir: &Path) -> FileTransport {
+        FileTransport {
+            path: dir.join("logs.jsonl"),
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&mut self) -> io::Result<()> {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&self.path)?;
+        let len = f.seek(SeekFrom::End(0))?;
+        let end = complete_prefix_len(&mut f, len)?;
+        if end != len {
+            f.set_len(end)?;
+            f.seek(SeekFrom::Start(end))?;
+        }
+        f.write_all(&self.buf)?;
+        f.sync_data()
+    }
+}
+
+/// Length of the file up to and including its last `\n` (the complete lines).
+fn complete_prefix_len(f: &mut File, len: u64) -> io::Result<u64> {
+    let mut end = len;
+    let mut chunk = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk[..n])?;
+        if let Some(pos) = chunk[..n].iter().rposition(|&b| b == b'\n') {
+            return Ok(start + pos as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+impl LogTransport for FileTransport {
+    fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
+        self.buf.clear();
+        for rec in batch {
+            serde_json::to_writer(&mut self.buf, &rec.to_json())
+                .map_err(|e| TransportError::Io(io::Error::other(e)))?;
+            self.buf.push(b'\n');
+        }
+        self.append().map_err(TransportError::Io)
+    }
+}
+
+/// Exponential backoff with "equal jitter": the wait is uniformly random in [d/2, d] where
+/// d doubles per failure up to `max`, so a fleet that lost the server together does not
+/// come back in lockstep.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    current: Option<Duration>,
+    rng: u64,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Backoff {
+        let seed =
+            logging::now_ms() ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15;
+        Backoff {
+            initial,
+            max,
+            current: None,
+            rng: seed | 1,
+        }
+    }
+
+    /// Records a failure and returns how long to wait.
+    pub fn fail(&mut self) -> Duration {
+        let d = match self.current {
+            None => self.initial,
+            Some(c) => c.saturating_mul(2).min(self.max),
+        };
+        self.current = Some(d);
+        let half = d / 2;
+        // xorshift64: good enough to spread retries, no dependency.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let span = (d - half).as_millis() as u64;
+        half + Duration::from_millis(if span == 0 { 0 } else { self.rng % (span + 1) })
+    }
+
+    /// Records a success: the next failure starts from `initial` again.
+    pub fn reset(&mut self) {
+        self.current = None;
+    }
+
+    /// The un-jittered delay of the last failure, if failing.
+    pub fn current(&self) -> Option<Duration> {
+        self.current
+    }
+}
+
+/// Tuning of a [`Shipper`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShipperConfig {
+    pub max_batch_records: usize,
+    /// Approximate bound of a batch's JSON size.
+    pub max_batch_bytes: usize,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// How often an idle shipper looks for new records (a nudge wakes it earlier).
+    pub idle_interval: Duration,
+    /// While waiting (idle or backing off), how often the queue's flush/fsync policy runs, so
+    /// that the last lines of a burst do not sit in the buffer for a whole backoff.
+    pub maintain_interval: Duration,
+}
+
+impl Default for ShipperConfig {
+    fn default() -> Self {
+        ShipperConfig {
+            max_batch_records: 500,
+            max_batch_bytes: 256 * 1024,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            idle_interval: Duration::from_secs(2),
+            maintain_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one [`Shipper::ship_once`] did.
+#[derive(Debug)]
+pub enum ShipOutcome {
+    /// A batch was delivered and acknowledged.
+    Sent { records: usize, last_id: u64 },
+    /// Nothing to send.
+    Empty,
+    /// The receiver refused a lone record; it was acknowledged without delivery.
+    Skipped { id: u64, reason: String },
+    /// Not delivered; try again after `retry_in`.
+    Failed {
+        error: TransportError,
+        retry_in: Duration,
+    },
+}
+
+/// The queue failed under the shipper.
+#[derive(Debug)]
+pub enum ShipError {
+    Queue(QueueError),
+    /// A thread panicked while holding the queue.
+    Poisoned,
+}
+
+impl fmt::Display for ShipError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShipError::Queue(e) => write!(f, "{e}"),
+            ShipError::Poisoned => write!(f, "log queue lock poisoned"),
+        }
+    }
+}
+
+impl std::error::Error for ShipError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ShipError::Queue(e) => Some(e),
+            ShipError::Poisoned => None,
+        }
+    }
+}
+
+impl From<QueueError> for ShipError {
+    fn from(e: QueueError) -> Self {
+        ShipError::Queue(e)
+    }
+}
+
+/// Wakes or stops a running [`Shipper::run`] loop from another thread.
+#[derive(Debug, Default)]
+pub struct ShipSignal {
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl ShipSignal {
+    pub fn new() -> Arc<ShipSignal> {
+        Arc::new(ShipSignal::default())
+    }
+
+    /// Try now (e.g. the network came back): skips the current backoff wait.
+    pub fn nudge(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1 = true;
+            self.cv.notify_all();
+        }
+    }
+
+    pub fn stop(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits up to `timeout` for a nudge or stop.
+    fn wait(&self, timeout: Duration) -> Wake {
+        let Ok(guard) = self.state.lock() else {
+            return Wake::Stop;
+        };
+        let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| !s.0 && !s.1)
+        else {
+            return Wake::Stop;
+        };
+        if guard.0 {
+            Wake::Stop
+        } else if std::mem::take(&mut guard.1) {
+            Wake::Nudge
+        } else {
+            Wake::Timeout
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.state.lock().map(|s| s.0).unwrap_or(true)
+    }
+}
+
+enum Wake {
+    Stop,
+    Nudge,
+    Timeout,
+}
+
+/// Moves records from the queue to a transport.
+pub struct Shipper<T: LogTransport> {
+    queue: Arc<Mutex<LogQueue>>,
+    transport: T,
+    cfg: ShipperConfig,
+    backoff: Backoff,
+    /// Shrinks while the receiver rejects batches, to isolate a refused record.
+    batch_limit: usize,
+}
+
+impl<T: LogTransport> Shipper<T> {
+    pub fn new(queue: Arc<Mutex<LogQueue>>, transport: T, cfg: ShipperConfig) -> Shipper<T> {
+        let backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
+        let batch_limit = cfg.max_batch_records.max(1);
+        Shipper {
+            queue,
+            transport,
+            cfg,
+            backoff,
+            batch_limit,
+        }
+    }
+
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
+    fn with_queue<R>(
+        &self,
+        f: impl FnOnce(&mut LogQueue) -> Result<R, QueueError>,
+    ) -> Result<R, ShipError> {
+        let mut q = self.queue.lock().map_err(|_| ShipError::Poisoned)?;
+        Ok(f(&mut q)?)
+    }
+
+    /// Sends at most one batch. The queue lock is not held while the transport runs.
+    pub fn ship_once(&mut self) -> Result<ShipOutcome, ShipError> {
+        let (limit, max_bytes) = (self.batch_limit, self.cfg.max_batch_bytes);
+        let batch = self.with_queue(|q| {
+            q.take_drop_report()?;
+            q.read_batch(limit, max_bytes)
+        })?;
+        let Some(last) = batch.last() else {
+            self.with_queue(|q| q.maintain())?;
+            return Ok(ShipOutcome::Empty);
+        };
+        let last_id = last.id;
+        match self.transport.send_batch(&batch) {
+            Ok(()) => {
+                self.with_queue(|q| q.ack(last_id))?;
+                self.backoff.reset();
+                self.batch_limit = self.cfg.max_batch_records.max(1);
+                Ok(ShipOutcome::Sent {
+                    records: batch.len(),
+                    last_id,
+                })
+            }
+            Err(TransportError::Rejected(reason)) if batch.len() == 1 => {
+                // A record the receiver will never take must not block all later ones.
+                self.with_queue(|q| q.ack(last_id))?;
+                self.batch_limit = self.cfg.max_batch_records.max(1);
+                logging::log(
+                    Level::Warn,
+                    "logship",
+                    &format!("log record {last_id} refused by the receiver, skipped: {reason}"),
+                );
+                Ok(ShipOutcome::Skipped {
+                    id: last_id,
+                    reason,
+                })
+            }
+            Err(error) => {
+                if matches!(error, TransportError::Rejected(_)) {
+                    self.batch_limit = (batch.len() / 2).max(1);
+                }
+                let retry_in = self.backoff.fail();
+                Ok(ShipOutcome::Failed { error, retry_in })
+            }
+        }
+    }
+
+    /// Ships until the queue is empty or a batch fails; returns the records delivered.
+    pub fn drain(&mut self) -> Result<(usize, Option<ShipOutcome>), ShipError> {
+        let mut sent = 0;
+        loop {
+            match self.ship_once()? {
+                ShipOutcome::Sent { records, .. } => sent += records,
+                ShipOutcome::Skipped { .. } => {}
+                ShipOutcome::Empty => return Ok((sent, None)),
+                failed @ ShipOutcome::Failed { .. } => return Ok((sent, Some(failed))),
+            }
+        }
+    }
+
+    /// The shipping loop, for a dedicated thread. Returns when `signal` is stopped; the queue
+    /// is synced on the way out.
+    pub fn run(mut self, signal: Arc<ShipSignal>) -> Result<(), ShipError> {
+        let mut failures_reported = 0u32;
+        while !signal.stopped() {
+            let wait = match self.ship_once()? {
+                ShipOutcome::Sent { .. } | ShipOutcome::Skipped { .. } => {
+                    if failures_reported > 0 {
+                        logging::log(Level::Info, "logship", "log receiver reachable again");
+                        failures_reported = 0;
+                    }
+                    // Backlog: keep going without waiting.
+                    continue;
+                }
+                ShipOutcome::Empty => self.cfg.idle_interval,
+                ShipOutcome::Failed { error, retry_in } => {
+                    // One line per outage, not one per retry: each would itself be queued.
+                    if failures_reported == 0 {
+                        logging::log(
+                            Level::Warn,
+                            "logship",
+                            &format!("{error}; retrying with backoff"),
+                        );
+                    }
+                    failures_reported += 1;
+                    retry_in
+                }
+            };
+            let deadline = Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match signal.wait(left.min(self.cfg.maintain_interval)) {
+                    Wake::Stop => return self.with_queue(|q| q.sync()),
+                    Wake::Nudge => break,
+                    Wake::Timeout => self.with_queue(|q| q.maintain())?,
+                }
+            }
+        }
+        self.with_queue(|q| q.sync())
+    }
+}
+
+static SINK_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// Lines the sink could not queue (disk full, I/O error). They still reached stderr.
+pub fn sink_errors() -> u64 {
+    SINK_ERRORS.load(Ordering::Relaxed)
+}
+
+thread_local! {
+    static IN_SINK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs the queue as the logging sink: every logged (already scrubbed) line is appended.
+pub fn attach(queue: Arc<Mutex<LogQueue>>) {
+    logging::set_sink(Box::new(move |r| {
+        // A line logged while appending (none today) must not re-enter and deadlock.
+        if IN_SINK.with(|c| c.replace(true)) {
+            return;
+        }
+        let ok = match queue.lock() {
+            Ok(mut q) => q.append(r.level, &r.subsystem, &r.message).is_ok(),
+            Err(_) => false,
+        };
+        if !ok {
+            SINK_ERRORS.fetch_add(1, Ordering::Relaxed);
+        }
+        IN_SINK.with(|c| c.set(false));
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1000));
+        let mut prev_base = Duration::ZERO;
+        for _ in 0..10 {
+            let wait = b.fail();
+            let base = b.current().unwrap();
+            assert!(base >= prev_base && base <= Duration::from_millis(1000));
+            assert!(wait >= base / 2 && wait <= base, "{wait:?} vs {base:?}");
+            prev_base = base;
+        }
+        assert_eq!(b.current(), Some(Duration::from_millis(1000)));
+        b.reset();
+        b.fail();
+        assert_eq!(b.current(), Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn batch_json_shape() {
+        let rec = QueuedRecord {
+            id: 42,
+            ts_ms: 0,
+            level: Level::Warn,
+            subsystem: "agent".into(),
+            message: "disk \"low\"".into(),
+        };
+        assert_eq!(
+            batch_json(&[rec]).to_string(),
+            r#"{"records":[{"id":42,"ts":"1970-01-01T00:00:00.000Z","level":"warn","subsystem":"agent","message":"disk \"low\""}]}"#
+        );
+    }
+}

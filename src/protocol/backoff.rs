@@ -1,0 +1,108 @@
+//! Exponential backoff with full jitter, and the jittered poll interval.
+use std::time::Duration;
+
+/// A small xorshift generator: jitter needs spread, not cryptographic quality, and this
+/// keeps a dependency out.
+#[derive(Debug, Clone)]
+pub struct Jitter(u64);
+
+impl Jitter {
+    pub fn from_entropy() -> Jitter {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Jitter::seeded(t ^ ((std::process::id() as u64) << 32))
+    }
+    pub fn seeded(seed: u64) -> Jitter {
+        Jitter(seed.max(1))
+    }
+    /// A number in [0, 1).
+    pub fn next_unit(&mut self) -> f64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Delay before retry `n` (0-based): uniformly random in [base, min(cap, base * 2^n)].
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+    attempts: u32,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, cap: Duration) -> Backoff {
+        Backoff {
+            base,
+            cap,
+            attempts: 0,
+        }
+    }
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+    pub fn reset(&mut self) {
+        self.attempts = 0;
+    }
+    /// The next delay; each call counts one more failure.
+    pub fn next_delay(&mut self, jitter: &mut Jitter) -> Duration {
+        let exp = self.base.saturating_mul(1u32 << self.attempts.min(20));
+        let ceiling = exp.min(self.cap).max(self.base);
+        self.attempts = self.attempts.saturating_add(1);
+        let span = ceiling.saturating_sub(self.base);
+        self.base + span.mul_f64(jitter.next_unit())
+    }
+}
+
+/// The poll interval with ±10% jitter, so that a fleet does not poll in lockstep.
+pub fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
+    interval.mul_f64(0.9 + 0.2 * jitter.next_unit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_to_the_cap_and_resets() {
+        let mut j = Jitter::seeded(42);
+        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let mut max_seen = Duration::ZERO;
+        for n in 0..12 {
+            let d = b.next_delay(&mut j);
+            let ceiling = Duration::from_secs(1 << n.min(6)).min(Duration::from_secs(60));
+            assert!(
+                d >= Duration::from_secs(1) && d <= ceiling,
+                "attempt {n}: {d:?}"
+            );
+            max_seen = max_seen.max(d);
+        }
+        assert!(
+            max_seen > Duration::from_secs(20),
+            "jitter never reached high: {max_seen:?}"
+        );
+        b.reset();
+        assert!(b.next_delay(&mut j) <= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jitter_spreads_the_interval() {
+        let mut j = Jitter::seeded(7);
+        let v: Vec<Duration> = (0..200)
+            .map(|_| jittered(Duration::from_secs(100), &mut j))
+            .collect();
+        assert!(v
+            .iter()
+            .all(|d| *d >= Duration::from_secs(90) && *d <= Duration::from_secs(110)));
+        assert!(
+            v.iter().any(|d| *d < Duration::from_secs(95))
+                && v.iter().any(|d| *d > Duration::from_secs(105))
+        );
+    }
+}

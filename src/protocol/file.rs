@@ -1,0 +1,145 @@
+//! The protocol over a local directory (`file://DIR`): the embedded default for machines
+//! with no cloud (air-gapped sites, factory lines, demos).
+//!
+//! | file | role |
+//! |---|---|
+//! | `DIR/poll.json` | the poll answer, same shape as over HTTPS |
+//! | `DIR/status.json` | the agent's last status report (written when the directory is writable) |
+//! | `DIR/logs.jsonl` | uploaded log batches, one JSON document a line, appended |
+//! | anything else | artifacts, named by `file://` URLs or by paths relative to DIR |
+use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+pub struct FileTransport {
+    dir: PathBuf,
+    last_bytes: (u64, u64),
+}
+
+impl FileTransport {
+    pub fn new(dir: &str, _part_id: &str) -> FileTransport {
+        FileTransport {
+            dir: PathBuf::from(dir),
+            last_bytes: (0, 0),
+        }
+    }
+
+    fn read_answer(&self) -> Result<Vec<u8>, ProtocolError> {
+        let path = self.dir.join("poll.json");
+        let file = std::fs::File::open(&path)
+            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
+        let mut body = Vec::new();
+        file.take(MAX_ANSWER_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
+        if body.len() as u64 > MAX_ANSWER_BYTES {
+            return Err(ProtocolError::BadAnswer(format!(
+                "{} is larger than {MAX_ANSWER_BYTES} bytes",
+                path.display()
+            )));
+        }
+        Ok(body)
+    }
+}
+
+impl Transport for FileTransport {
+    fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        let report = serde_json::to_vec_pretty(status).unwrap_or_default();
+        // A read-only management directory (a USB stick, a factory share) is fine.
+        let _ = crate::fsutil::atomic_write(&self.dir.join("status.json"), &report, 0o644);
+        let body = self.read_answer()?;
+        self.last_bytes = (report.len() as u64, body.len() as u64);
+        let tag = format!("\"{}\"", hex(&Sha256::digest(&body)[..16]));
+        if etag == Some(tag.as_str()) {
+            return Ok(PollOutcome::NotModified);
+        }
+        Ok(PollOutcome::Changed {
+            answer: Box::new(PollAnswer::parse(&body)?),
+            etag: Some(tag),
+        })
+    }
+
+    fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError> {
+        let path = self.dir.join("logs.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| ProtocolError::Network(format!("cannot open {}: {e}", path.display())))?;
+        let mut line = batch.to_vec();
+        line.retain(|b| *b != b'\n');
+        line.push(b'\n');
+        // One write of the whole line, then fsync: a batch is acknowledged only once durable.
+        f.write_all(&line).and_then(|_| f.sync_data()).map_err(|e| {
+            ProtocolError::Network(format!("cannot append to {}: {e}", path.display()))
+        })
+    }
+
+    fn resolve_url(&self, url: &str) -> String {
+        if url.contains("://") {
+            url.to_string()
+        } else {
+            format!(
+                "file://{}",
+                self.dir.join(url.trim_start_matches('/')).display()
+            )
+        }
+    }
+
+    fn last_poll_bytes(&self) -> (u64, u64) {
+        self.last_bytes
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_change_by_content_and_logs_append() {
+        let dir = std::env::temp_dir().join(format!("svc-filetransport-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut t = FileTransport::new(dir.to_str().unwrap(), "p");
+        assert!(matches!(
+            t.poll(&Value::Null, None),
+            Err(ProtocolError::Network(_))
+        ));
+        std::fs::write(dir.join("poll.json"), br#"{"poll_interval_secs": 5}"#).unwrap();
+        let PollOutcome::Changed { answer, etag } =
+            t.poll(&serde_json::json!({"a": 1}), None).unwrap()
+        else {
+            panic!("first poll must change")
+        };
+        assert_eq!(answer.poll_interval_secs, Some(5));
+        assert_eq!(
+            t.poll(&Value::Null, etag.as_deref()).unwrap(),
+            PollOutcome::NotModified
+        );
+        std::fs::write(dir.join("poll.json"), b"{garbage").unwrap();
+        assert!(matches!(
+            t.poll(&Value::Null, etag.as_deref()),
+            Err(ProtocolError::BadAnswer(_))
+        ));
+        assert!(std::fs::read_to_string(dir.join("status.json"))
+            .unwrap()
+            .contains("null"));
+        t.send_logs(b"{\"records\":[]}").unwrap();
+        t.send_logs(b"{\"records\":\n[1]}").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("logs.jsonl")).unwrap(),
+            "{\"records\":[]}\n{\"records\":[1]}\n"
+        );
+        assert_eq!(
+            t.resolve_url("svc-server-1.0"),
+            format!("file://{}/svc-server-1.0", dir.display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,224 @@
+//! The management protocol (docs/protocol.md): one poll that reports what the machine runs
+//! and receives its config, update targets, commands and poll interval; plus log upload.
+//! Two transports speak it: HTTPS (`https://`, or `http://` when written so) and a local
+//! directory (`file://DIR`), the embedded default for machines with no cloud.
+pub mod backoff;
+pub mod file;
+pub mod https;
+
+use crate::credentials::Credentials;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// Most bytes an answer may have; a larger one is refused, never buffered whole.
+pub const MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
+
+/// One downloadable version of svc-agent or svc-server, as the app resolved it from the
+/// release channel and pins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub version: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// ed25519 signature (base64) over the artifact description; see docs/updates.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Targets {
+    #[serde(rename = "svc-agent", default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Target>,
+    #[serde(
+        rename = "svc-server",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub server: Option<Target>,
+}
+
+/// A command from the app, honoured at the next safe point and acknowledged by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    pub id: String,
+    pub kind: CommandKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommandKind {
+    RestartSvcServer,
+    RestartAgent,
+    #[serde(other)]
+    Unknown,
+}
+
+/// The answer to a poll.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PollAnswer {
+    /// The whole machine config (validated by the agent before use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    #[serde(default)]
+    pub targets: Targets,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_secs: Option<u64>,
+    #[serde(default)]
+    pub commands: Vec<Command>,
+}
+
+impl PollAnswer {
+    /// Parses an answer body, naming what is wrong with it.
+    pub fn parse(body: &[u8]) -> Result<PollAnswer, ProtocolError> {
+        serde_json::from_slice(body)
+            .map_err(|e| ProtocolError::BadAnswer(format!("the answer is not a poll answer: {e}")))
+    }
+}
+
+/// What a poll brought.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollOutcome {
+    /// A new answer, with its validator for the next conditional poll.
+    Changed {
+        answer: Box<PollAnswer>,
+        etag: Option<String>,
+    },
+    /// Same as last time (HTTP 304, or an unchanged file).
+    NotModified,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// No connection, reset, DNS, TLS: try again with backoff.
+    Network(String),
+    /// The server answered with an error status.
+    Http {
+        status: u16,
+        retry_after_secs: Option<u64>,
+        body: String,
+    },
+    /// The server's reply cannot be used (garbage JSON, too large).
+    BadAnswer(String),
+    /// Our own setup is wrong (an unsupported app address).
+    Setup(String),
+}
+
+/// How the loop reacts to an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Back off exponentially and try again.
+    Backoff,
+    /// The server named a delay (429/503 with Retry-After).
+    After(u64),
+    /// Retrying the same request cannot help (401, 403, 404, ...): wait long, or for a change
+    /// of credentials or a SIGHUP.
+    Permanent,
+}
+
+impl ProtocolError {
+    pub fn retry(&self) -> Retry {
+        match self {
+            ProtocolError::Http {
+                status,
+                retry_after_secs,
+                ..
+            } => match (status, retry_after_secs) {
+                (_, Some(s)) => Retry::After(*s),
+                (408 | 429, None) => Retry::Backoff,
+                (400..=499, None) => Retry::Permanent,
+                _ => Retry::Backoff,
+            },
+            ProtocolError::Setup(_) => Retry::Permanent,
+            _ => Retry::Backoff,
+        }
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::Network(e) => write!(f, "cannot reach the management app: {e}"),
+            ProtocolError::Http { status, body, .. } => {
+                write!(f, "the management app answered HTTP {status}")?;
+                if !body.is_empty() {
+                    write!(f, ": {body}")?;
+                }
+                Ok(())
+            }
+            ProtocolError::BadAnswer(e) => {
+                write!(f, "unusable answer from the management app: {e}")
+            }
+            ProtocolError::Setup(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// One way of talking to the management app.
+pub trait Transport: Send {
+    /// Reports `status` and asks for the current answer; `etag` is the validator of the
+    /// answer held now.
+    fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError>;
+    /// Uploads one batch of log records (a JSON document, docs/protocol.md); `Ok` is the
+    /// acknowledgement.
+    fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError>;
+    /// Resolves an artifact URL from an answer (relative URLs are relative to the app).
+    fn resolve_url(&self, url: &str) -> String;
+    /// Bytes sent and received by the last poll (for the benchmarks and `status`).
+    fn last_poll_bytes(&self) -> (u64, u64);
+}
+
+/// The transport for the credentials' `app_address`.
+pub fn connect(creds: &Credentials) -> Result<Box<dyn Transport>, ProtocolError> {
+    let addr = creds.app_address.as_str();
+    if let Some(dir) = addr.strip_prefix("file://") {
+        Ok(Box::new(file::FileTransport::new(dir, &creds.part_id)))
+    } else if addr.starts_with("https://") || addr.starts_with("http://") {
+        Ok(Box::new(https::HttpsTransport::new(creds.clone())))
+    } else {
+        Err(ProtocolError::Setup(format!(
+            "app_address {addr:?} must be https://, http:// (explicit) or file://DIR"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_classes() {
+        let http = |status, ra| ProtocolError::Http {
+            status,
+            retry_after_secs: ra,
+            body: String::new(),
+        };
+        assert_eq!(http(500, None).retry(), Retry::Backoff);
+        assert_eq!(http(408, None).retry(), Retry::Backoff);
+        assert_eq!(http(429, None).retry(), Retry::Backoff);
+        assert_eq!(http(429, Some(30)).retry(), Retry::After(30));
+        assert_eq!(http(401, None).retry(), Retry::Permanent);
+        assert_eq!(http(404, None).retry(), Retry::Permanent);
+        assert_eq!(
+            ProtocolError::Network("reset".into()).retry(),
+            Retry::Backoff
+        );
+    }
+
+    #[test]
+    fn answers_parse_with_defaults_and_unknown_commands() {
+        let a = PollAnswer::parse(br#"{"commands": [{"id": "1", "kind": "restart-svc-server"}, {"id": "2", "kind": "dance"}]}"#).unwrap();
+        assert_eq!(a.commands[0].kind, CommandKind::RestartSvcServer);
+        assert_eq!(a.commands[1].kind, CommandKind::Unknown);
+        assert!(a.config.is_none() && a.targets.server.is_none());
+        assert!(matches!(
+            PollAnswer::parse(b"<html>"),
+            Err(ProtocolError::BadAnswer(_))
+        ));
+    }
+}

@@ -1,0 +1,108 @@
+//! Settings precedence: built-in < `/etc/svc-defaults.json` < config `attributes` < cloud config.
+use crate::config::model::{Network, ProvisioningAttributes};
+
+/// The effective provisioning settings after all layers are applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub hotspot_prefix: String,
+    pub hotspot_password: String,
+    pub roaming_mode: bool,
+    pub networks: Vec<Network>,
+    pub offline_timeout_secs: u64,
+    pub user_idle_timeout_secs: u64,
+    pub retry_networks_secs: u64,
+    pub check_url: String,
+    pub manufacturer: String,
+    pub model: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            hotspot_prefix: "svc-setup".into(),
+            hotspot_password: String::new(),
+            roaming_mode: false,
+            networks: Vec::new(),
+            offline_timeout_secs: 120,
+            user_idle_timeout_secs: 300,
+            retry_networks_secs: 60,
+            check_url: String::new(),
+            manufacturer: String::new(),
+            model: String::new(),
+        }
+    }
+}
+
+/// Apply one layer of attributes over `base`: a key set in the layer wins.
+pub fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Settings {
+    if let Some(v) = &layer.hotspot_prefix {
+        base.hotspot_prefix = v.clone();
+    }
+    if let Some(v) = &layer.hotspot_password {
+        base.hotspot_password = v.clone();
+    }
+    if let Some(v) = layer.roaming_mode {
+        base.roaming_mode = v;
+    }
+    if let Some(v) = &layer.networks {
+        base.networks = v.clone();
+    }
+    if let Some(v) = layer.offline_timeout_secs {
+        base.offline_timeout_secs = v;
+    }
+    if let Some(v) = layer.user_idle_timeout_secs {
+        base.user_idle_timeout_secs = v;
+    }
+    if let Some(v) = layer.retry_networks_secs {
+        base.retry_networks_secs = v;
+    }
+    if let Some(v) = &layer.check_url {
+        base.check_url = v.clone();
+    }
+    if let Some(v) = &layer.manufacturer {
+        base.manufacturer = v.clone();
+    }
+    if let Some(v) = &layer.model {
+        base.model = v.clone();
+    }
+    base
+}
+
+/// Layers in increasing precedence (manufacturer file, config attributes, cloud config).
+pub fn effective(layers: &[&ProvisioningAttributes]) -> Settings {
+    layers
+        .iter()
+        .fold(Settings::default(), |acc, l| overlay(acc, l))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_layers_win_and_unset_keys_fall_through() {
+        let manufacturer = ProvisioningAttributes {
+            hotspot_prefix: Some("acme".into()),
+            hotspot_password: Some("factory-pass".into()),
+            offline_timeout_secs: Some(30),
+            ..Default::default()
+        };
+        let local = ProvisioningAttributes {
+            hotspot_password: Some("local-pass".into()),
+            ..Default::default()
+        };
+        let cloud = ProvisioningAttributes {
+            roaming_mode: Some(true),
+            hotspot_password: Some("cloud-pass".into()),
+            ..Default::default()
+        };
+        let s = effective(&[&manufacturer, &local, &cloud]);
+        assert_eq!(s.hotspot_prefix, "acme");
+        assert_eq!(s.hotspot_password, "cloud-pass");
+        assert!(s.roaming_mode);
+        assert_eq!(s.offline_timeout_secs, 30);
+        assert_eq!(s.retry_networks_secs, 60, "built-in default");
+        let s2 = effective(&[&manufacturer, &local]);
+        assert_eq!(s2.hotspot_password, "local-pass");
+    }
+}

@@ -1,0 +1,184 @@
+//! The effectful driver around the pure state machine: `Provisioning::new` + `tick(now)` +
+//! `status()`. The daemon loop calls `tick` with a monotonic seconds clock.
+use super::defaults::Settings;
+use super::nm::{NetworkBackend, WifiProfile};
+use super::state::{step, Action, Event, Mode, State, Timing};
+use crate::paths::Paths;
+
+pub const HOTSPOT_ID: &str = "svc-hotspot";
+
+pub struct Provisioning<B: NetworkBackend> {
+    paths: Paths,
+    backend: B,
+    settings: Settings,
+    state: State,
+    /// Connectivity probe (the real one is `check::online` on the check URL).
+    probe: Box<dyn FnMut(&Settings) -> bool>,
+    hostname: String,
+}
+
+impl<B: NetworkBackend> Provisioning<B> {
+    pub fn new(paths: Paths, backend: B, settings: Settings, now: u64) -> Self {
+        let configured = paths.credentials().exists();
+        Provisioning {
+            paths,
+            backend,
+            settings,
+            state: State::new(now, configured),
+            probe: Box::new(|s: &Settings| {
+                super::check::online(&s.check_url, std::time::Duration::from_secs(10))
+            }),
+            hostname: hostname(),
+        }
+    }
+
+    pub fn with_probe(mut self, p: Box<dyn FnMut(&Settings) -> bool>) -> Self {
+        self.probe = p;
+        self
+    }
+
+    fn timing(&self) -> Timing {
+        Timing {
+            offline_timeout: self.settings.offline_timeout_secs,
+            user_idle_timeout: self.settings.user_idle_timeout_secs,
+            retry_networks: self.settings.retry_networks_secs,
+        }
+    }
+
+    /// Hotspot SSID `<prefix>-<hostname>`, truncated to 32 bytes on a char boundary.
+    pub fn hotspot_ssid(&self) -> String {
+        let mut s = format!("{}-{}", self.settings.hotspot_prefix, self.hostname);
+        while s.len() > 32 {
+            s.pop();
+        }
+        s
+    }
+
+    pub fn event(&mut self, ev: Event, now: u64) {
+        let t = self.timing();
+        let (s, acts) = step(self.state.clone(), ev, now, &t);
+        self.state = s;
+        for a in acts {
+            self.act(a);
+        }
+    }
+
+    pub fn tick(&mut self, now: u64) {
+        let force = self.paths.device("/opt/svc/force-provisioning");
+        if force.exists() && std::fs::remove_file(&force).is_ok() {
+            crate::info!("provisioning", "forced provisioning requested");
+            self.event(Event::ForceProvisioning, now);
+        }
+        self.state.configured = self.paths.credentials().exists();
+        if !matches!(self.state.mode, Mode::Hotspot { .. }) {
+            let online = (self.probe)(&self.settings);
+            self.event(Event::Connectivity { online }, now);
+        }
+        self.event(Event::Tick, now);
+    }
+
+    fn act(&mut self, a: Action) {
+        let r = match a {
+            // A retry that found a network moved the state to Online: the hotspot stays down.
+            Action::StartHotspot if !matches!(self.state.mode, Mode::Hotspot { .. }) => Ok(()),
+            Action::StartHotspot => {
+                if self.settings.hotspot_password.len() < 8 {
+                    crate::error!("provisioning", "hotspot password shorter than 8 characters: hotspot not started (never open)");
+                    return;
+                }
+                let p = WifiProfile {
+                    id: HOTSPOT_ID.into(),
+                    ssid: self.hotspot_ssid(),
+                    psk: self.settings.hotspot_password.clone(),
+                    priority: 0,
+                    hotspot: true,
+                    ifname: None,
+                };
+                self.backend
+                    .save_wifi(&p)
+                    .and_then(|_| self.backend.up(HOTSPOT_ID))
+            }
+            Action::StopHotspot => self.backend.down(HOTSPOT_ID),
+            Action::TryNetworks => {
+                let online = (self.probe)(&self.settings);
+                let now = match self.state.mode {
+                    Mode::Hotspot { last_retry, .. } => last_retry,
+                    Mode::Offline { since } => since,
+                    Mode::Online => 0,
+                };
+                let t = self.timing();
+                let (s, acts) = step(self.state.clone(), Event::Connectivity { online }, now, &t);
+                self.state = s;
+                for a in acts {
+                    if a == Action::StopHotspot {
+                        let _ = self.backend.down(HOTSPOT_ID);
+                    }
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            crate::warn!("provisioning", "{:?}: {}", a, e);
+        }
+    }
+
+    pub fn status(&self) -> &State {
+        &self.state
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "device".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provisioning::nm::NmError;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Default, Clone)]
+    struct Fake(Rc<RefCell<Vec<String>>>);
+    impl NetworkBackend for Fake {
+        fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("save {}", p.id));
+            Ok(())
+        }
+        fn up(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("up {id}"));
+            Ok(())
+        }
+        fn down(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("down {id}"));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn hotspot_then_rejoin_when_network_returns() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-drv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = Settings {
+            hotspot_password: "password1".into(),
+            ..Default::default()
+        };
+        let log = Fake::default();
+        let net_up = Rc::new(RefCell::new(false));
+        let n2 = net_up.clone();
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+            .with_probe(Box::new(move |_| *n2.borrow()));
+        p.tick(1);
+        assert!(
+            log.0.borrow().contains(&"up svc-hotspot".to_string()),
+            "unconfigured: hotspot"
+        );
+        *net_up.borrow_mut() = true;
+        p.tick(100);
+        assert_eq!(p.status().mode, Mode::Online);
+        assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

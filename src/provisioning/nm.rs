@@ -1,0 +1,188 @@
+//! NetworkManager backend. Profiles are written as NM keyfiles (0600, atomic) and loaded with
+//! `nmcli connection load FILE`, so no pass key ever appears in a process's argv; nmcli is run
+//! with an argv vector, never through a shell.
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug)]
+pub enum NmError {
+    Io(std::io::Error),
+    Nmcli { args: String, stderr: String },
+}
+impl fmt::Display for NmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NmError::Io(e) => write!(f, "NetworkManager: {e}"),
+            NmError::Nmcli { args, stderr } => write!(f, "nmcli {args} failed: {stderr}"),
+        }
+    }
+}
+impl std::error::Error for NmError {}
+
+/// What the provisioning logic needs from the network stack.
+pub trait NetworkBackend {
+    fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError>;
+    fn up(&mut self, id: &str) -> Result<(), NmError>;
+    fn down(&mut self, id: &str) -> Result<(), NmError>;
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct WifiProfile {
+    pub id: String,
+    pub ssid: String,
+    pub psk: String,
+    pub priority: i32,
+    /// Access point in shared mode (the hotspot) rather than a client profile.
+    pub hotspot: bool,
+    pub ifname: Option<String>,
+}
+
+impl fmt::Debug for WifiProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "WifiProfile({}, ssid {:?}, prio {})",
+            self.id, self.ssid, self.priority
+        )
+    }
+}
+
+/// GKeyFile string escaping (the psk is printable ASCII; every space becomes `\s`).
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            ' ' => o.push_str("\\s"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Render the keyfile. The SSID is written as a byte list so quotes, `;` and any byte are
+/// stored literally.
+pub fn keyfile(p: &WifiProfile) -> String {
+    let ssid: String = p.ssid.bytes().map(|b| format!("{b};")).collect();
+    let mut k = format!(
+        "[connection]\nid={}\ntype=wifi\nautoconnect={}\nautoconnect-priority={}\n",
+        esc(&p.id),
+        !p.hotspot,
+        p.priority
+    );
+    if let Some(i) = &p.ifname {
+        k.push_str(&format!("interface-name={}\n", esc(i)));
+    }
+    k.push_str(&format!(
+        "\n[wifi]\nmode={}\nssid={ssid}\n\n[wifi-security]\nkey-mgmt=wpa-psk\nproto=rsn\npairwise=ccmp\ngroup=ccmp\npsk={}\n\n[ipv4]\nmethod={}\n",
+        if p.hotspot { "ap" } else { "infrastructure" },
+        esc(&p.psk),
+        if p.hotspot { "shared" } else { "auto" }
+    ));
+    if p.hotspot {
+        k.push_str("address1=10.42.0.1/24\nnever-default=true\n\n[ipv6]\nmethod=disabled\n");
+    } else {
+        k.push_str("\n[ipv6]\nmethod=auto\n");
+    }
+    k
+}
+
+/// Profile file name: the id reduced to safe characters.
+pub fn keyfile_name(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("svc-{s}.nmconnection")
+}
+
+pub struct Nmcli {
+    pub connections_dir: PathBuf,
+}
+
+impl Nmcli {
+    fn run(&self, args: &[&str]) -> Result<(), NmError> {
+        let out = Command::new("nmcli")
+            .args(args)
+            .output()
+            .map_err(NmError::Io)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(NmError::Nmcli {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+}
+
+impl NetworkBackend for Nmcli {
+    fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError> {
+        crate::logging::register_secret(&p.psk);
+        let path: PathBuf = self.connections_dir.join(keyfile_name(&p.id));
+        crate::fsutil::atomic_write(&path, keyfile(p).as_bytes(), 0o600).map_err(NmError::Io)?;
+        let file: &Path = &path;
+        self.run(&["connection", "load", &file.to_string_lossy()])
+    }
+    fn up(&mut self, id: &str) -> Result<(), NmError> {
+        self.run(&["-w", "60", "connection", "up", "id", id])
+    }
+    fn down(&mut self, id: &str) -> Result<(), NmError> {
+        self.run(&["connection", "down", "id", id])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyfile_stores_hostile_values_literally() {
+        let p = WifiProfile {
+            id: "home".into(),
+            ssid: "a;\"$(x)".into(),
+            psk: " p\\w $(reboot)".into(),
+            priority: 10,
+            hotspot: false,
+            ifname: None,
+        };
+        let k = keyfile(&p);
+        assert!(k.contains("ssid=97;59;34;36;40;120;41;\n"));
+        assert!(k.contains("psk=\\sp\\\\w\\s$(reboot)\n"));
+        assert!(k.contains("autoconnect-priority=10\n"));
+        assert!(!format!("{p:?}").contains("reboot"), "psk not in Debug");
+    }
+
+    #[test]
+    fn hotspot_is_wpa2_shared() {
+        let p = WifiProfile {
+            id: "svc-hotspot".into(),
+            ssid: "svc-setup-box".into(),
+            psk: "password1".into(),
+            priority: 0,
+            hotspot: true,
+            ifname: Some("wlan0".into()),
+        };
+        let k = keyfile(&p);
+        for want in [
+            "mode=ap",
+            "key-mgmt=wpa-psk",
+            "method=shared",
+            "autoconnect=false",
+        ] {
+            assert!(k.contains(want), "{want}");
+        }
+        assert_eq!(keyfile_name("a/../b c"), "svc-a____b_c.nmconnection");
+    }
+}

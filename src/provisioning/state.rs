@@ -1,0 +1,214 @@
+//! The pure provisioning state machine: `step(state, event, now) -> (state, actions)`.
+//! Times are seconds on a monotonic clock supplied by the caller.
+
+/// Timings taken from the effective settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub offline_timeout: u64,
+    pub user_idle_timeout: u64,
+    pub retry_networks: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Connected (and online when checked); `since` is when it last was.
+    Online,
+    /// Offline since `since`; hotspot not up yet.
+    Offline { since: u64 },
+    /// Hotspot up since `since`; `last_retry` is the last attempt at known networks.
+    Hotspot { since: u64, last_retry: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    pub mode: Mode,
+    /// Last portal request (a phone mid-setup).
+    pub last_user: Option<u64>,
+    pub configured: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Tick,
+    /// Result of a connectivity check: a known network connected and the check URL reached.
+    Connectivity {
+        online: bool,
+    },
+    /// A portal request arrived.
+    UserActivity,
+    /// The phone submitted a network; the hotspot must give way to it.
+    UserNetwork,
+    /// `/opt/svc/force-provisioning` found (or the command).
+    ForceProvisioning,
+    CredentialsWritten,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    StartHotspot,
+    StopHotspot,
+    /// Try the configured networks (by priority when roaming).
+    TryNetworks,
+}
+
+impl State {
+    pub fn new(now: u64, configured: bool) -> State {
+        State {
+            mode: Mode::Offline { since: now },
+            last_user: None,
+            configured,
+        }
+    }
+}
+
+fn phone_active(s: &State, now: u64, t: &Timing) -> bool {
+    s.last_user
+        .is_some_and(|u| now.saturating_sub(u) < t.user_idle_timeout)
+}
+
+pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action>) {
+    let mut acts = Vec::new();
+    match ev {
+        Event::UserActivity => s.last_user = Some(now),
+        Event::CredentialsWritten => s.configured = true,
+        Event::ForceProvisioning => {
+            if !matches!(s.mode, Mode::Hotspot { .. }) {
+                s.mode = Mode::Hotspot {
+                    since: now,
+                    last_retry: now,
+                };
+                acts.push(Action::StartHotspot);
+            }
+        }
+        Event::UserNetwork => {
+            if matches!(s.mode, Mode::Hotspot { .. }) {
+                acts.push(Action::StopHotspot);
+            }
+            acts.push(Action::TryNetworks);
+            s.last_user = None;
+            s.mode = Mode::Offline { since: now };
+        }
+        Event::Connectivity { online } => match (&s.mode, online) {
+            (Mode::Hotspot { .. }, true) => {
+                acts.push(Action::StopHotspot);
+                s.mode = Mode::Online;
+            }
+            (Mode::Hotspot { .. }, false) => {}
+            (_, true) => s.mode = Mode::Online,
+            (Mode::Online, false) => s.mode = Mode::Offline { since: now },
+            (Mode::Offline { .. }, false) => {}
+        },
+        Event::Tick => match s.mode {
+            Mode::Offline { since } => {
+                if !s.configured || now.saturating_sub(since) >= t.offline_timeout {
+                    s.mode = Mode::Hotspot {
+                        since: now,
+                        last_retry: now,
+                    };
+                    acts.push(Action::StartHotspot);
+                }
+            }
+            Mode::Hotspot { since, last_retry } => {
+                if now.saturating_sub(last_retry) >= t.retry_networks && !phone_active(&s, now, t) {
+                    // Single radio: the hotspot yields while known networks are tried; the
+                    // daemon reports Connectivity, and a failed attempt brings it back.
+                    acts.push(Action::StopHotspot);
+                    acts.push(Action::TryNetworks);
+                    s.mode = Mode::Hotspot {
+                        since,
+                        last_retry: now,
+                    };
+                    acts.push(Action::StartHotspot);
+                }
+            }
+            Mode::Online => {}
+        },
+    }
+    (s, acts)
+}
+
+/// Roaming order: highest priority first; ties keep config order.
+pub fn roaming_order<T: Clone>(nets: &[(i32, T)]) -> Vec<T> {
+    let mut v: Vec<(usize, &(i32, T))> = nets.iter().enumerate().collect();
+    v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(_, n)| n.1.clone()).collect()
+}
+
+/// First network in roaming order that is visible and gives internet.
+pub fn pick_roaming<T: Clone, F: FnMut(&T) -> bool>(nets: &[(i32, T)], mut online: F) -> Option<T> {
+    roaming_order(nets).into_iter().find(|n| online(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const T: Timing = Timing {
+        offline_timeout: 120,
+        user_idle_timeout: 300,
+        retry_networks: 60,
+    };
+
+    #[test]
+    fn hotspot_after_offline_timeout_only() {
+        let s = State::new(0, true);
+        let (s, a) = step(s, Event::Tick, 119, &T);
+        assert!(a.is_empty());
+        let (s, a) = step(s, Event::Tick, 120, &T);
+        assert_eq!(a, vec![Action::StartHotspot]);
+        assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn unconfigured_machine_opens_hotspot_at_once() {
+        let (_, a) = step(State::new(0, false), Event::Tick, 1, &T);
+        assert_eq!(a, vec![Action::StartHotspot]);
+    }
+
+    #[test]
+    fn retries_while_up_but_not_while_phone_active() {
+        let (s, _) = step(State::new(0, true), Event::Tick, 120, &T);
+        let (s, a) = step(s, Event::Tick, 179, &T);
+        assert!(a.is_empty());
+        let (s, a) = step(s, Event::Tick, 180, &T);
+        assert!(a.contains(&Action::TryNetworks));
+        let (s, _) = step(s, Event::UserActivity, 200, &T);
+        let (s, a) = step(s, Event::Tick, 260, &T);
+        assert!(a.is_empty(), "phone mid-setup: no retry");
+        let (_, a) = step(s, Event::Tick, 500, &T);
+        assert!(a.contains(&Action::TryNetworks), "phone idle again");
+    }
+
+    #[test]
+    fn restored_network_takes_hotspot_down() {
+        let (s, _) = step(State::new(0, true), Event::Tick, 120, &T);
+        let (s, a) = step(s, Event::Connectivity { online: true }, 190, &T);
+        assert_eq!(a, vec![Action::StopHotspot]);
+        assert_eq!(s.mode, Mode::Online);
+    }
+
+    #[test]
+    fn forced_provisioning_starts_hotspot_while_online() {
+        let (s, _) = step(
+            State::new(0, true),
+            Event::Connectivity { online: true },
+            1,
+            &T,
+        );
+        let (s, a) = step(s, Event::ForceProvisioning, 2, &T);
+        assert_eq!(a, vec![Action::StartHotspot]);
+        assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn roaming_by_priority_skips_no_internet() {
+        let nets = vec![(1, "c"), (10, "a"), (5, "b")];
+        assert_eq!(roaming_order(&nets), vec!["a", "b", "c"]);
+        let mut tried = Vec::new();
+        let got = pick_roaming(&nets, |n| {
+            tried.push(*n);
+            *n != "a"
+        });
+        assert_eq!(got, Some("b"));
+        assert_eq!(tried, vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,338 @@
+//! Living under systemd: `sd_notify` (READY, STOPPING, STATUS, WATCHDOG), the watchdog
+//! period, `svc-agent install` / `uninstall`, and the single-instance lock.
+use crate::fsutil;
+use crate::paths::Paths;
+use std::fmt;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The one unit file, shared with the Yocto layer and the Buildroot package.
+pub const UNIT: &str = include_str!("../dist/svc-agent.service");
+pub const UNIT_NAME: &str = "svc-agent.service";
+
+/// Sends one notification to systemd; a no-op when not started by systemd.
+pub fn notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = path.as_encoded_bytes();
+    let result = if let Some(name) = bytes.strip_prefix(b"@") {
+        // An abstract socket: '@' stands for the leading NUL.
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
+    } else {
+        sock.send_to(state.as_bytes(), Path::new(&path))
+    };
+    if let Err(e) = result {
+        crate::debug!("systemd", "sd_notify failed: {e}");
+    }
+}
+
+/// How often to feed the watchdog: half of `WATCHDOG_USEC`, when it is meant for us.
+pub fn watchdog_period() -> Option<Duration> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    if let Some(pid) = std::env::var("WATCHDOG_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+    {
+        if pid != std::process::id() {
+            return None;
+        }
+    }
+    (usec > 0).then(|| Duration::from_micros(usec / 2))
+}
+
+#[derive(Debug)]
+pub enum InstallError {
+    Io(String, std::io::Error),
+    Command(String),
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Io(what, e) => write!(f, "{what}: {e}"),
+            InstallError::Command(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
+    let what = what.into();
+    move |e| InstallError::Io(what, e)
+}
+
+/// Runs `systemctl`; behind a trait so that install logic is testable without systemd.
+pub trait Systemctl {
+    fn run(&mut self, args: &[&str]) -> Result<(), InstallError>;
+}
+
+/// The real one: argv, never a shell.
+pub struct RealSystemctl;
+
+impl Systemctl for RealSystemctl {
+    fn run(&mut self, args: &[&str]) -> Result<(), InstallError> {
+        let out = std::process::Command::new("systemctl")
+            .args(args)
+            .output()
+            .map_err(|e| {
+                InstallError::Command(format!("cannot run systemctl {}: {e}", args.join(" ")))
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(InstallError::Command(format!(
+                "systemctl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+}
+
+/// Whether systemd is the running init (and so `systemctl` can act).
+pub fn systemd_running(paths: &Paths) -> bool {
+    paths.root() == Path::new("/") && Path::new("/run/systemd/system").is_dir()
+}
+
+/// Copies `src` to `dst` atomically (temp, fsync, rename, fsync dir), mode 0755.
+fn install_file(src: &Path, dst: &Path) -> Result<(), InstallError> {
+    let bytes = std::fs::read(src).map_err(io(format!("reading {}", src.display())))?;
+    if std::fs::read(dst).ok().as_deref() == Some(&bytes[..]) {
+        return Ok(());
+    }
+    fsutil::atomic_write(dst, &bytes, 0o755).map_err(io(format!("writing {}", dst.display())))
+}
+
+/// Points `link` at `target` atomically: a new link at a temp name renamed over the old.
+pub fn swap_link(link: &Path, target: &Path) -> std::io::Result<()> {
+    if std::fs::read_link(link).ok().as_deref() == Some(target) {
+        return Ok(());
+    }
+    if let Some(dir) = link.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = fsutil::temp_path(link);
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp)?;
+    fsutil::durable_rename(&tmp, link)
+}
+
+/// What `install` did, for the user.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct InstallReport {
+    pub binary: PathBuf,
+    pub unit: PathBuf,
+    pub changed: bool,
+    pub enabled: bool,
+}
+
+/// `svc-agent install`: the running binary into the cache, the link, the unit, enabled and
+/// started. Safe to run again: an identical second run changes nothing.
+pub fn install(
+    paths: &Paths,
+    exe: &Path,
+    sysctl: &mut dyn Systemctl,
+) -> Result<InstallReport, InstallError> {
+    let version = env!("SVC_VERSION");
+    let cached = paths.cache_dir().join(format!("svc-agent-{version}"));
+    let link = paths.bin_link("svc-agent");
+    let unit = paths.unit_dir().join(UNIT_NAME);
+    let before = (
+        std::fs::read(&cached).ok(),
+        std::fs::read_link(&link).ok(),
+        std::fs::read(&unit).ok(),
+    );
+    if exe != cached {
+        install_file(exe, &cached)?;
+    }
+    swap_link(&link, Path::new(&format!("../cache/svc-agent-{version}")))
+        .map_err(io(format!("linking {}", link.display())))?;
+    if std::fs::read(&unit).ok().as_deref() != Some(UNIT.as_bytes()) {
+        fsutil::atomic_write(&unit, UNIT.as_bytes(), 0o644)
+            .map_err(io(format!("writing {}", unit.display())))?;
+    }
+    let after = (
+        std::fs::read(&cached).ok(),
+        std::fs::read_link(&link).ok(),
+        std::fs::read(&unit).ok(),
+    );
+    let changed = before != after;
+    let mut enabled = false;
+    if systemd_running(paths) {
+        if changed {
+            sysctl.run(&["daemon-reload"])?;
+        }
+        sysctl.run(&["enable", "--now", UNIT_NAME])?;
+        enabled = true;
+    }
+    Ok(InstallReport {
+        binary: cached,
+        unit,
+        changed,
+        enabled,
+    })
+}
+
+/// `svc-agent uninstall [--purge]`: stops and removes the service, links, cache and state;
+/// the credentials file stays unless `purge`.
+pub fn uninstall(
+    paths: &Paths,
+    purge: bool,
+    sysctl: &mut dyn Systemctl,
+) -> Result<(), InstallError> {
+    let unit = paths.unit_dir().join(UNIT_NAME);
+    if systemd_running(paths) && unit.exists() {
+        // The unit may already be stopped or disabled: that is not an error here.
+        let _ = sysctl.run(&["disable", "--now", UNIT_NAME]);
+    }
+    remove(&unit)?;
+    if systemd_running(paths) {
+        sysctl.run(&["daemon-reload"])?;
+    }
+    let state = paths.state_dir();
+    if state.exists() {
+        std::fs::remove_dir_all(&state).map_err(io(format!("removing {}", state.display())))?;
+    }
+    if purge {
+        remove(&paths.credentials())?;
+    }
+    Ok(())
+}
+
+fn remove(p: &Path) -> Result<(), InstallError> {
+    match std::fs::remove_file(p) {
+        Ok(()) => {
+            if let Some(d) = p.parent() {
+                let _ = fsutil::fsync_dir(d);
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(InstallError::Io(format!("removing {}", p.display()), e)),
+    }
+}
+
+/// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life.
+pub struct InstanceLock {
+    _file: std::fs::File,
+}
+
+impl InstanceLock {
+    pub fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let path = paths.state_dir().join("agent.lock");
+        let _ = std::fs::create_dir_all(paths.state_dir());
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            return Err(format!(
+                "another svc-agent is already running (pid {}, lock {})",
+                holder.trim(),
+                path.display()
+            ));
+        }
+        let _ = f.set_len(0);
+        let _ = f.rewind();
+        let _ = write!(f, "{}", std::process::id());
+        Ok(InstanceLock { _file: f })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Recorder(Vec<String>);
+    impl Systemctl for Recorder {
+        fn run(&mut self, args: &[&str]) -> Result<(), InstallError> {
+            self.0.push(args.join(" "));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn install_is_idempotent_and_uninstall_leaves_only_credentials() {
+        let root = std::env::temp_dir().join(format!("svc-install-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let paths = Paths::new(&root);
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(paths.credentials(), "{}").unwrap();
+        let exe = root.join("downloaded-svc-agent");
+        std::fs::write(&exe, b"\x7fELF binary").unwrap();
+        let mut rec = Recorder(Vec::new());
+        let r = install(&paths, &exe, &mut rec).unwrap();
+        assert!(r.changed && !r.enabled, "a sandbox root has no systemd");
+        assert_eq!(std::fs::read(&r.binary).unwrap(), b"\x7fELF binary");
+        let link = std::fs::read_link(paths.bin_link("svc-agent")).unwrap();
+        assert_eq!(
+            link,
+            PathBuf::from(format!("../cache/svc-agent-{}", env!("SVC_VERSION")))
+        );
+        assert_eq!(
+            std::fs::read(paths.bin_link("svc-agent")).unwrap(),
+            b"\x7fELF binary"
+        );
+        assert_eq!(std::fs::read_to_string(&r.unit).unwrap(), UNIT);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&r.binary).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        let again = install(&paths, &exe, &mut rec).unwrap();
+        assert!(!again.changed);
+        assert!(rec.0.is_empty());
+        uninstall(&paths, false, &mut rec).unwrap();
+        assert!(paths.credentials().exists());
+        assert!(!paths.state_dir().exists() && !r.unit.exists());
+        uninstall(&paths, true, &mut rec).unwrap();
+        assert!(!paths.credentials().exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn notify_reaches_a_real_socket() {
+        let dir = std::env::temp_dir().join(format!("svc-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock_path = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&sock_path);
+        let sock = UnixDatagram::bind(&sock_path).unwrap();
+        std::env::set_var("NOTIFY_SOCKET", &sock_path);
+        notify("READY=1\nSTATUS=running");
+        std::env::remove_var("NOTIFY_SOCKET");
+        let mut buf = [0u8; 64];
+        let n = sock.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1\nSTATUS=running");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_instance_is_refused_naming_the_holder() {
+        let root = std::env::temp_dir().join(format!("svc-lock-{}", std::process::id()));
+        let paths = Paths::new(&root);
+        let _held = InstanceLock::acquire(&paths).unwrap();
+        // flock locks belong to the open file description: a second open conflicts.
+        let err = InstanceLock::acquire(&paths).err().unwrap();
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,137 @@
+//! The engine as the daemon sees it: `agent::updates::Updater` over [`Engine`]. The daemon
+//! decides what and when (policy, maintenance window, busy gate, probation); this turns its
+//! decisions into artifacts, stages them on a worker thread and activates them on the loop.
+use super::activate::linked_version;
+use super::download::PinState;
+use super::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
+use crate::agent::policy::Desired;
+use crate::agent::updates::{Staged, Updater};
+use crate::paths::Paths;
+use std::path::Path;
+
+/// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
+#[derive(Debug, Clone)]
+pub struct DaemonUpdater {
+    pub engine: Engine,
+    pub base_url: Option<String>,
+}
+
+impl DaemonUpdater {
+    pub fn new(paths: Paths, base_url: Option<String>) -> DaemonUpdater {
+        DaemonUpdater {
+            engine: Engine::new(paths, UpdateOptions::default()),
+            base_url,
+        }
+    }
+
+    /// An artifact URL as the app wrote it, made absolute against the app address.
+    fn resolve(&self, url: &str) -> String {
+        match (&self.base_url, url.contains("://")) {
+            (Some(base), false) => match base.strip_prefix("file://") {
+                Some(dir) => format!(
+                    "file://{}",
+                    Path::new(dir).join(url.trim_start_matches('/')).display()
+                ),
+                None => format!(
+                    "{}/{}",
+                    base.trim_end_matches('/'),
+                    url.trim_start_matches('/')
+                ),
+            },
+            _ => url.to_string(),
+        }
+    }
+
+    fn artifact(&self, name: &str, desired: &Desired) -> Option<Artifact> {
+        match desired {
+            Desired::Install(t) => Some(Artifact {
+                name: name.to_string(),
+                version: t.version.clone(),
+                url: self.resolve(&t.url),
+                sha256: t.sha256.clone(),
+                size: t.size,
+                signature: t.signature.clone(),
+            }),
+            Desired::InstallUrl(u) => Some(Artifact {
+                name: name.to_string(),
+                version: String::new(),
+                url: u.clone(),
+                sha256: None,
+                size: None,
+                signature: None,
+            }),
+            Desired::Keep => None,
+        }
+    }
+}
+
+impl Updater for DaemonUpdater {
+    fn stage(&mut self, name: &str, desired: &Desired) -> Result<Option<Staged>, String> {
+        let a = self
+            .artifact(name, desired)
+            .ok_or_else(|| "nothing to install".to_string())?;
+        let pinned = a.is_pin().then(|| a.url.clone());
+        match self.engine.stage(&a).map_err(|e| e.to_string())? {
+            Staging::Ready { version } => Ok(Some(Staged {
+                name: name.to_string(),
+                path: self.engine.cached_file(name, &version),
+                version,
+                url: pinned,
+            })),
+            Staging::AlreadyCurrent { .. } | Staging::NotModified { .. } => Ok(None),
+        }
+    }
+
+    fn activate(&mut self, staged: &Staged) -> Result<(), String> {
+        self.engine
+            .activate(&staged.name, &staged.version)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn rollback(&mut self, name: &str) -> Result<String, String> {
+        super::rollback(&self.engine.paths, name)
+            .map(|(_, to)| to)
+            .map_err(|e| e.to_string())
+    }
+
+    fn current(&self, name: &str) -> (Option<String>, Option<String>) {
+        let paths = &self.engine.paths;
+        let version = linked_version(paths, name).or_else(|| {
+            VersionRecords::load(paths)
+                .ok()
+                .and_then(|r| r.get(name).and_then(|e| e.current.clone()))
+        });
+        // The pinned URL counts only while the version it installed is the active one.
+        let url = PinState::load(paths, name)
+            .filter(|p| version.as_deref() == Some(p.version.as_str()))
+            .map(|p| p.url);
+        (version, url)
+    }
+
+    fn bad_versions(&self, name: &str) -> Vec<String> {
+        VersionRecords::load(&self.engine.paths)
+            .ok()
+            .and_then(|r| r.get(name).map(|e| e.bad.clone()))
+            .unwrap_or_default()
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Updater> {
+        Box::new(self.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_urls_resolve_against_the_app() {
+        let p = Paths::new(Path::new("/tmp/x"));
+        let u = DaemonUpdater::new(p.clone(), Some("https://app.example/v1/".into()));
+        assert_eq!(u.resolve("/a/b"), "https://app.example/v1/a/b");
+        assert_eq!(u.resolve("https://cdn/x"), "https://cdn/x");
+        let f = DaemonUpdater::new(p, Some("file:///srv/mgmt".into()));
+        assert_eq!(f.resolve("bin/x"), "file:///srv/mgmt/bin/x");
+    }
+}

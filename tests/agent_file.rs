@@ -1,0 +1,384 @@
+//! The real `svc-agent run` against a file:// management directory: first contact, config
+//! change, rejected config, commands, offline boot from cache, stop.
+mod common;
+use common::sandbox::*;
+use serde_json::json;
+
+fn config(module_env: &str) -> serde_json::Value {
+    json!({
+        "modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
+                     "executable_path": "/bin/true", "env": {"MODE": module_env}}],
+        "agent": {"svc-server": {"release_channel": "stable"}}
+    })
+}
+
+#[test]
+fn first_contact_config_change_and_clean_stop() {
+    let sb = Sandbox::new("first-contact");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("one"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let cached = std::fs::read_to_string(sb.root.join("opt/svc/config.json")).unwrap();
+    assert!(cached.contains("\"one\""), "{cached}");
+    assert!(sb.fake("args").contains("--config"), "{}", sb.fake("args"));
+    assert!(sb.fake("env").contains("SVC_HOME="));
+    // The status report reaches the management directory.
+    wait_for("status in the app dir", 30, || {
+        std::fs::read_to_string(sb.app.join("status.json"))
+            .is_ok_and(|s| s.contains("\"running\": true"))
+    });
+
+    sb.answer(json!({"config": config("two"), "poll_interval_secs": 1}));
+    wait_for("svc-server to get SIGHUP", 30, || {
+        sb.fake("events").contains("hup")
+    });
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"two\""));
+    assert!(sb.log().contains("config applied"), "{}", sb.log());
+
+    let pid: i32 = sb
+        .fake("pids")
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let st = terminate(&mut agent);
+    assert!(st.success(), "agent exit {st:?}\n{}", sb.log());
+    assert!(
+        sb.fake("events").contains("term"),
+        "svc-server was not stopped with SIGTERM"
+    );
+    assert!(!pid_alive(pid), "svc-server {pid} outlived the agent");
+}
+
+#[test]
+fn invalid_config_is_rejected_and_the_last_good_one_kept() {
+    let sb = Sandbox::new("reject");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("good"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let mut bad = config("bad");
+    bad["modules"][0]["version"] = json!("1.2");
+    bad["agent"]["svc-server"]["release_channel"] = json!("nightly");
+    sb.answer(json!({"config": bad, "poll_interval_secs": 1}));
+    wait_for("the rejection in status", 30, || {
+        sb.status()["config_errors"]
+            .as_array()
+            .is_some_and(|e| e.len() == 2)
+    });
+    let errors = sb.status()["config_errors"].clone();
+    assert_eq!(errors[0]["path"], "/modules/0/version", "{errors}");
+    assert_eq!(errors[1]["path"], "/agent/svc-server/release_channel");
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"good\""));
+    assert!(sb.log().contains("config rejected"));
+    assert!(
+        !sb.fake("events").contains("hup"),
+        "a rejected config must not reach svc-server"
+    );
+    terminate(&mut agent);
+}
+
+#[test]
+fn restart_command_is_carried_out_once() {
+    let sb = Sandbox::new("command");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || {
+        sb.fake("pids").lines().count() == 1
+    });
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1,
+                     "commands": [{"id": "c-1", "kind": "restart-svc-server"}]}));
+    wait_for("a second svc-server", 30, || {
+        sb.fake("pids").lines().count() == 2
+    });
+    wait_for("the command acknowledged", 30, || {
+        sb.status()["done_commands"] == json!(["c-1"])
+    });
+    // Further polls deliver the same command: it is not carried out again.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(
+        sb.fake("pids").lines().count(),
+        2,
+        "restart repeated:\n{}",
+        sb.log()
+    );
+    terminate(&mut agent);
+}
+
+#[test]
+fn offline_boot_runs_from_the_cache() {
+    let sb = Sandbox::new("offline");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("cached"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("first run", 60, || !sb.fake("pids").is_empty());
+    terminate(&mut agent);
+    // The app is gone: the next boot starts svc-server with the cached config anyway.
+    std::fs::remove_file(sb.app.join("poll.json")).unwrap();
+    let before = sb.fake("pids").lines().count();
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server from cache", 30, || {
+        sb.fake("pids").lines().count() > before
+    });
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"cached\""));
+    wait_for("the poll failure logged", 30, || {
+        sb.log().contains("poll failed")
+    });
+    terminate(&mut agent);
+}
+
+#[test]
+fn a_second_agent_on_the_same_machine_is_refused() {
+    let sb = Sandbox::new("single");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut first = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["run", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!("already running (pid {}", first.id())),
+        "{err}"
+    );
+    terminate(&mut first);
+}
+
+#[test]
+fn disable_subsystem_stops_managing_svc_server_and_status_says_so() {
+    let sb = Sandbox::new("disable");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let pid: i32 = sb.fake("pids").trim().parse().unwrap();
+    let mut cfg = config("x");
+    cfg["agent"]["svc-server"]["disable_subsystem"] = json!(true);
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("svc-server stopped", 30, || !pid_alive(pid));
+    wait_for("status: not managed", 30, || {
+        sb.status()["svc_server"]["managed"] == json!(false)
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["status", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("not managed"),
+        "{text}"
+    );
+    let json_out = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["status", "--json", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(v["svc_server"]["running"], false);
+    assert!(v["last_contact"].is_u64());
+    terminate(&mut agent);
+}
+
+#[test]
+fn doctor_reports_each_check() {
+    let sb = Sandbox::new("doctor");
+    sb.file_app();
+    sb.answer(json!({}));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        sb.root.join("etc/svc.json"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+            .args(["doctor", "--json", "--root", sb.root.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a 0644 credentials file must fail the doctor"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(check("credentials")["verdict"], "fail");
+    assert!(check("credentials")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("644"));
+    assert_eq!(check("clock")["verdict"], "ok");
+    assert_eq!(check("app")["verdict"], "ok");
+    for name in ["disk", "systemd", "networkmanager", "radio"] {
+        assert!(
+            ["ok", "warn", "fail"].contains(&check(name)["verdict"].as_str().unwrap()),
+            "{name}"
+        );
+    }
+    std::fs::set_permissions(
+        sb.root.join("etc/svc.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run().stdout).unwrap();
+    assert_eq!(v["checks"][0]["verdict"], "ok", "{v}");
+}
+
+fn shipped(sb: &Sandbox) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(sb.app.join("logs.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn logs_reach_the_app_in_order_after_an_outage() {
+    let sb = Sandbox::new("logs");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("a"), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    let has = |sb: &Sandbox, m: &str| {
+        shipped(sb)
+            .iter()
+            .any(|r| r["message"].as_str().is_some_and(|s| s.contains(m)))
+    };
+    wait_for("svc-server's own output shipped", 60, || {
+        has(&sb, "fake svc-server up")
+    });
+    let rec = shipped(&sb)
+        .into_iter()
+        .find(|r| {
+            r["message"]
+                .as_str()
+                .unwrap()
+                .contains("fake svc-server up")
+        })
+        .unwrap();
+    assert_eq!(rec["subsystem"], "svc-server");
+    // The receiver goes away (its log file cannot be opened): lines wait in the queue.
+    std::fs::remove_file(sb.app.join("logs.jsonl")).unwrap();
+    std::fs::create_dir(sb.app.join("logs.jsonl")).unwrap();
+    sb.answer(json!({"config": config("b"), "poll_interval_secs": 1}));
+    wait_for("the config change", 30, || {
+        sb.fake("events").contains("hup")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::remove_dir(sb.app.join("logs.jsonl")).unwrap();
+    wait_for("the queued lines delivered", 60, || {
+        has(&sb, "config applied")
+    });
+    let ids: Vec<u64> = shipped(&sb)
+        .iter()
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "out of order or duplicated: {ids:?}"
+    );
+    assert!(!std::fs::read_to_string(sb.app.join("logs.jsonl"))
+        .unwrap()
+        .contains("sandbox-secret-123"));
+    terminate(&mut agent);
+}
+
+#[test]
+fn the_daemon_applies_and_reverts_syscfg_from_the_config() {
+    let sb = Sandbox::new("syscfg");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut cfg = config("x");
+    cfg["agent"]["agent-syscfg"] = json!({"attributes": {"logging": {"system_max_use": "64M"}}});
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    // The sandbox is a machine with journald.
+    let journald = sb.root.join("usr/lib/systemd/systemd-journald");
+    std::fs::create_dir_all(journald.parent().unwrap()).unwrap();
+    std::fs::write(&journald, "").unwrap();
+    let mut agent = sb.spawn_agent(&[]);
+    let dropin = sb
+        .root
+        .join("etc/systemd/journald.conf.d/60-svc-agent.conf");
+    wait_for("the journald drop-in", 60, || {
+        std::fs::read_to_string(&dropin).is_ok_and(|t| t.contains("SystemMaxUse=64M"))
+    });
+    wait_for("syscfg in the status", 30, || {
+        sb.status()["subsystems"]["agent-syscfg"]["settings"].is_array()
+    });
+    cfg["agent"]["agent-syscfg"]["disable_subsystem"] = json!(true);
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("the drop-in reverted", 30, || !dropin.exists());
+    terminate(&mut agent);
+}
+
+#[test]
+fn secrets_in_a_config_reach_neither_the_log_nor_the_app() {
+    let sb = Sandbox::new("secrets");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut cfg = config("x");
+    cfg["agent"]["agent-provisioning"] = json!({
+        "networks": [{"ssid": "home", "psk": "wifi-psk-SECRET-123"}],
+        "attributes": {"hotspot_password": "hotspot-SECRET-456"}
+    });
+    sb.answer(json!({"config": cfg.clone(), "poll_interval_secs": 1}));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("svc-server", 60, || !sb.fake("pids").is_empty());
+    // The same secrets inside a config that is rejected (the errors are logged).
+    cfg["agent"]["agent-provisioning"]["networks"][0]["priority"] = json!(5000);
+    cfg["agent"]["agent-provisioning"]["networks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"ssid": "x", "psk": "short-SECRET"}));
+    sb.answer(json!({"config": cfg, "poll_interval_secs": 1}));
+    wait_for("the rejection", 30, || sb.log().contains("config rejected"));
+    wait_for("logs shipped", 30, || {
+        std::fs::read_to_string(sb.app.join("logs.jsonl"))
+            .is_ok_and(|l| l.contains("config rejected"))
+    });
+    let shipped = std::fs::read_to_string(sb.app.join("logs.jsonl")).unwrap();
+    for secret in [
+        "wifi-psk-SECRET-123",
+        "hotspot-SECRET-456",
+        "short-SECRET",
+        "sandbox-secret-123",
+    ] {
+        assert!(!sb.log().contains(secret), "{secret} in the agent's log");
+        assert!(!shipped.contains(secret), "{secret} in the shipped logs");
+        assert!(
+            !std::fs::read_to_string(sb.app.join("status.json"))
+                .unwrap()
+                .contains(secret),
+            "{secret} in the status report"
+        );
+    }
+    terminate(&mut agent);
+}

@@ -1,0 +1,138 @@
+//! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
+//! first contact, conditional polls, config change, and every kind of server failure.
+mod common;
+use common::mgmt::{Behavior, MgmtServer};
+use common::sandbox::*;
+use serde_json::json;
+use std::time::Duration;
+
+fn answer(mode: &str) -> serde_json::Value {
+    json!({
+        "poll_interval_secs": 1,
+        "config": {"modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
+                                "executable_path": "/bin/true", "env": {"MODE": mode}}]}
+    })
+}
+
+fn setup(name: &str) -> (Sandbox, MgmtServer) {
+    let sb = Sandbox::new(name);
+    let srv = MgmtServer::start(&sb.root.join("tls"));
+    sb.write_credentials(&srv.url);
+    sb.install_fake_server();
+    (sb, srv)
+}
+
+fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
+    sb.spawn_agent(&[
+        ("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap()),
+        ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
+    ])
+}
+
+#[test]
+fn first_contact_conditional_polls_and_config_change() {
+    let (sb, srv) = setup("https-first");
+    srv.set_answer(answer("one"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"one\""));
+    wait_for("a 304", 30, || {
+        srv.polls().iter().any(|p| p.status_sent == 304)
+    });
+    let polls = srv.polls();
+    let first = &polls[0];
+    // Credentials travel in headers, never in the URL.
+    assert_eq!(first.path, "/api/v1/agent/poll");
+    assert_eq!(first.header("x-svc-part-id"), Some("part-1"));
+    assert_eq!(
+        first.header("authorization"),
+        Some("Secret sandbox-secret-123")
+    );
+    let report: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(report["agent"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(report["host"]["arch"].is_string());
+    let not_modified = polls.iter().find(|p| p.status_sent == 304).unwrap();
+    assert!(not_modified.header("if-none-match").is_some());
+    srv.set_answer(answer("two"));
+    wait_for("the new config", 30, || sb.fake("events").contains("hup"));
+    assert!(std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+        .unwrap()
+        .contains("\"two\""));
+    // Logs arrive at the app's log endpoint, authenticated like polls.
+    wait_for("a log batch", 60, || {
+        !srv.state.lock().unwrap().logs.is_empty()
+    });
+    let batch: serde_json::Value =
+        serde_json::from_str(&srv.state.lock().unwrap().logs[0]).unwrap();
+    assert!(batch["records"][0]["id"].is_u64(), "{batch}");
+    assert!(srv
+        .state
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .filter(|s| s.path == "/api/v1/agent/logs")
+        .all(|s| s.header("authorization") == Some("Secret sandbox-secret-123")));
+    // The secret never reaches the log.
+    assert!(!sb.log().contains("sandbox-secret-123"));
+    assert!(!srv
+        .state
+        .lock()
+        .unwrap()
+        .logs
+        .iter()
+        .any(|l| l.contains("sandbox-secret-123")));
+    terminate(&mut agent);
+}
+
+#[test]
+fn server_errors_back_off_and_recover() {
+    let (sb, srv) = setup("https-errors");
+    srv.set_answer(answer("ok"));
+    srv.script(Behavior::Status(500, vec![], "boom".into()));
+    srv.script(Behavior::Garbage);
+    srv.script(Behavior::Reset);
+    srv.script(Behavior::Slow(Duration::from_secs(6)));
+    srv.script(Behavior::Status(
+        429,
+        vec![("Retry-After".into(), "2".into())],
+        String::new(),
+    ));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("recovery after the failures", 120, || {
+        std::fs::read_to_string(sb.root.join("opt/svc/config.json"))
+            .is_ok_and(|c| c.contains("\"ok\""))
+    });
+    let log = sb.log();
+    for expected in [
+        "HTTP 500: boom",
+        "not a poll answer",
+        "poll failed",
+        "timeout",
+        "HTTP 429",
+        "next try in 2s",
+        "reachable again",
+    ] {
+        assert!(log.contains(expected), "log lacks {expected:?}:\n{log}");
+    }
+    // svc-server started anyway once the bounded first-contact wait ran out.
+    assert!(!sb.fake("pids").is_empty());
+    terminate(&mut agent);
+}
+
+#[test]
+fn a_rejected_key_is_not_retried_in_a_loop() {
+    let (sb, srv) = setup("https-401");
+    srv.set_answer(answer("never"));
+    for _ in 0..50 {
+        srv.script(Behavior::Status(401, vec![], "key revoked".into()));
+    }
+    let mut agent = spawn(&sb, &srv);
+    wait_for("the 401 logged", 30, || sb.log().contains("HTTP 401"));
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(srv.polls().len(), 1, "a 401 was retried:\n{}", sb.log());
+    assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
+    terminate(&mut agent);
+}

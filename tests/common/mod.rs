@@ -1,0 +1,3 @@
+pub mod mgmt;
+pub mod sandbox;
+pub mod testca;

@@ -1,0 +1,139 @@
+//! A re-rooted machine for tests: credentials, a file:// management directory, and a
+//! stand-in svc-server (a shell script that records its life in files).
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Sandbox {
+    pub root: PathBuf,
+    pub app: PathBuf,
+}
+
+/// A stand-in svc-server: records args, env and pid, traps HUP (reload) and TERM.
+pub const FAKE_SERVER: &str = r#"#!/bin/sh
+out="$SVC_HOME/../fake-server"
+mkdir -p "$out"
+echo "$@" > "$out/args"
+env | sort > "$out/env"
+echo $$ >> "$out/pids"
+trap 'echo hup >> "$out/events"' HUP
+trap 'echo term >> "$out/events"; exit 0' TERM
+echo "fake svc-server up"
+while :; do sleep 0.1; done
+"#;
+
+impl Sandbox {
+    pub fn new(name: &str) -> Sandbox {
+        let root = std::env::temp_dir().join(format!("svc-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let app = root.join("app");
+        std::fs::create_dir_all(&app).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        Sandbox { root, app }
+    }
+
+    pub fn write_credentials(&self, app_address: &str) {
+        let creds = serde_json::json!({"cloud": {"app_address": app_address, "id": "part-1", "secret": "sandbox-secret-123"}});
+        std::fs::write(self.root.join("etc/svc.json"), creds.to_string()).unwrap();
+    }
+
+    pub fn file_app(&self) {
+        self.write_credentials(&format!("file://{}", self.app.display()));
+    }
+
+    pub fn install_fake_server(&self) {
+        let bin = self.root.join("opt/svc/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let p = bin.join("svc-server");
+        std::fs::write(&p, FAKE_SERVER).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    pub fn answer(&self, v: serde_json::Value) {
+        let tmp = self.app.join(".poll.json.tmp");
+        std::fs::write(&tmp, v.to_string()).unwrap();
+        std::fs::rename(tmp, self.app.join("poll.json")).unwrap();
+    }
+
+    pub fn fake(&self, file: &str) -> String {
+        std::fs::read_to_string(self.root.join("opt/svc/fake-server").join(file))
+            .unwrap_or_default()
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        std::fs::read(self.root.join("opt/svc/status.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn spawn_agent(&self, env: &[(&str, &str)]) -> Child {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_svc-agent"));
+        cmd.args(["run", "--root", self.root.to_str().unwrap()])
+            .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.root.join("agent.log")).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("agent.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+/// Waits (bounded) for `cond`; the bound is generous because the machine is shared.
+pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn pid_alive(pid: i32) -> bool {
+    // A zombie is not alive; /proc/PID/stat's third field says Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("agent did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The machine lab: boots a real Debian guest (systemd, journald, NetworkManager, the Debian
+# kernel with mac80211_hwsim) under qemu and runs scenarios in it against the static
+# svc-agent and svc-server.
+#
+#   tests/system/run.sh [SCENARIO...]          all scenarios in scenarios/ when none given
+#
+# SCENARIO is a name (scenarios/<name>.sh) or a path to a scenario file (pending/x.sh).
+#
+# A scenario is scenarios/<name>.sh, run inside the guest by a oneshot unit once the system
+# is up; the guest then powers off. Optional companions:
+#   <name>.host.sh   run on the host before boot, with LAB_WORK (the run's folder) and
+#                    LAB_SHARE (a folder that the guest sees as /lab/share). It may start
+#                    host services (reachable from the guest at 10.0.2.2 = host loopback) and
+#                    must write their PIDs to $LAB_WORK/host.pids; they are killed afterwards.
+#   <name>.after.sh  makes it a power-cut scenario: the main phase must print @@POWERCUT@@ on
+#                    the console (lab_powercut), the harness kills qemu, boots the same disk
+#                    again and runs <name>.after.sh.
+# `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
+#
+# Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
+# --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
+# passing runs. Prints one PASS/FAIL line per scenario and `system: N passed, M failed`.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+export LAB_CACHE="${LAB_CACHE:-$here/.cache}"
+mkdir -p "$LAB_CACHE"
+log() { echo "lab: $*" >&2; }
+die() { echo "lab: ERROR: $*" >&2; echo "system: 0 passed, 1 failed"; exit 1; }
+
+for c in qemu-system-x86_64 qemu-img mke2fs debugfs; do
+    command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs the prerequisites)"
+done
+
+# Scenarios to run.
+if [ $# -gt 0 ]; then
+    scenarios=("$@")
+else
+    scenarios=()
+    for f in "$here"/scenarios/*.sh; do
+        b="$(basename "$f" .sh)"
+        case "$b" in *.host|*.after) continue ;; esac
+        scenarios+=("$b")
+    done
+fi
+[ ${#scenarios[@]} -gt 0 ] || die "no scenarios found in $here/scenarios"
+
+# Binaries.
+if [ -z "${LAB_AGENT:-}" ] || [ -z "${LAB_SERVER:-}" ]; then
+    log "building static binaries"
+    mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
+    [ ${#built[@]} -eq 2 ] || die "scripts/build-static.sh did not report two binaries"
+    LAB_AGENT="${built[0]}"; LAB_SERVER="${built[1]}"
+fi
+[ -x "$LAB_AGENT" ] && [ -x "$LAB_SERVER" ] || die "binaries not executable: $LAB_AGENT $LAB_SERVER"
+
+# Guest image (cached by recipe hash).
+img_start=$SECONDS
+image="$("$here/guest/build-image.sh")" || die "guest image build failed"
+log "guest image $image ($((SECONDS - img_start)) s)"
+
+kill_host_pids() { # kill exactly the processes a host hook recorded
+    local f="$1/host.pids" p
+    [ -f "$f" ] || return 0
+    while read -r p; do
+        [ -n "$p" ] && kill "$p" 2>/dev/null || true
+    done < "$f"
+}
+
+# boot WORK PHASE TIMEOUT POWERCUT: boots the scenario's disks once. Sets boot_result to
+# poweroff, powercut or timeout, and boot_wall to the seconds qemu ran.
+boot() {
+    local work="$1" phase="$2" limit="$3" powercut="$4"
+    local console="$work/console-$phase.log" start=$SECONDS
+    : > "$console"
+    qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
+        -nodefaults -no-user-config -display none -monitor none -no-reboot \
+        -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
+        -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase" \
+        -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
+        -drive "file=$work/lab.img,format=raw,if=virtio" \
+        -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
+        -device virtio-rng-pci \
+        -serial "file:$console" > "$work/qemu-$phase.log" 2>&1 &
+    local qpid=$!
+    boot_result=poweroff
+    while kill -0 "$qpid" 2>/dev/null; do
+        if [ "$powercut" = 1 ] && grep -q '@@POWERCUT@@' "$console"; then
+            kill -KILL "$qpid" 2>/dev/null || true
+            boot_result=powercut
+            break
+        fi
+        if [ $((SECONDS - start)) -ge "$limit" ]; then
+            kill -KILL "$qpid" 2>/dev/null || true
+            boot_result=timeout
+            break
+        fi
+        sleep 0.5
+    done
+    wait "$qpid" 2>/dev/null || true
+    boot_wall=$((SECONDS - start))
+}
+
+# field FILE KEY: a key=value from a timing file.
+field() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1 || true; }
+
+report_failure() {
+    local work="$1" ph
+    for ph in main after; do
+        [ -d "$work/out/$ph" ] || [ -f "$work/console-$ph.log" ] || continue
+        echo "---- $ph: scenario log"
+        cat "$work/out/$ph/log.txt" 2>/dev/null || echo "(none on the lab disk)"
+        echo "---- $ph: agent state"
+        cat "$work/out/$ph/state.txt" 2>/dev/null || echo "(none)"
+        echo "---- $ph: journal (last 200 lines; full: $work/out/$ph/journal.txt)"
+        tail -n 200 "$work/out/$ph/journal.txt" 2>/dev/null || echo "(none)"
+        echo "---- $ph: serial console (last 60 lines; full: $work/console-$ph.log)"
+        tail -n 60 "$work/console-$ph.log" 2>/dev/null || true
+    done
+    echo "---- run folder kept: $work"
+}
+
+passed=0; failed=0
+for name in "${scenarios[@]}"; do
+    t_start=$SECONDS
+    # A name means scenarios/<name>.sh; a path (e.g. pending/x.sh) runs that file.
+    case "$name" in
+        */*|*.sh) script="$(cd "$(dirname "$name")" 2>/dev/null && pwd)/$(basename "$name")"
+                  name="$(basename "$name" .sh)"
+                  sdir="$(dirname "$script")" ;;
+        *) script="$here/scenarios/$name.sh"; sdir="$here/scenarios" ;;
+    esac
+    if [ ! -f "$script" ]; then
+        echo "FAIL $name: no such scenario ($script)"; failed=$((failed + 1)); continue
+    fi
+    after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
+    hook="$sdir/$name.host.sh"
+    limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
+
+    mkdir -p "$LAB_CACHE/runs"
+    work="$(mktemp -d "$LAB_CACHE/runs/$name.XXXXXX")"
+    stage="$work/stage"
+    mkdir -p "$stage/bin" "$stage/share" "$stage/out"
+    cp "$here/guest/guest-run.sh" "$here/guest/lab-lib.sh" "$stage/"
+    cp "$script" "$stage/scenario.sh"
+    [ "$powercut" = 1 ] && cp "$after" "$stage/after.sh"
+    cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
+    echo "$name" > "$stage/name"
+    od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
+    # What the guest should see from the binaries, measured on the host (x86_64 runs here).
+    "$LAB_AGENT" version --json > "$stage/share/expected-agent-version.json"
+
+    reason=""; after_result=""
+    if [ -f "$hook" ]; then
+        log "$name: host hook"
+        if ! LAB_WORK="$work" LAB_SHARE="$stage/share" bash "$hook" > "$work/host-hook.log" 2>&1; then
+            reason="host hook failed: $(tail -n 5 "$work/host-hook.log")"
+        fi
+    fi
+
+    if [ -z "$reason" ]; then
+        mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" 512M > /dev/null
+        qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root.qcow2"
+        log "$name: booting (main phase, limit ${limit}s)"
+        boot "$work" main "$limit" "$powercut"; main_result=$boot_result; main_wall=$boot_wall
+        if [ "$powercut" = 1 ] && [ "$main_result" = powercut ]; then
+            log "$name: power cut after ${main_wall}s; booting again (after phase)"
+            boot "$work" after "$limit" 0; after_result=$boot_result
+        fi
+        # rdump refuses an existing target folder: $work/out is made by it.
+        debugfs -R "rdump /out $work" "$work/lab.img" > /dev/null 2>&1 || true
+
+        rc_main="$(cat "$work/out/main/rc" 2>/dev/null || echo none)"
+        if [ "$powercut" = 1 ]; then
+            rc_after="$(cat "$work/out/after/rc" 2>/dev/null || echo none)"
+            if [ "$main_result" = timeout ]; then reason="main phase: no @@POWERCUT@@ within ${limit}s"
+            elif [ "$main_result" != powercut ] && [ "$rc_main" != 0 ]; then reason="main phase rc=$rc_main"
+            elif [ "$main_result" != powercut ]; then reason="main phase passed but never asked for the power cut"
+            elif [ "$after_result" = timeout ]; then reason="after phase timed out after ${limit}s"
+            elif [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            fi
+        else
+            if [ "$main_result" = timeout ]; then reason="timed out after ${limit}s"
+            elif [ "$rc_main" != 0 ]; then reason="scenario rc=$rc_main"
+            fi
+        fi
+    fi
+    kill_host_pids "$work"
+
+    detail=""
+    for ph in main after; do
+        [ -f "$work/console-$ph.log" ] || continue
+        # Boot time: the guest's uptime when the runner started (from the console, which
+        # survives a power cut); scenario time from the lab disk when the phase finished.
+        up="$(sed -n "s/.*@@LAB-START@@ .* uptime=\([0-9.]*\).*/\1/p" "$work/console-$ph.log" | head -n1 || true)"
+        sc="$(field "$work/out/$ph/timing.txt" scenario_s)"
+        detail="$detail${detail:+; }$ph: boot ${up:-?}s${sc:+, scenario ${sc}s}"
+    done
+    detail="$detail, wall $((SECONDS - t_start))s"
+    if [ -z "$reason" ]; then
+        echo "PASS $name ($detail)"
+        passed=$((passed + 1))
+        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img"
+    else
+        echo "FAIL $name: $reason ($detail)"
+        report_failure "$work"
+        failed=$((failed + 1))
+    fi
+done
+echo "system: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
