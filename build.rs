@@ -9,6 +9,8 @@ fn main() {
         .unwrap_or_else(|| std::env::var("CARGO_PKG_VERSION").unwrap_or_default());
     println!("cargo:rustc-env=SVC_VERSION={version}");
     println!("cargo:rerun-if-env-changed=SVC_BUILD_VERSION");
+    // Only the lab's boot-guard scenario builds an agent whose `run` fails on purpose.
+    println!("cargo:rerun-if-env-changed=SVC_LAB_BROKEN_RUN");
     // The build date lets the agent tell "clock not set" from "certificate expired".
     let epoch = std::env::var("SOURCE_DATE_EPOCH").ok().unwrap_or_else(|| {
         std::time::SystemTime::now()

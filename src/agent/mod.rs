@@ -484,6 +484,13 @@ pub fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
         print!("{RUN_HELP}");
         return Ok(0);
     }
+    if option_env!("SVC_LAB_BROKEN_RUN").is_some() {
+        // A deliberately broken build for the lab's boot-guard scenario: it passes every
+        // check of a download (it is a real ELF answering `version --json`) but cannot run.
+        // Release builds never set SVC_LAB_BROKEN_RUN.
+        eprintln!("svc-agent: this build was made broken on purpose (SVC_LAB_BROKEN_RUN)");
+        return Ok(70);
+    }
     let paths = Paths::new(a.value("root").unwrap_or("/"));
     Ok(run(paths))
 }
