@@ -7,7 +7,17 @@
 #   cat target/demo/root/opt/svc/status.json          # what the agent reports
 #   edit target/demo/app/poll.json                     # change the config: applied live
 #   tail -f target/demo/app/logs.jsonl                 # the logs the agent ships
+#
+# `scripts/demo.sh --check` runs the same demo unattended for a while, checks that the
+# example module came up under svc-server under the agent, and stops it (exit 0 on success);
+# the test command runs it so that this README command stays true.
 set -euo pipefail
+check=0
+case "${1:-}" in
+    --check) check=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--check]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "demo: needs Rust (rustup) on PATH" >&2; exit 2; }
 
@@ -28,7 +38,7 @@ size=$(stat -c %s "$app/svc-server-$version")
 cp target/release/svc-server "$root/opt/svc/cache/svc-server-$version"
 ln -sfn "../cache/svc-server-$version" "$root/opt/svc/bin/svc-server"
 
-module=$PWD/examples/modules/hello-module.sh
+module=$PWD/examples/modules/logenv/bin/module
 cat > "$root/etc/svc.json" <<JSON
 {"cloud": {"app_address": "file://$app", "id": "demo-part", "secret": "demo-secret-not-for-production"}}
 JSON
@@ -39,11 +49,11 @@ cat > "$app/poll.json" <<JSON
   "targets": {"svc-server": {"version": "$version", "url": "svc-server-$version", "sha256": "$sha", "size": $size}},
   "config": {
     "components": [
-      {"name": "greeter", "model": "demo:hello:greeter", "type": "generic", "namespace": "rdk",
+      {"name": "greeter", "model": "demo:logenv:greeter", "type": "generic", "namespace": "rdk",
        "attributes": {"greeting": "hello from the demo"}}
     ],
     "modules": [
-      {"type": "local", "name": "demo_hello", "module_id": "demo:hello",
+      {"type": "local", "name": "logenv", "module_id": "demo:logenv",
        "executable_path": "$module",
        "env": {"GREETING_PATH": "/opt/demo/bin:\${environment.PATH}"}}
     ],
@@ -53,5 +63,31 @@ cat > "$app/poll.json" <<JSON
 JSON
 
 echo "demo: sandbox at $root; management directory at $app"
-echo "demo: starting svc-agent (Ctrl-C to stop)"
-exec target/release/svc-agent run --root "$root"
+if [ "$check" = 0 ]; then
+    echo "demo: starting svc-agent (Ctrl-C to stop)"
+    exec target/release/svc-agent run --root "$root"
+fi
+
+# --check: the same, unattended.
+log=$demo/agent.log
+target/release/svc-agent run --root "$root" 2> "$log" &
+agent=$!
+environ=""
+ok=0
+for _ in $(seq 1 120); do
+    # $SVC_MODULE_DATA = $SVC_HOME/module-data/<machine id>/<module name>
+    environ=$(find "$root/opt/svc/home/module-data" -path '*/logenv/environ' 2>/dev/null | head -n 1 || true)
+    if grep -q "module demo:logenv version local" "$log" && [ -s "$environ" ] \
+        && [ -s "$app/status.json" ]; then ok=1; break; fi
+    sleep 0.5
+done
+kill -TERM "$agent"; wait "$agent" || true
+if [ "$ok" = 1 ] && grep -q '^GREETING_PATH=/opt/demo/bin:' "$environ" \
+    && ! pgrep -f "$module" >/dev/null; then
+    echo "demo: ok: svc-agent ran svc-server, which ran the example module with its environment; all stopped"
+    exit 0
+fi
+echo "demo: FAILED; agent log:" >&2
+cat "$log" >&2
+ls -la "$app" >&2 || true
+exit 1

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.." || exit 1
 tiers=(
   "lint:scripts/test-lint.sh"
   "unit+integration:scripts/test-cargo.sh"
+  "demo:scripts/demo.sh --check"
   "fuzz:scripts/fuzz.sh"
   "system:scripts/test-system.sh"
 )
@@ -16,7 +17,8 @@ for entry in "${tiers[@]}"; do
   name=${entry%%:*} script=${entry#*:}
   echo "=== tier $name ($script)"
   start=$(date +%s)
-  if bash "$script"; then
+  # shellcheck disable=SC2086 # an entry may carry arguments
+  if bash $script; then
     result=PASS passed=$((passed + 1))
   else
     result=FAIL failed=$((failed + 1))

@@ -24,6 +24,9 @@ fn first_contact_config_change_and_clean_stop() {
     assert!(cached.contains("\"one\""), "{cached}");
     assert!(sb.fake("args").contains("--config"), "{}", sb.fake("args"));
     assert!(sb.fake("env").contains("SVC_HOME="));
+    // svc-server finds registry modules beside the app's other files.
+    let registry = format!("SVC_REGISTRY=file://{}/registry\n", sb.app.display());
+    assert!(sb.fake("env").contains(&registry), "{}", sb.fake("env"));
     // The status report reaches the management directory.
     wait_for("status in the app dir", 30, || {
         std::fs::read_to_string(sb.app.join("status.json"))

@@ -113,8 +113,20 @@ fn bad_artifacts_change_nothing_and_leave_no_file() {
             Some(1000),
             "exceeds the announced size of 1000 bytes",
         ),
-        ("upd-notelf", not_elf, None, None, "not an executable ELF file"),
-        ("upd-arch", wrong_arch, None, None, "ELF for the wrong architecture"),
+        (
+            "upd-notelf",
+            not_elf,
+            None,
+            None,
+            "not an executable ELF file",
+        ),
+        (
+            "upd-arch",
+            wrong_arch,
+            None,
+            None,
+            "ELF for the wrong architecture",
+        ),
     ];
     for (name, bytes, sha, size, why) in cases {
         let (sb, srv) = setup(name, bytes, sha, size);

@@ -102,7 +102,7 @@ impl Agent {
                 .is_some_and(|c| c.agent.server.attributes.fast_start),
             std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
         );
-        let server = server::ServerManager::new(&paths);
+        let server = server::ServerManager::new(&paths).with_app(app_address.as_deref());
         let paths_for_host = paths.clone();
         Agent {
             paths,

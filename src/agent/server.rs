@@ -16,6 +16,8 @@ pub struct ServerManager {
     origin: (Instant, u64),
     /// Crash restarts of earlier supervisors (a restart replaces the supervisor).
     restarts_before: u64,
+    /// The module registry svc-server is told about (`SVC_REGISTRY`).
+    registry: Option<String>,
 }
 
 impl ServerManager {
@@ -25,7 +27,19 @@ impl ServerManager {
             sup: None,
             origin: (Instant::now(), super::unix_now()),
             restarts_before: 0,
+            registry: None,
         }
+    }
+
+    /// The module registry of the management app at `app_address` (`<app>/registry`,
+    /// docs/registry.md); an `SVC_REGISTRY` in the agent's own environment (a systemd
+    /// drop-in of the OEM) wins.
+    pub fn with_app(mut self, app_address: Option<&str>) -> ServerManager {
+        self.registry = std::env::var("SVC_REGISTRY")
+            .ok()
+            .filter(|r| !r.is_empty())
+            .or_else(|| app_address.map(registry_of));
+        self
     }
 
     /// The command line every svc-server build gets: the config file and `SVC_HOME`.
@@ -35,7 +49,10 @@ impl ServerManager {
         let mut env: Vec<(String, String)> = std::env::vars()
             .filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_"))
             .collect();
-        env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE");
+        env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE" && k != "SVC_REGISTRY");
+        if let Some(r) = &self.registry {
+            env.push(("SVC_REGISTRY".into(), r.clone()));
+        }
         env.push(("SVC_HOME".into(), home.display().to_string()));
         env.push(("SVC_CONFIG_FILE".into(), config.display().to_string()));
         // Our svc-server then writes `<N>` priorities, which keep their level in our log.
@@ -158,4 +175,8 @@ impl ServerManager {
             managed,
         }
     }
+}
+/// `<app>/registry`: beside the app's other files for `file://DIR`, under its URL otherwise.
+pub fn registry_of(app_address: &str) -> String {
+    format!("{}/registry", app_address.trim_end_matches('/'))
 }
