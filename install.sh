@@ -1,6 +1,8 @@
 #!/bin/sh
 # svc-agent installer. Usage (as root):
-#   SVC_API_KEY_ID=.. SVC_API_KEY=.. SVC_PART_ID=.. [SVC_APP_ADDRESS=https://..] sh install.sh
+#   export SVC_APP_ADDRESS=https://.. SVC_PART_ID=.. SVC_API_KEY_ID=..
+#   read -r SVC_API_KEY && export SVC_API_KEY       # typed or pasted: not in shell history
+#   curl -fsSL https://…/install.sh | sudo -E sh
 #   sh install.sh --uninstall        (or SVC_UNINSTALL=1)
 # Credentials come from the environment only, never from the command line (ps-visible).
 # SVC_RELEASE_URL overrides where svc-agent-<arch> and svc-agent-<arch>.sha256 are fetched from.
@@ -57,7 +59,8 @@ if [ -z "$want" ] || [ "$want" != "$got" ]; then die "checksum mismatch: expecte
 chmod 0755 "$TMP/svc-agent"
 
 if [ -n "${SVC_API_KEY_ID:-}" ] && [ -n "${SVC_API_KEY:-}" ] && [ -n "${SVC_PART_ID:-}" ]; then
-	addr=$(json_escape "${SVC_APP_ADDRESS:-https://app.example.invalid}")
+	[ -n "${SVC_APP_ADDRESS:-}" ] || die "SVC_APP_ADDRESS is required with the credentials (https://..., or file:///dir)"
+	addr=$(json_escape "$SVC_APP_ADDRESS")
 	part=$(json_escape "$SVC_PART_ID")
 	kid=$(json_escape "$SVC_API_KEY_ID")
 	key=$(json_escape "$SVC_API_KEY")

@@ -1,7 +1,9 @@
 #!/bin/sh
-# Packaging test tier: shellcheck, systemd unit verification, static musl builds (via
-# scripts/build-static.sh), static-link assertions, aarch64 smoke run under qemu, size budget.
-# Prints "packaging: N passed, M failed"; exit status 1 when anything failed.
+# Packaging tier: shellcheck on every shell script, `systemd-analyze verify` of the unit,
+# oelint-adv on the Yocto layer, the Yocto crates list against Cargo.lock, Buildroot's
+# coding style, both static musl builds (scripts/build-static.sh) with ELF checks, the size
+# budget, the aarch64 binary and the library tests under qemu-aarch64-static, and the
+# installed footprint. Prints "packaging: N passed, M failed"; exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 PASS=0
@@ -16,14 +18,28 @@ command -v file >/dev/null 2>&1 || need="$need file"
 command -v readelf >/dev/null 2>&1 || need="$need binutils"
 command -v qemu-aarch64-static >/dev/null 2>&1 || need="$need qemu-user-static"
 command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
+command -v pip3 >/dev/null 2>&1 || need="$need python3-pip"
 if [ -n "$need" ]; then
 	# shellcheck disable=SC2086 # word splitting of the package list is intended
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends $need >/dev/null
+	{ apt-get update -qq && apt-get install -y -qq --no-install-recommends $need; } >/dev/null 2>&1 ||
+		bad "apt-get install$need"
+fi
+OELINT_VERSION=9.11.2
+if ! oelint-adv --version 2>/dev/null | grep -q "$OELINT_VERSION"; then
+	pip3 install -q --break-system-packages "oelint-adv==$OELINT_VERSION" >/dev/null 2>&1 ||
+		pip3 install -q "oelint-adv==$OELINT_VERSION" >/dev/null 2>&1 || bad "pip install oelint-adv"
 fi
 
-# 1. shellcheck every shell script in the repository.
-for f in $(git ls-files '*.sh'); do
-	if shellcheck -s sh -f gcc "$f"; then ok "shellcheck $f"; else bad "shellcheck $f"; fi
+# 1. shellcheck every shell script (the shell from each file's shebang or directive).
+scripts=$(
+	git ls-files '*.sh' install.sh
+	git ls-files | while read -r f; do
+		case "$f" in *.sh | *.py | *.rs | *.md | *.json | *.toml | *.lock | *.bb | *.inc) continue ;; esac
+		[ -f "$f" ] && head -n1 "$f" | grep -Eq '^#!.*(/sh|bash)' && echo "$f"
+	done
+)
+for f in $(echo "$scripts" | sort -u); do
+	if shellcheck -S warning -f gcc "$f"; then ok "shellcheck $f"; else bad "shellcheck $f"; fi
 done
 
 # 2. systemd-analyze verify against a staged root; any output is a failure.
@@ -33,33 +49,62 @@ mkdir -p "$T/usr/lib/systemd/system" "$T/opt/svc/bin"
 cp /lib/systemd/system/*.target "$T/usr/lib/systemd/system/" 2>/dev/null
 cp dist/svc-agent.service "$T/usr/lib/systemd/system/"
 printf '#!/bin/sh\n' >"$T/opt/svc/bin/svc-agent"
-chmod 0755 "$T/opt/svc/bin/svc-agent"
-if out=$(systemd-analyze verify --root="$T" svc-agent.service 2>&1) && [ -z "$out" ]; then ok "systemd-analyze verify"; else bad "systemd-analyze verify: $out"; fi
+cp "$T/opt/svc/bin/svc-agent" "$T/opt/svc/bin/svc-agent.stable"
+chmod 0755 "$T/opt/svc/bin/svc-agent" "$T/opt/svc/bin/svc-agent.stable"
+if out=$(systemd-analyze verify --root="$T" svc-agent.service 2>&1) && [ -z "$out" ]; then
+	ok "systemd-analyze verify dist/svc-agent.service"
+else bad "systemd-analyze verify: $out"; fi
 
-# 3. Static builds through the lab's build script.
-if [ ! -x scripts/build-static.sh ]; then
-	bad "scripts/build-static.sh missing (provided by the lab branch)"
-elif ! scripts/build-static.sh all --profile dist; then
+# 3. Yocto: oelint-adv on the layer, and the crates list against Cargo.lock.
+if (cd meta-svc && oelint-adv --quiet --hide info --release wrynose \
+	--constantmods +oelint-constants.json -- recipes-*/*/*.bb conf/layer.conf); then
+	ok "oelint-adv meta-svc"
+else bad "oelint-adv meta-svc"; fi
+if python3 scripts/gen-yocto-crates.py --check; then ok "Yocto crates list matches Cargo.lock"; else bad "Yocto crates list is stale"; fi
+
+# 4. Buildroot coding style.
+if python3 scripts/check-buildroot-style.py; then ok "Buildroot style"; else bad "Buildroot style"; fi
+
+# 5. Static builds, ELF checks, size, aarch64 under qemu.
+if ! built=$(scripts/build-static.sh all --profile dist); then
 	bad "scripts/build-static.sh all --profile dist"
 else
 	ok "static builds"
-	for t in x86_64 aarch64; do
-		b="target/$t-unknown-linux-musl/dist/svc-agent"
-		if [ ! -f "$b" ]; then bad "$b missing"; continue; fi
+	for b in $built; do
 		if readelf -lW "$b" | grep -q INTERP || readelf -dW "$b" | grep -q NEEDED; then
 			bad "$b is dynamically linked"
-		else ok "$b static ($(file -b "$b" | cut -d, -f1-4))"; fi
+		else ok "$b static ($(file -b "$b" | cut -d, -f1-2))"; fi
 	done
 	b=target/x86_64-unknown-linux-musl/dist/svc-agent
-	if [ -f "$b" ]; then
-		sz=$(stat -c %s "$b")
-		if [ "$sz" -lt 4194304 ]; then ok "x86_64 size $sz < 4 MiB"; else bad "x86_64 size $sz >= 4 MiB"; fi
-	fi
-	b=target/aarch64-unknown-linux-musl/dist/svc-agent
-	if [ -f "$b" ] && qemu-aarch64-static "$b" version --json | grep -q '"target":"aarch64-unknown-linux-musl"'; then
-		ok "aarch64 version --json under qemu"
-	else bad "aarch64 version --json under qemu"; fi
+	sz=$(stat -c %s "$b")
+	if [ "$sz" -lt 4194304 ]; then ok "x86_64 svc-agent $sz B < 4 MiB"; else bad "x86_64 svc-agent $sz B >= 4 MiB"; fi
+	a=target/aarch64-unknown-linux-musl/dist/svc-agent
+	if qemu-aarch64-static "$a" version --json | grep -q '"target":"aarch64-unknown-linux-musl"'; then
+		ok "aarch64 svc-agent version --json under qemu"
+	else bad "aarch64 svc-agent version --json under qemu"; fi
+	for arch in x86_64 aarch64; do
+		echo "size $arch: svc-agent $(stat -c %s "target/$arch-unknown-linux-musl/dist/svc-agent") B, svc-server $(stat -c %s "target/$arch-unknown-linux-musl/dist/svc-server") B"
+	done
 fi
+
+# 6. The library tests on aarch64, under qemu (binfmt is not registered here: the runner
+#    calls qemu explicitly). Integration tests spawn the binaries and need binfmt; the
+#    x86_64 tier runs them.
+if CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar \
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
+	cargo test --locked --target aarch64-unknown-linux-musl --lib --test config_rules -q >"$T/qemu-tests.log" 2>&1; then
+	ok "library and config tests under qemu-aarch64-static ($(grep -c '^test result: ok' "$T/qemu-tests.log") suites)"
+else
+	tail -n 30 "$T/qemu-tests.log"
+	bad "library and config tests under qemu-aarch64-static"
+fi
+
+# 7. The installed footprint: `svc-agent install` into a sandbox root.
+R="$T/footprint"
+if target/x86_64-unknown-linux-musl/dist/svc-agent install --root "$R" >/dev/null 2>&1; then
+	ok "installed footprint: $(du -sb "$R" | cut -f1) B in $(find "$R" -type f | wc -l) files"
+else bad "svc-agent install --root (footprint)"; fi
 
 echo "packaging: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

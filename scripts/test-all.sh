@@ -9,6 +9,7 @@ tiers=(
   "unit+integration:scripts/test-cargo.sh"
   "demo:scripts/demo.sh --check"
   "fuzz:scripts/fuzz.sh"
+  "packaging:scripts/check-packaging.sh"
   "system:scripts/test-system.sh"
 )
 
