@@ -88,6 +88,10 @@ fn a_good_artifact_is_verified_activated_and_run() {
         sb.status()["svc_server"]["version"],
         env!("CARGO_PKG_VERSION")
     );
+    // The app sees the version record (and so any rollback) in the status report.
+    wait_for("the version record in the status", 30, || {
+        sb.status()["versions"]["svc-server"]["current"] == env!("CARGO_PKG_VERSION")
+    });
     terminate(&mut agent);
 }
 

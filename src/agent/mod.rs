@@ -424,6 +424,8 @@ impl Agent {
             last_contact: self.cached.last_contact,
             last_error: self.last_error.clone(),
             subsystems: self.subsystems.clone(),
+            // An unreadable record is set aside by its loader; the report then says nothing.
+            versions: crate::update::VersionRecords::load(&self.paths).unwrap_or_default(),
         }
     }
 

@@ -75,6 +75,10 @@ pub struct StatusReport {
     /// The last error talking to the app, if the last poll failed.
     pub last_error: Option<String>,
     pub subsystems: serde_json::Map<String, serde_json::Value>,
+    /// Per binary: current, previous and target versions, and the versions rolled back as
+    /// bad (an svc-server that failed probation, an agent the boot guard rolled back).
+    #[serde(default)]
+    pub versions: crate::update::VersionRecords,
 }
 
 pub fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {
