@@ -73,7 +73,7 @@ for a in "${arches[@]}"; do
     # Cargo names the output folder after the profile, except dev -> debug.
     outdir="$profile"; [ "$profile" = dev ] && outdir=debug
     for bin in svc-agent svc-server; do
-        path="$root/target/$triple/$outdir/$bin"
+        path="${CARGO_TARGET_DIR:-$root/target}/$triple/$outdir/$bin"
         [ -x "$path" ] || die "missing output $path"
         if LC_ALL=C readelf -l "$path" | grep -q 'program interpreter'; then
             die "$path is dynamically linked"

@@ -17,6 +17,7 @@
 #                    the console (lab_powercut), the harness kills qemu, boots the same disk
 #                    again and runs <name>.after.sh.
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
+# `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 #
 # Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
 # --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
@@ -55,6 +56,22 @@ if [ -z "${LAB_AGENT:-}" ] || [ -z "${LAB_SERVER:-}" ]; then
     LAB_AGENT="${built[0]}"; LAB_SERVER="${built[1]}"
 fi
 [ -x "$LAB_AGENT" ] && [ -x "$LAB_SERVER" ] || die "binaries not executable: $LAB_AGENT $LAB_SERVER"
+
+# Second versions (0.2.0) of both binaries for the update scenarios (`# lab-needs: v2`):
+# the same source stamped with another version, in a target folder of their own so that
+# the main build stays cached.
+LAB_V2=""
+for s in "${scenarios[@]}"; do
+    f="$s"; [ -f "$f" ] || f="$here/scenarios/$s.sh"
+    grep -q '^# lab-needs: v2' "$f" 2>/dev/null && LAB_V2=1
+done
+if [ -n "$LAB_V2" ]; then
+    log "building the 0.2.0 binaries for the update scenarios"
+    mapfile -t built_v2 < <(CARGO_TARGET_DIR="$root/target/lab-v2" SVC_BUILD_VERSION=0.2.0 \
+        "$root/scripts/build-static.sh" x86_64 --profile dist)
+    [ ${#built_v2[@]} -eq 2 ] || die "the 0.2.0 build did not report two binaries"
+    LAB_V2="${built_v2[0]} ${built_v2[1]}"
+fi
 
 # Guest image (cached by recipe hash).
 img_start=$SECONDS
@@ -151,6 +168,11 @@ for name in "${scenarios[@]}"; do
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
     # What the guest should see from the binaries, measured on the host (x86_64 runs here).
     "$LAB_AGENT" version --json > "$stage/share/expected-agent-version.json"
+    if [ -n "$LAB_V2" ] && grep -q '^# lab-needs: v2' "$script"; then
+        mkdir -p "$stage/share/v2"
+        # shellcheck disable=SC2086 # two paths
+        cp $LAB_V2 "$stage/share/v2/"
+    fi
 
     reason=""; after_result=""
     if [ -f "$hook" ]; then
