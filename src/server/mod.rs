@@ -25,11 +25,14 @@ const LOG: &str = "svc-server";
 const USAGE: &str = "\
 svc-server: the reference module host
 
-usage: svc-server [--config FILE | --app file://DIR] [options]
+usage: svc-server [--config FILE | --app file://DIR | --app https://APP] [options]
        svc-server version [--json]
 
   --config FILE           the machine config (default: $SVC_CONFIG_FILE)
   --app file://DIR        read the config member of DIR/poll.json (management directory)
+  --app https://APP       poll the management app for the config (docs/protocol.md), with
+  --credentials FILE      the machine credentials (default /etc/svc.json); under svc-agent
+                          the agent polls and hands svc-server a file (--config) instead
   --registry URL          module registry, file://DIR or https://... (default: $SVC_REGISTRY)
   --check-interval SECS   registry update checks (default 300)
   --watch-interval SECS   config file change checks (default 2)
@@ -80,6 +83,7 @@ impl Options {
             &[
                 "config",
                 "app",
+                "credentials",
                 "registry",
                 "check-interval",
                 "watch-interval",
@@ -90,29 +94,34 @@ impl Options {
         if let Some(p) = a.positional.first() {
             return Err(UsageError(format!("unexpected argument {p:?}")));
         }
-        let source = match (a.value("config"), a.value("app")) {
-            (Some(_), Some(_)) => {
-                return Err(UsageError("give --config or --app, not both".into()))
-            }
-            (Some(f), None) => Source::File(f.into()),
-            (None, Some(app)) => {
-                let dir = app.strip_prefix("file://").ok_or_else(|| {
-                    UsageError(format!(
-                        "--app {app:?}: only file://DIR (https is the agent's job: it writes the config file and sends SIGHUP)"
-                    ))
-                })?;
-                Source::App(dir.into())
-            }
-            (None, None) => {
-                match env("SVC_CONFIG_FILE").filter(|s| !s.is_empty()) {
+        let source =
+            match (a.value("config"), a.value("app")) {
+                (Some(_), Some(_)) => {
+                    return Err(UsageError("give --config or --app, not both".into()))
+                }
+                (Some(f), None) => Source::File(f.into()),
+                (None, Some(app)) => match app.strip_prefix("file://") {
+                    Some(dir) => Source::App(dir.into()),
+                    None if app.starts_with("https://") || app.starts_with("http://") => {
+                        Source::Remote {
+                            url: app.to_string(),
+                            credentials: a.value("credentials").unwrap_or("/etc/svc.json").into(),
+                        }
+                    }
+                    None => {
+                        return Err(UsageError(format!(
+                        "--app {app:?}: expected file://DIR, https://... or (explicit) http://..."
+                    )))
+                    }
+                },
+                (None, None) => match env("SVC_CONFIG_FILE").filter(|s| !s.is_empty()) {
                     Some(f) => Source::File(f.into()),
                     None => return Err(UsageError(
                         "no config: give --config FILE, --app file://DIR or set SVC_CONFIG_FILE"
                             .into(),
                     )),
-                }
-            }
-        };
+                },
+            };
         Ok(Options {
             source,
             registry: a
@@ -379,7 +388,19 @@ mod tests {
         assert_eq!(o.source, Source::App("/mgmt".into()));
         assert_eq!(o.check_interval, Duration::from_millis(500));
         assert!(parse(&[], &[]).is_err(), "no config at all");
-        assert!(parse(&["--app", "https://app.example"], &[]).is_err());
+        let o = parse(
+            &["--app", "https://app.example", "--credentials", "/c"],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            o.source,
+            Source::Remote {
+                url: "https://app.example".into(),
+                credentials: "/c".into()
+            }
+        );
+        assert!(parse(&["--app", "ftp://app.example"], &[]).is_err());
         assert!(parse(&["--config", "a", "--app", "file:///b"], &[]).is_err());
         assert!(parse(&["--config", "a", "--check-interval", "0"], &[]).is_err());
         assert!(parse(&["--config", "a", "extra"], &[]).is_err());

@@ -1,6 +1,8 @@
-//! Where the config comes from: a file (`--config`, `SVC_CONFIG_FILE`), or the `config`
-//! member of `DIR/poll.json` of a `file://DIR` management directory (`--app`). Changes
-//! are noticed by the file's mtime, size and inode, then confirmed by its content hash.
+//! Where the config comes from: a file (`--config`, `SVC_CONFIG_FILE`), the `config`
+//! member of `DIR/poll.json` of a `file://DIR` management directory (`--app file://DIR`),
+//! or the management app itself over the agent's protocol (`--app https://...`, with the
+//! machine credentials). File changes are noticed by mtime, size and inode; the app is
+//! polled conditionally (ETag) at its poll interval; either is confirmed by a content hash.
 use crate::config::{MachineConfig, Report};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -15,6 +17,12 @@ pub enum Source {
     File(PathBuf),
     /// A management directory; the config is `poll.json`'s `config` member.
     App(PathBuf),
+    /// The management app (`https://`, or `http://` when written so), polled with the
+    /// credentials file's part id and secret.
+    Remote {
+        url: String,
+        credentials: PathBuf,
+    },
 }
 
 impl Source {
@@ -23,6 +31,7 @@ impl Source {
         match self {
             Source::File(p) => p.clone(),
             Source::App(dir) => dir.join("poll.json"),
+            Source::Remote { credentials, .. } => credentials.clone(),
         }
     }
 }
@@ -32,6 +41,7 @@ impl fmt::Display for Source {
         match self {
             Source::File(p) => write!(f, "{}", p.display()),
             Source::App(d) => write!(f, "file://{} (poll.json)", d.display()),
+            Source::Remote { url, .. } => write!(f, "{url}"),
         }
     }
 }
@@ -47,7 +57,21 @@ pub struct Loaded {
 pub struct Watcher {
     source: Source,
     seen: Option<(i64, i64, u64, u64)>,
+    remote: Option<Remote>,
 }
+
+/// The state of a `Source::Remote`: the connection, the validator and hash of the answer
+/// held, and when to poll next.
+struct Remote {
+    transport: Box<dyn crate::protocol::Transport>,
+    etag: Option<String>,
+    hash: [u8; 32],
+    next_poll: std::time::Instant,
+    interval: std::time::Duration,
+}
+
+/// Poll interval when the app names none.
+const REMOTE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn one_error(message: String) -> Report {
     let mut r = Report::default();
@@ -57,7 +81,11 @@ fn one_error(message: String) -> Report {
 
 impl Watcher {
     pub fn new(source: Source) -> Watcher {
-        Watcher { source, seen: None }
+        Watcher {
+            source,
+            seen: None,
+            remote: None,
+        }
     }
 
     fn stat(&self) -> Option<(i64, i64, u64, u64)> {
@@ -65,13 +93,23 @@ impl Watcher {
         Some((m.mtime(), m.mtime_nsec(), m.size(), m.ino()))
     }
 
-    /// Whether the file looks different from the last time it was read.
+    /// Whether the file looks different from the last time it was read (for the app: a
+    /// poll is due).
     pub fn changed(&mut self) -> bool {
-        self.stat() != self.seen
+        match (&self.source, &self.remote) {
+            (Source::Remote { .. }, Some(r)) => std::time::Instant::now() >= r.next_poll,
+            (Source::Remote { .. }, None) => true,
+            _ => self.stat() != self.seen,
+        }
     }
 
-    /// Reads and validates the config. `Err` only when the file cannot be read at all.
+    /// Reads and validates the config. `Err` only when the file cannot be read at all (or
+    /// the app cannot be reached).
     pub fn load(&mut self) -> Result<Loaded, String> {
+        if let Source::Remote { url, credentials } = &self.source {
+            let (url, credentials) = (url.clone(), credentials.clone());
+            return self.poll_remote(&url, &credentials);
+        }
         let path = self.source.path();
         self.seen = self.stat();
         let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -84,7 +122,7 @@ impl Watcher {
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let config = match &self.source {
-            Source::File(_) => crate::config::parse_slice(&bytes),
+            Source::File(_) | Source::Remote { .. } => crate::config::parse_slice(&bytes),
             Source::App(_) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
                 Ok(v) => match v.get("config") {
                     Some(c) => crate::config::parse_value(c),
@@ -97,5 +135,55 @@ impl Watcher {
             },
         };
         Ok(Loaded { hash, config })
+    }
+}
+
+impl Watcher {
+    /// One conditional poll of the app. A `304` (or an unchanged answer) gives back the hash
+    /// of the config held, which the caller recognises as applied already.
+    fn poll_remote(&mut self, url: &str, credentials: &std::path::Path) -> Result<Loaded, String> {
+        use crate::protocol::PollOutcome;
+        if self.remote.is_none() {
+            let mut creds = crate::credentials::Credentials::load_file(credentials)
+                .map_err(|e| format!("{}: {e}", credentials.display()))?;
+            creds.app_address = url.to_string();
+            let transport = crate::protocol::connect(&creds).map_err(|e| e.to_string())?;
+            self.remote = Some(Remote {
+                transport,
+                etag: None,
+                hash: [0; 32],
+                next_poll: std::time::Instant::now(),
+                interval: REMOTE_INTERVAL,
+            });
+        }
+        let Some(r) = self.remote.as_mut() else {
+            return Err("no connection to the app".into());
+        };
+        r.next_poll = std::time::Instant::now() + r.interval;
+        let status = serde_json::json!({"svc_server": {
+            "version": env!("SVC_VERSION"), "standalone": true, "running": true}});
+        match r.transport.poll(&status, r.etag.as_deref()) {
+            Ok(PollOutcome::NotModified) => Ok(Loaded {
+                hash: r.hash,
+                config: Err(one_error("unchanged".into())),
+            }),
+            Ok(PollOutcome::Changed { answer, etag }) => {
+                r.etag = etag;
+                if let Some(secs) = answer.poll_interval_secs {
+                    r.interval = std::time::Duration::from_secs(secs.clamp(1, 3600));
+                    r.next_poll = std::time::Instant::now() + r.interval;
+                }
+                let Some(config) = answer.config else {
+                    return Err(format!("{url}: the answer has no config"));
+                };
+                let bytes = serde_json::to_vec(&config).map_err(|e| e.to_string())?;
+                r.hash = Sha256::digest(&bytes).into();
+                Ok(Loaded {
+                    hash: r.hash,
+                    config: crate::config::parse_value(&config),
+                })
+            }
+            Err(e) => Err(format!("{url}: {e}")),
+        }
     }
 }
