@@ -30,6 +30,14 @@ lab_wait() {
 # The run's random id, shared by both phases of a power-cut scenario.
 lab_run_id() { cat "$LAB/run-id"; }
 
+# lab_credentials MGMT_DIR: /etc/svc.json (0600) for a file:// management directory, with
+# this run's secret (`lab-secret-<run id>`: scenarios check it never reaches the journal).
+lab_credentials() {
+    ( umask 077
+      printf '{"cloud": {"app_address": "file://%s", "id": "lab-part-%s", "secret": "lab-secret-%s"}}\n' \
+          "$1" "$(lab_run_id)" "$(lab_run_id)" > /etc/svc.json )
+}
+
 # Make everything written so far durable, then ask the harness to cut the power. Never returns.
 lab_powercut() {
     journalctl --sync 2>/dev/null || true

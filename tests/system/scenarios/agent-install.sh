@@ -15,10 +15,7 @@ cat > "$mgmt/poll.json" <<'JSON'
             "agent": {"svc-server": {"disable_subsystem": true}}},
  "targets": {}, "poll_interval_secs": 5, "commands": []}
 JSON
-umask 077
-printf '{"cloud": {"app_address": "file://%s", "id": "lab-part-%s", "secret": "lab-secret-%s"}}\n' \
-    "$mgmt" "$(lab_run_id)" "$(lab_run_id)" > /etc/svc.json
-umask 022
+lab_credentials "$mgmt"
 
 lab_check "svc-agent install" svc-agent install
 lab_check "unit svc-agent.service is installed" systemctl cat svc-agent.service

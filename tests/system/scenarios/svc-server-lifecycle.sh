@@ -11,10 +11,7 @@ mkdir -p "$mgmt"
 cat > "$mgmt/poll.json" <<'JSON'
 {"config": {"components": [], "modules": [], "agent": {}}, "poll_interval_secs": 5}
 JSON
-umask 077
-printf '{"cloud": {"app_address": "file://%s", "id": "lab-part", "secret": "lab-secret-%s"}}\n' \
-    "$mgmt" "$(lab_run_id)" > /etc/svc.json
-umask 022
+lab_credentials "$mgmt"
 # An image with svc-server pre-installed, as the Yocto and Buildroot recipes make it.
 ver=$(svc-server version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')
 mkdir -p /opt/svc/cache /opt/svc/bin

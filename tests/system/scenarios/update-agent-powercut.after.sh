@@ -8,7 +8,7 @@ lab_wait 180 "svc-agent.service active after the power cut" systemctl is-active 
 lab_wait 60 "the running agent is 0.2.0" sh -c \
     'p=$(systemctl show -p MainPID --value svc-agent.service) && [ "$(readlink /proc/$p/exe)" = /opt/svc/cache/svc-agent-0.2.0 ]'
 lab_wait 60 "0.2.0 proved healthy: the stable link moved" \
-    test "$(readlink /opt/svc/bin/svc-agent.stable)" = ../cache/svc-agent-0.2.0
+    sh -c '[ "$(readlink /opt/svc/bin/svc-agent.stable)" = ../cache/svc-agent-0.2.0 ]'
 lab_check "no boot record left (probation over)" test ! -e /opt/svc/agent-boot.json
 lab_check "the guard ran before the start" sh -c \
     'journalctl -b -u svc-agent -o cat | grep -q "svc-agent 0.2.0 on probation: start 1 of 3"'

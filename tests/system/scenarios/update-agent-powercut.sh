@@ -21,15 +21,12 @@ cat > "$mgmt/poll.json" <<JSON
  "poll_interval_secs": 5,
  "targets": {"svc-agent": {"version": "0.2.0", "url": "svc-agent-0.2.0", "sha256": "$sha", "size": $size}}}
 JSON
-umask 077
-printf '{"cloud": {"app_address": "file://%s", "id": "lab-part", "secret": "lab-secret-%s"}}\n' \
-    "$mgmt" "$(lab_run_id)" > /etc/svc.json
-umask 022
+lab_credentials "$mgmt"
 v1=$(svc-agent version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')
 echo "$v1" > /var/lib/lab/v1
 lab_check "svc-agent install" svc-agent install
 lab_wait 120 "svc-agent.service active" systemctl is-active --quiet svc-agent.service
-lab_wait 120 "the agent link moved to 0.2.0" test "$(readlink /opt/svc/bin/svc-agent)" = ../cache/svc-agent-0.2.0
+lab_wait 120 "the agent link moved to 0.2.0" sh -c '[ "$(readlink /opt/svc/bin/svc-agent)" = ../cache/svc-agent-0.2.0 ]'
 pid=$(systemctl show -p MainPID --value svc-agent.service)
 lab_check "the running agent is still $v1 (no self-restart)" \
     test "$(readlink "/proc/$pid/exe")" = "/opt/svc/cache/svc-agent-$v1"

@@ -11,7 +11,7 @@ case "$link" in
     *) lab_fail "unexpected link after the power cut: $link" ;;
 esac
 lab_check "the linked svc-server runs after the power cut" /opt/svc/bin/svc-server version --json
-lab_wait 240 "svc-server 0.2.0 active" test "$(readlink /opt/svc/bin/svc-server)" = ../cache/svc-server-0.2.0
+lab_wait 240 "svc-server 0.2.0 active" sh -c '[ "$(readlink /opt/svc/bin/svc-server)" = ../cache/svc-server-0.2.0 ]'
 lab_wait 120 "svc-server 0.2.0 running" sh -c \
     'p=$(pgrep -x svc-server | head -n1) && [ "$(readlink /proc/$p/exe)" = /opt/svc/cache/svc-server-0.2.0 ]'
 lab_check "the download was resumed, not restarted" \

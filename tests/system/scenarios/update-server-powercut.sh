@@ -20,10 +20,7 @@ cat > "$mgmt/poll.json" <<JSON
  "targets": {"svc-server": {"version": "0.2.0", "url": "http://10.0.2.2:$HOST_PORT/svc-server-0.2.0",
                             "sha256": "$sha", "size": $size}}}
 JSON
-umask 077
-printf '{"cloud": {"app_address": "file://%s", "id": "lab-part", "secret": "lab-secret-%s"}}\n' \
-    "$mgmt" "$(lab_run_id)" > /etc/svc.json
-umask 022
+lab_credentials "$mgmt"
 ver=$(svc-server version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')
 echo "$ver" > /var/lib/lab/v1
 mkdir -p /opt/svc/cache /opt/svc/bin

@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Helpers for the host side of scenarios (`<name>.host.sh`): `. "$(dirname "$0")/../host-lib.sh"`.
+
+# host_http WWW [BYTES_PER_SECOND]: serves the files of WWW over HTTP on host loopback (the
+# guest reaches it at 10.0.2.2), with Range requests (206) and an ETag, optionally slowed
+# down to BYTES_PER_SECOND. Writes HOST_PORT=<port> to $LAB_SHARE/host.env, records the PID
+# in $LAB_WORK/host.pids and logs each request (path, Range) to $LAB_WORK/host-http.log.
+host_http() {
+    local www="$1" rate="${2:-0}"
+    python3 - "$www" "$rate" "$LAB_SHARE/host.env.tmp" > "$LAB_WORK/host-http.log" 2>&1 <<'PY' &
+import http.server, os, re, sys, time
+root, rate, env = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+CHUNK = 16384
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        rng = self.headers.get("Range")
+        print(f"GET {self.path} range={rng}", flush=True)
+        try:
+            data = open(os.path.join(root, os.path.basename(self.path) or "index.html"), "rb").read()
+        except OSError:
+            self.send_error(404)
+            return
+        start = 0
+        m = re.match(r"bytes=(\d+)-$", rng or "")
+        if m and int(m.group(1)) < len(data):
+            start = int(m.group(1))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(data) - start))
+        self.send_header("ETag", '"%x-%d"' % (hash(data) & 0xffffffff, len(data)))
+        self.end_headers()
+        try:
+            for i in range(start, len(data), CHUNK):
+                self.wfile.write(data[i:i + CHUNK])
+                if rate:
+                    time.sleep(CHUNK / rate)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    def log_message(self, *args):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(env, "w") as f:
+    f.write(f"HOST_PORT={srv.server_address[1]}\n")
+os.rename(env, env[:-len(".tmp")])
+srv.serve_forever()
+PY
+    echo $! >> "$LAB_WORK/host.pids"
+    for _ in $(seq 100); do [ -f "$LAB_SHARE/host.env" ] && return 0; sleep 0.1; done
+    echo "host HTTP server did not start" >&2
+    return 1
+}
