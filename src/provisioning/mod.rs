@@ -8,6 +8,7 @@ pub mod dns;
 pub mod driver;
 pub mod nm;
 pub mod portal;
+pub mod server;
 pub mod state;
 
 use crate::config::model::ProvisioningSection;

@@ -1,0 +1,428 @@
+//! The captive portal's HTTP server: a small accessible page (no JavaScript needed) and a
+//! JSON API with the same operations, on the hotspot address only. Requests are parsed by
+//! `portal::parse_request` (strict limits, fuzzed); what a submission does is the caller's
+//! (`PortalActions`), so the server is the same for NetworkManager and for tests.
+//!
+//! Routes:
+//! - `GET /`: the page (visible networks with signal, a network form, a credentials form,
+//!   the status of each step); sets the per-boot CSRF cookie.
+//! - `POST /connect` (form: csrf, ssid, psk), `POST /credentials` (form: csrf, credentials).
+//! - `GET /api/status` (includes the token for the API), `GET /api/networks`,
+//!   `POST /api/connect` (`{"ssid","psk"}`), `POST /api/credentials` (the credentials JSON);
+//!   POSTs need the header `X-Svc-Token: <token>` (a custom header: no cross-site form can
+//!   send it).
+//! - anything else: `302` to the portal, which is what phones' captive-portal checks need.
+use super::portal::{self, NetworkInput, ParseError, Request};
+use crate::paths::Paths;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A network the machine can see.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Visible {
+    pub ssid: String,
+    /// 0..=100.
+    pub signal: u8,
+}
+
+/// What the portal's operations do; the provisioning driver implements it over NetworkManager.
+pub trait PortalActions: Send {
+    fn networks(&mut self) -> Vec<Visible>;
+    /// Saves the network and has the hotspot give way to it.
+    fn connect(&mut self, net: NetworkInput) -> Result<(), String>;
+    /// Steps and their state, in order (for example `("network", "joining home")`).
+    fn status(&mut self) -> Vec<(String, String)>;
+}
+
+/// Connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 8;
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest credentials file accepted from the portal.
+const MAX_CREDENTIALS: usize = 4096;
+
+/// A running portal; dropping it (or `stop`) closes the listener.
+pub struct Portal {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    paths: Paths,
+    token: String,
+    actions: Mutex<Box<dyn PortalActions>>,
+    busy: AtomicUsize,
+}
+
+impl Portal {
+    /// Listens on `addr` (the hotspot address, port 80, on a device).
+    pub fn start(
+        addr: SocketAddr,
+        paths: Paths,
+        actions: Box<dyn PortalActions>,
+    ) -> std::io::Result<Portal> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            paths,
+            token: new_token()?,
+            actions: Mutex::new(actions),
+            busy: AtomicUsize::new(0),
+        });
+        let stop2 = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("portal".into())
+            .spawn(move || accept_loop(listener, shared, stop2))?;
+        crate::info!("provisioning", "portal listening on http://{addr}/");
+        Ok(Portal {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Portal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// 128 random bits from the kernel, hex.
+fn new_token() -> std::io::Result<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(crate::protocol::file::hex(&b))
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(conn) = conn else { continue };
+        if shared.busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            shared.busy.fetch_sub(1, Ordering::SeqCst);
+            let _ = respond(&conn, 503, "text/plain", "busy, try again", &[]);
+            continue;
+        }
+        let s = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("portal-conn".into())
+            .spawn(move || {
+                handle(conn, &s);
+                s.busy.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            shared.busy.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Reads one request (bounded by the parser's limits and a timeout) and answers it.
+fn handle(mut conn: TcpStream, s: &Shared) {
+    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    let req = loop {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        match portal::parse_request(&buf) {
+            Err(ParseError::Incomplete) => continue,
+            Err(ParseError::TooLarge) => {
+                let _ = respond(&conn, 413, "text/plain", "request too large", &[]);
+                // Read (and drop) a bounded rest so that closing does not reset the
+                // connection before the client has read the answer.
+                let _ = conn.shutdown(std::net::Shutdown::Write);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+                let mut left = 64 * 1024usize;
+                while left > 0 {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => left = left.saturating_sub(n),
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                let _ = respond(&conn, 400, "text/plain", &e.to_string(), &[]);
+                return;
+            }
+            Ok(r) => break r,
+        }
+    };
+    let _ = route(&conn, s, &req);
+}
+
+fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
+    let path = req.path.split('?').next().unwrap_or("");
+    match (req.method.as_str(), path) {
+        ("GET", "/") => page(conn, s, None),
+        ("POST", "/connect") => match portal::validate_connect_form(req, &s.token) {
+            Ok(net) => match connect(s, net) {
+                Ok(()) => see_other(conn),
+                Err(e) => page(conn, s, Some((400, e))),
+            },
+            Err(e) if e.contains("CSRF") => page(conn, s, Some((403, e))),
+            Err(e) => page(conn, s, Some((400, e))),
+        },
+        ("POST", "/credentials") => {
+            let form = portal::parse_form(&req.body).map_err(|e| (400, e.to_string()));
+            let result = form.and_then(|f| {
+                let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                if !token_ok(get("csrf").as_deref(), &s.token)
+                    || !token_ok(req.cookie("svc_csrf"), &s.token)
+                {
+                    return Err((403, "invalid or missing CSRF token".to_string()));
+                }
+                write_credentials(s, get("credentials").unwrap_or_default().as_bytes())
+                    .map_err(|e| (400, e))
+            });
+            match result {
+                Ok(()) => see_other(conn),
+                Err((code, e)) => page(conn, s, Some((code, e))),
+            }
+        }
+        ("GET", "/api/status") => {
+            let status = lock(s).status();
+            let body = serde_json::json!({
+                "token": s.token,
+                "steps": status.iter().map(|(k, v)| serde_json::json!({"step": k, "state": v})).collect::<Vec<_>>(),
+            });
+            respond(conn, 200, "application/json", &body.to_string(), &[])
+        }
+        ("GET", "/api/networks") => {
+            let nets = lock(s).networks();
+            let body = serde_json::to_string(&nets).unwrap_or_else(|_| "[]".into());
+            respond(conn, 200, "application/json", &body, &[])
+        }
+        ("POST", "/api/connect") | ("POST", "/api/credentials") => {
+            if !token_ok(req.header("x-svc-token"), &s.token) {
+                return api_error(
+                    conn,
+                    403,
+                    "missing or wrong X-Svc-Token (from GET /api/status)",
+                );
+            }
+            let result = if path == "/api/connect" {
+                api_network(&req.body).and_then(|n| connect(s, n))
+            } else {
+                write_credentials(s, req.body.as_bytes())
+            };
+            match result {
+                Ok(()) => respond(conn, 200, "application/json", r#"{"ok":true}"#, &[]),
+                Err(e) => api_error(conn, 400, &e),
+            }
+        }
+        _ => {
+            // Captive-portal detection (generate_204, hotspot-detect.html, ...) and any other
+            // name the DNS redirect sent here: to the portal.
+            let host = req
+                .header("host")
+                .filter(|h| is_plain_host(h))
+                .unwrap_or("10.42.0.1");
+            respond(
+                conn,
+                302,
+                "text/plain",
+                "",
+                &[("Location", &format!("http://{host}/"))],
+            )
+        }
+    }
+}
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Box<dyn PortalActions>> {
+    s.actions.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn token_ok(t: Option<&str>, token: &str) -> bool {
+    t.is_some_and(|t| {
+        t.len() == token.len()
+            && t.bytes()
+                .zip(token.bytes())
+                .fold(0, |a, (x, y)| a | (x ^ y))
+                == 0
+    })
+}
+
+/// Only letters, digits, dots, dashes and a port: never reflect anything else into Location.
+fn is_plain_host(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
+}
+
+fn api_network(body: &str) -> Result<NetworkInput, String> {
+    #[derive(serde::Deserialize)]
+    struct In {
+        ssid: String,
+        psk: String,
+    }
+    let n: In = serde_json::from_str(body).map_err(|e| format!("body: {e}"))?;
+    crate::config::validate::check_ssid(&n.ssid).map_err(|e| format!("/ssid: {e}"))?;
+    crate::config::validate::check_psk(&n.psk).map_err(|e| format!("/psk: {e}"))?;
+    Ok(NetworkInput {
+        ssid: n.ssid,
+        psk: n.psk,
+    })
+}
+
+fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
+    crate::logging::register_secret(&net.psk);
+    crate::info!("provisioning", "portal: network {:?} submitted", net.ssid);
+    lock(s).connect(net)
+}
+
+/// The machine credentials pasted in the portal: checked like the agent reads them, then
+/// written atomically with mode 0600. The secret is registered before anything is logged.
+fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() > MAX_CREDENTIALS {
+        return Err(format!("credentials larger than {MAX_CREDENTIALS} bytes"));
+    }
+    // `parse` registers the secret with the log scrubber before anything can log it.
+    let creds = crate::credentials::Credentials::parse(bytes)?;
+    let text = serde_json::to_vec_pretty(&creds.to_json()).map_err(|e| e.to_string())?;
+    crate::fsutil::atomic_write(&s.paths.credentials(), &text, 0o600)
+        .map_err(|e| format!("writing the credentials: {e}"))?;
+    crate::info!(
+        "provisioning",
+        "portal: machine credentials saved (part {})",
+        creds.part_id
+    );
+    Ok(())
+}
+
+fn see_other(conn: &TcpStream) -> std::io::Result<()> {
+    respond(conn, 303, "text/plain", "", &[("Location", "/")])
+}
+
+fn api_error(conn: &TcpStream, code: u16, msg: &str) -> std::io::Result<()> {
+    let body = serde_json::json!({"ok": false, "error": msg}).to_string();
+    respond(conn, code, "application/json", &body, &[])
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The page: readable on a phone, usable without JavaScript, labels on every field.
+fn page(conn: &TcpStream, s: &Shared, error: Option<(u16, String)>) -> std::io::Result<()> {
+    let (nets, steps) = {
+        let mut a = lock(s);
+        (a.networks(), a.status())
+    };
+    let mut h = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>Set up this machine</title><style>body{font:1.1em sans-serif;max-width:32em;margin:auto;padding:1em}\
+label,input,textarea,button{display:block;width:100%;margin:.3em 0;font-size:1em}\
+.err{color:#a00;font-weight:bold}</style></head><body><h1>Set up this machine</h1>",
+    );
+    if let Some((_, e)) = &error {
+        h.push_str(&format!("<p class=\"err\" role=\"alert\">{}</p>", esc(e)));
+    }
+    h.push_str("<h2>Status</h2><ul>");
+    for (k, v) in &steps {
+        h.push_str(&format!("<li>{}: {}</li>", esc(k), esc(v)));
+    }
+    h.push_str("</ul><h2>Wi-Fi network</h2><form method=\"post\" action=\"/connect\">");
+    h.push_str(&format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        s.token
+    ));
+    h.push_str("<label for=\"ssid\">Network name</label><input id=\"ssid\" name=\"ssid\" list=\"nets\" maxlength=\"32\" required><datalist id=\"nets\">");
+    for n in &nets {
+        h.push_str(&format!(
+            "<option value=\"{}\">{}%</option>",
+            esc(&n.ssid),
+            n.signal
+        ));
+    }
+    h.push_str("</datalist><ul>");
+    for n in &nets {
+        h.push_str(&format!("<li>{} ({}%)</li>", esc(&n.ssid), n.signal));
+    }
+    h.push_str("</ul><label for=\"psk\">Password</label><input id=\"psk\" name=\"psk\" type=\"password\" minlength=\"8\" maxlength=\"64\" required>\
+<button type=\"submit\">Connect</button></form>");
+    h.push_str(
+        "<h2>Machine credentials (optional)</h2><form method=\"post\" action=\"/credentials\">",
+    );
+    h.push_str(&format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        s.token
+    ));
+    h.push_str("<label for=\"credentials\">Paste the credentials JSON</label><textarea id=\"credentials\" name=\"credentials\" rows=\"6\"></textarea>\
+<button type=\"submit\">Save credentials</button></form></body></html>");
+    let code = error.as_ref().map(|(c, _)| *c).unwrap_or(200);
+    let cookie = format!("svc_csrf={}; Path=/; HttpOnly; SameSite=Strict", s.token);
+    respond(
+        conn,
+        code,
+        "text/html; charset=utf-8",
+        &h,
+        &[("Set-Cookie", &cookie)],
+    )
+}
+
+fn respond(
+    mut conn: &TcpStream,
+    code: u16,
+    ctype: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<()> {
+    let reason = match code {
+        200 => "OK",
+        302 => "Found",
+        303 => "See Other",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        413 => "Payload Too Large",
+        _ => "Service Unavailable",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
+Cache-Control: no-store\r\nX-Frame-Options: DENY\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes())?;
+    conn.write_all(body.as_bytes())?;
+    conn.flush()
+}

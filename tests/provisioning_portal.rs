@@ -1,0 +1,229 @@
+//! The captive portal over real loopback TCP: the page and its CSRF cookie, the form and the
+//! JSON API, strict input handling (oversized, invalid UTF-8, shell metacharacters stored
+//! literally), the credentials file written 0600 with exactly what was pasted, redirects
+//! for captive-portal checks, and no secret from a form in any log line.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+use svc::paths::Paths;
+use svc::provisioning::portal::NetworkInput;
+use svc::provisioning::server::{Portal, PortalActions, Visible};
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<Vec<NetworkInput>>>);
+
+impl PortalActions for Fake {
+    fn networks(&mut self) -> Vec<Visible> {
+        vec![
+            Visible {
+                ssid: "home <5G>".into(),
+                signal: 80,
+            },
+            Visible {
+                ssid: "cafe".into(),
+                signal: 35,
+            },
+        ]
+    }
+    fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
+        self.0.lock().unwrap().push(net);
+        Ok(())
+    }
+    fn status(&mut self) -> Vec<(String, String)> {
+        vec![
+            ("hotspot".into(), "up".into()),
+            ("network".into(), "waiting".into()),
+        ]
+    }
+}
+
+/// One raw HTTP exchange: status code, headers (lower-cased names), body.
+fn http(addr: std::net::SocketAddr, raw: &[u8]) -> (u16, Vec<(String, String)>, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    // A server that refuses an oversized request may answer before reading all of it.
+    let _ = c.write_all(raw);
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let code = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+        .collect();
+    (code, headers, body.to_string())
+}
+
+fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+fn post(path: &str, body: &str, extra: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: 10.42.0.1\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn pct(s: &str) -> String {
+    s.bytes().map(|b| format!("%{b:02X}")).collect()
+}
+
+#[test]
+fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
+    let dir = std::env::temp_dir().join(format!("svc-portal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    let logged = Arc::new(Mutex::new(String::new()));
+    let l2 = Arc::clone(&logged);
+    svc::logging::set_sink(Box::new(move |r| {
+        l2.lock()
+            .unwrap()
+            .push_str(&format!("{} {}\n", r.subsystem, r.message));
+    }));
+    let fake = Fake::default();
+    let mut portal = Portal::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Paths::new(&dir),
+        Box::new(fake.clone()),
+    )
+    .unwrap();
+    let addr = portal.addr();
+
+    // The page: networks (escaped), both forms, the CSRF cookie.
+    let (code, h, page) = http(addr, b"GET / HTTP/1.1\r\nHost: 10.42.0.1\r\n\r\n");
+    assert_eq!(code, 200);
+    assert!(page.contains("home &lt;5G&gt; (80%)"), "{page}");
+    assert!(page.contains("action=\"/connect\"") && page.contains("action=\"/credentials\""));
+    let cookie = header(&h, "set-cookie").unwrap();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let token = cookie
+        .trim_start_matches("svc_csrf=")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(token.len(), 32);
+    assert!(page.contains(&format!("name=\"csrf\" value=\"{token}\"")));
+    let jar = format!("Cookie: svc_csrf={token}\r\n");
+
+    // No CSRF token: refused, nothing submitted.
+    let (code, _, _) = http(addr, &post("/connect", "ssid=home&psk=password1", ""));
+    assert_eq!(code, 403);
+    assert!(fake.0.lock().unwrap().is_empty());
+
+    // Quotes and shell metacharacters are stored literally.
+    let ssid = "a'\"$(reboot);`x`";
+    let psk = "p'\"; rm -rf / $HOME";
+    let body = format!("csrf={token}&ssid={}&psk={}", pct(ssid), pct(psk));
+    let (code, h, _) = http(addr, &post("/connect", &body, &jar));
+    assert_eq!(code, 303);
+    assert_eq!(header(&h, "location"), Some("/"));
+    assert_eq!(
+        fake.0.lock().unwrap()[0],
+        NetworkInput {
+            ssid: ssid.into(),
+            psk: psk.into()
+        }
+    );
+
+    // Bad values: a 33-byte SSID, a 7-byte pass key; refused with the reason.
+    for body in [
+        format!("csrf={token}&ssid={}&psk=password1", "s".repeat(33)),
+        format!("csrf={token}&ssid=home&psk=short12"),
+    ] {
+        let (code, _, page) = http(addr, &post("/connect", &body, &jar));
+        assert_eq!(code, 400, "{body}");
+        assert!(page.contains("role=\"alert\""));
+    }
+    // Oversized and invalid UTF-8.
+    let big = format!("csrf={token}&ssid=home&psk={}", "x".repeat(20_000));
+    assert_eq!(http(addr, &post("/connect", &big, &jar)).0, 413);
+    let mut bad = post("/connect", "csrf=x&ssid=\u{0}&psk=password1", &jar);
+    let n = bad.len();
+    bad[n - 15] = 0xff;
+    assert_eq!(http(addr, &bad).0, 400);
+    assert_eq!(
+        fake.0.lock().unwrap().len(),
+        1,
+        "nothing else was submitted"
+    );
+
+    // Credentials pasted in the portal: written 0600, exactly the pasted content.
+    let secret = "portal-s3cret-7d1f";
+    let creds = format!(
+        r#"{{"cloud": {{"app_address": "https://app.example.com", "id": "p-1", "secret": "{secret}"}}}}"#
+    );
+    let body = format!("csrf={token}&credentials={}", pct(&creds));
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 303);
+    let file = dir.join("etc/svc.json");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        written,
+        serde_json::from_str::<serde_json::Value>(&creds).unwrap()
+    );
+    // Invalid credentials change nothing.
+    let body = format!("csrf={token}&credentials={}", pct(r#"{"cloud": {}}"#));
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 400);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&file).unwrap()).unwrap(),
+        written
+    );
+
+    // The JSON API: the token from /api/status, required as a header.
+    let (code, _, status) = http(addr, b"GET /api/status HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["token"], token.as_str());
+    assert_eq!(status["steps"][0]["step"], "hotspot");
+    let (_, _, nets) = http(addr, b"GET /api/networks HTTP/1.1\r\n\r\n");
+    assert!(nets.contains("\"signal\":80"), "{nets}");
+    let json = r#"{"ssid": "office", "psk": "api-pass-9c2e"}"#;
+    assert_eq!(http(addr, &post("/api/connect", json, "")).0, 403);
+    let with = format!("X-Svc-Token: {token}\r\n");
+    assert_eq!(http(addr, &post("/api/connect", json, &with)).0, 200);
+    assert_eq!(fake.0.lock().unwrap()[1].psk, "api-pass-9c2e");
+    let (code, _, err) = http(
+        addr,
+        &post("/api/connect", r#"{"ssid": "", "psk": "x"}"#, &with),
+    );
+    assert_eq!(code, 400);
+    assert!(err.contains("/ssid"), "{err}");
+
+    // Captive-portal checks are sent to the portal.
+    let (code, h, _) = http(
+        addr,
+        b"GET /generate_204 HTTP/1.1\r\nHost: connectivitycheck.gstatic.com\r\n\r\n",
+    );
+    assert_eq!(code, 302);
+    assert_eq!(
+        header(&h, "location"),
+        Some("http://connectivitycheck.gstatic.com/")
+    );
+    let (_, h, _) = http(addr, b"GET /x HTTP/1.1\r\nHost: evil\"<script>\r\n\r\n");
+    assert_eq!(header(&h, "location"), Some("http://10.42.0.1/"));
+
+    // No secret that went through a form reaches a log line.
+    portal.stop();
+    let logs = logged.lock().unwrap().clone();
+    assert!(logs.contains("portal: network"), "{logs}");
+    for s in [psk, secret, "api-pass-9c2e"] {
+        assert!(!logs.contains(s), "{s} logged: {logs}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
