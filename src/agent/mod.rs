@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod logs;
 pub mod policy;
+pub mod provisioning;
 pub mod server;
 pub mod signals;
 pub mod status;
@@ -64,6 +65,7 @@ pub struct Agent {
     updater: Option<Box<dyn updates::Updater>>,
     server_update: updates::Track,
     agent_update: updates::Track,
+    provisioning: provisioning::Runner,
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -133,6 +135,7 @@ impl Agent {
             }),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
+            provisioning: provisioning::Runner::default(),
         }
     }
 
@@ -197,6 +200,7 @@ impl Agent {
         if self.fast_start {
             self.start_server();
             self.apply_syscfg();
+            self.apply_provisioning(false);
             return;
         }
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
@@ -220,6 +224,7 @@ impl Agent {
         }
         self.start_server();
         self.apply_syscfg();
+        self.apply_provisioning(false);
     }
 
     fn start_server(&mut self) {
@@ -282,6 +287,9 @@ impl Agent {
         let result = t.poll(&status, self.cached.etag.as_deref());
         match result {
             Ok(outcome) => {
+                self.provisioning
+                    .app_reachable
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 if self.last_error.take().is_some() {
                     info!("agent", "management app reachable again");
                     self.reconnected = true;
@@ -301,6 +309,9 @@ impl Agent {
                 true
             }
             Err(e) => {
+                self.provisioning
+                    .app_reachable
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
                 let wait = match e.retry() {
                     Retry::Backoff => self.backoff.next_delay(&mut self.jitter),
                     Retry::After(secs) => Duration::from_secs(secs.clamp(1, 3600)),
@@ -381,6 +392,8 @@ impl Agent {
                 self.config = Some(cfg);
                 self.config_errors.clear();
                 self.apply_syscfg();
+                // A config from a poll was fetched online: its networks may be applied.
+                self.apply_provisioning(true);
                 match (was_managed, self.server_managed()) {
                     (true, false) => {
                         info!(
@@ -444,6 +457,19 @@ impl Agent {
         );
     }
 
+    /// agent-provisioning: started, re-configured or stopped as the config says.
+    fn apply_provisioning(&mut self, fetched_online: bool) {
+        let section = self
+            .config
+            .as_ref()
+            .map(|c| c.agent.provisioning.clone())
+            .unwrap_or_default();
+        let status = self
+            .provisioning
+            .apply(&self.paths, &section, fetched_online);
+        self.subsystems.insert("agent-provisioning".into(), status);
+    }
+
     /// Writes `/opt/svc/status.json` when something changed. The file holds start times,
     /// not uptimes (`svc-agent status` computes those), so an idle agent does not wear the
     /// SD card.
@@ -464,6 +490,7 @@ impl Agent {
     /// Stops svc-server (spec §3: the agent stopping stops it too).
     pub fn shutdown(&mut self) {
         info!("agent", "svc-agent stopping");
+        self.provisioning.stop();
         self.server.stop();
         self.write_status();
     }

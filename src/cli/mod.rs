@@ -33,6 +33,8 @@ commands:
   uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)
   status [--json] [--root DIR]     what runs, versions, last contact, subsystem states
   doctor [--json] [--root DIR]     pre-flight checks of this machine
+  provision [--until-online] [--force] [--root DIR]
+                                   run agent-provisioning in the foreground: hotspot, portal, join
   boot-guard [--root DIR]          before each agent start (ExecStartPre, from the known-good
                                    binary): count starts of a new agent, roll back after 3
   help                             this text
@@ -67,6 +69,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "doctor" => doctor::cmd_doctor(rest),
         "syscfg-apply" => Ok(crate::syscfg::cli::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),
+        "provision" => cmd_provision(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(EXIT_OK)
@@ -376,6 +379,19 @@ fn cmd_install(rest: &[String]) -> Result<i32, UsageError> {
             Ok(EXIT_INVALID)
         }
     }
+}
+
+fn cmd_provision(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help", "until-online", "force"], &["root"])?;
+    if help_requested(&a, "usage: svc-agent provision [--until-online] [--force] [--root DIR]\n  Runs agent-provisioning in the foreground with NetworkManager: with no network reachable\n  (or no credentials, or --force) a WPA2 hotspot <prefix>-<hostname> and the captive portal\n  at http://10.42.0.1/; a network entered there is saved and joined. --until-online exits 0\n  once the machine is online after a hotspot session.\n") {
+        return Ok(EXIT_OK);
+    }
+    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    Ok(crate::provisioning::service::cmd_provision(
+        paths,
+        a.flag("until-online"),
+        a.flag("force"),
+    ))
 }
 
 /// Always exits 0 so that the start goes ahead: with the previous version when it rolled

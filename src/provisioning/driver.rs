@@ -15,7 +15,14 @@ pub struct Provisioning<B: NetworkBackend> {
     /// Connectivity probe (the real one is `check::online` on the check URL).
     probe: Box<dyn FnMut(&Settings) -> bool>,
     hostname: String,
+    /// Known network profiles (priority, NetworkManager id), tried highest first.
+    known: Vec<(i32, String)>,
+    /// When roaming last went through the known networks.
+    last_roam: Option<u64>,
 }
+
+/// How often roaming goes through the known networks again while offline.
+const ROAM_EVERY: u64 = 30;
 
 impl<B: NetworkBackend> Provisioning<B> {
     pub fn new(paths: Paths, backend: B, settings: Settings, now: u64) -> Self {
@@ -29,6 +36,52 @@ impl<B: NetworkBackend> Provisioning<B> {
                 super::check::online(&s.check_url, std::time::Duration::from_secs(10))
             }),
             hostname: hostname(),
+            known: Vec::new(),
+            last_roam: None,
+        }
+        .with_known_from_settings()
+    }
+
+    /// The settings' networks (their profiles are named by SSID, as the daemon saves them).
+    fn with_known_from_settings(mut self) -> Self {
+        let nets: Vec<(i32, String)> = self
+            .settings
+            .networks
+            .iter()
+            .filter(|n| n.net_type == "wifi")
+            .map(|n| (n.priority, n.ssid.clone()))
+            .collect();
+        for (p, id) in nets {
+            self.add_known(p, &id);
+        }
+        self
+    }
+
+    fn add_known(&mut self, priority: i32, id: &str) {
+        self.known.retain(|(_, k)| k != id);
+        self.known.push((priority, id.to_string()));
+    }
+
+    /// Saves the settings' networks (the manufacturer's defaults) as profiles.
+    pub fn save_settings_networks(&mut self) {
+        for n in self
+            .settings
+            .networks
+            .clone()
+            .iter()
+            .filter(|n| n.net_type == "wifi")
+        {
+            let p = WifiProfile {
+                id: n.ssid.clone(),
+                ssid: n.ssid.clone(),
+                psk: n.psk.clone().unwrap_or_default(),
+                priority: n.priority,
+                hotspot: false,
+                ifname: None,
+            };
+            if let Err(e) = self.backend.save_wifi(&p) {
+                crate::warn!("provisioning", "network {:?} not saved: {e}", n.ssid);
+            }
         }
     }
 
@@ -73,8 +126,44 @@ impl<B: NetworkBackend> Provisioning<B> {
         if !matches!(self.state.mode, Mode::Hotspot { .. }) {
             let online = (self.probe)(&self.settings);
             self.event(Event::Connectivity { online }, now);
+            // Roaming: while offline, go through the known networks by priority.
+            let due = self
+                .last_roam
+                .map_or(true, |t| now.saturating_sub(t) >= ROAM_EVERY);
+            if !online && self.settings.roaming_mode && due && !self.known.is_empty() {
+                self.last_roam = Some(now);
+                self.act(Action::TryNetworks);
+            }
         }
         self.event(Event::Tick, now);
+    }
+
+    /// Brings up the known networks highest priority first and stops at the first with
+    /// internet (a network that is absent or has no internet is passed over).
+    fn try_known(&mut self) -> bool {
+        let order = super::state::roaming_order(
+            &self
+                .known
+                .iter()
+                .map(|(p, id)| (*p, id.clone()))
+                .collect::<Vec<_>>(),
+        );
+        for id in order {
+            match self.backend.up(&id) {
+                Ok(()) => {
+                    if (self.probe)(&self.settings) {
+                        crate::info!("provisioning", "state: online through {id:?}");
+                        return true;
+                    }
+                    crate::info!(
+                        "provisioning",
+                        "{id:?} is up but has no internet; trying the next"
+                    );
+                }
+                Err(e) => crate::info!("provisioning", "{id:?} not available: {e}"),
+            }
+        }
+        (self.probe)(&self.settings)
     }
 
     fn act(&mut self, a: Action) {
@@ -100,7 +189,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             }
             Action::StopHotspot => self.backend.down(HOTSPOT_ID),
             Action::TryNetworks => {
-                let online = (self.probe)(&self.settings);
+                let online = self.try_known();
                 let now = match self.state.mode {
                     Mode::Hotspot { last_retry, .. } => last_retry,
                     Mode::Offline { since } => since,
@@ -120,6 +209,29 @@ impl<B: NetworkBackend> Provisioning<B> {
         if let Err(e) = r {
             crate::warn!("provisioning", "{:?}: {}", a, e);
         }
+    }
+
+    /// Forced provisioning (support): the hotspot comes up even while online.
+    pub fn force(&mut self, now: u64) {
+        crate::info!("provisioning", "forced provisioning requested");
+        self.event(Event::ForceProvisioning, now);
+    }
+
+    /// A network entered in the portal: saved, the hotspot gives way, the network is
+    /// brought up and checked for internet. Whether the machine is online afterwards.
+    pub fn join(&mut self, profile: &WifiProfile, now: u64) -> bool {
+        if let Err(e) = self.backend.save_wifi(profile) {
+            crate::error!("provisioning", "saving network {:?}: {e}", profile.ssid);
+            return false;
+        }
+        self.add_known(profile.priority, &profile.id);
+        self.event(Event::UserNetwork, now);
+        if let Err(e) = self.backend.up(&profile.id) {
+            crate::warn!("provisioning", "joining {:?}: {e}", profile.ssid);
+        }
+        let online = (self.probe)(&self.settings);
+        self.event(Event::Connectivity { online }, now);
+        online
     }
 
     pub fn status(&self) -> &State {
@@ -179,6 +291,56 @@ mod tests {
         p.tick(100);
         assert_eq!(p.status().mode, Mode::Online);
         assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn roaming_tries_by_priority_and_passes_over_a_network_without_internet() {
+        use crate::config::model::Network;
+        let dir = std::env::temp_dir().join(format!("svc-prov-roam-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(dir.join("etc/svc.json"), "{}").unwrap(); // configured
+        let net = |ssid: &str, priority| Network {
+            net_type: "wifi".into(),
+            ssid: ssid.into(),
+            psk: Some("password1".into()),
+            priority,
+            extra: Default::default(),
+        };
+        let settings = Settings {
+            hotspot_password: "password1".into(),
+            roaming_mode: true,
+            networks: vec![net("low", 1), net("top", 10), net("mid", 5)],
+            ..Default::default()
+        };
+        let log = Fake::default();
+        let l2 = log.clone();
+        // Internet only through "mid": the last network brought up decides.
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0).with_probe(
+            Box::new(move |_| {
+                l2.0.borrow()
+                    .iter()
+                    .rev()
+                    .find(|l| l.starts_with("up "))
+                    .map(String::as_str)
+                    == Some("up mid")
+            }),
+        );
+        p.tick(1);
+        let ups: Vec<String> = log
+            .0
+            .borrow()
+            .iter()
+            .filter(|l| l.starts_with("up "))
+            .cloned()
+            .collect();
+        assert_eq!(
+            ups,
+            vec!["up top", "up mid"],
+            "highest first, stop at internet"
+        );
+        p.tick(2);
+        assert_eq!(p.status().mode, Mode::Online);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,6 +9,7 @@ pub mod driver;
 pub mod nm;
 pub mod portal;
 pub mod server;
+pub mod service;
 pub mod state;
 
 use crate::config::model::ProvisioningSection;

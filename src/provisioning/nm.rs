@@ -77,8 +77,15 @@ pub fn keyfile(p: &WifiProfile) -> String {
     if let Some(i) = &p.ifname {
         k.push_str(&format!("interface-name={}\n", esc(i)));
     }
+    // An AP needs a band and channel (NetworkManager's own `nmcli dev wifi hotspot` sets
+    // them too); channel 1 of 2.4 GHz is allowed in every regulatory domain.
+    let radio = if p.hotspot {
+        "band=bg\nchannel=1\n"
+    } else {
+        ""
+    };
     k.push_str(&format!(
-        "\n[wifi]\nmode={}\nssid={ssid}\n\n[wifi-security]\nkey-mgmt=wpa-psk\nproto=rsn\npairwise=ccmp\ngroup=ccmp\npsk={}\n\n[ipv4]\nmethod={}\n",
+        "\n[wifi]\nmode={}\n{radio}ssid={ssid}\n\n[wifi-security]\nkey-mgmt=wpa-psk\nproto=rsn\npairwise=ccmp\ngroup=ccmp\npsk={}\n\n[ipv4]\nmethod={}\n",
         if p.hotspot { "ap" } else { "infrastructure" },
         esc(&p.psk),
         if p.hotspot { "shared" } else { "auto" }

@@ -1,0 +1,437 @@
+//! Provisioning as a running thing: the driver (state machine + NetworkManager) ticking,
+//! the captive portal up exactly while the hotspot is, and the networks a phone submits
+//! saved and joined. `svc-agent provision` runs it in the foreground.
+use super::defaults::{self, Settings};
+use super::driver::Provisioning;
+use super::nm::{Nmcli, WifiProfile};
+use super::portal::NetworkInput;
+use super::server::{Portal, PortalActions, Visible};
+use super::state::Mode;
+use crate::config::model::ProvisioningAttributes;
+use crate::paths::Paths;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Priority of a network entered in the portal: above configured networks (-999..999 are
+/// the config's range), since the person at the machine chose it just now.
+pub const USER_PRIORITY: i32 = 999;
+const TICK: Duration = Duration::from_secs(2);
+const PORTAL_PORT: u16 = 80;
+
+/// The manufacturer defaults file (`/etc/svc-defaults.json`), checked by the same rules as
+/// the config's `agent-provisioning.attributes` (errors name the key as a JSON pointer in
+/// the file); missing means built-ins.
+pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
+    let p = paths.defaults();
+    let bytes = match std::fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+    let wrapped = serde_json::json!({"agent": {"agent-provisioning": {"attributes": v}}});
+    const PREFIX: &str = "/agent/agent-provisioning/attributes";
+    match crate::config::parse_value(&wrapped) {
+        Ok((cfg, _)) => Ok(cfg.agent.provisioning.attributes),
+        Err(report) => Err(report
+            .errors
+            .iter()
+            .map(|d| {
+                let at = d.path.strip_prefix(PREFIX).unwrap_or(&d.path);
+                format!(
+                    "{}: {}: {}",
+                    p.display(),
+                    if at.is_empty() { "/" } else { at },
+                    d.message
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+/// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
+/// `\:` and `\\` escape). Strongest first, one entry per SSID, hidden networks left out.
+pub fn parse_scan(out: &str) -> Vec<Visible> {
+    let mut v: Vec<Visible> = Vec::new();
+    for line in out.lines() {
+        let mut fields = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            let ch = match c {
+                '\\' => chars.next(),
+                ':' => {
+                    fields.push(String::new());
+                    None
+                }
+                c => Some(c),
+            };
+            if let (Some(ch), Some(f)) = (ch, fields.last_mut()) {
+                f.push(ch);
+            }
+        }
+        if fields.len() != 2 || fields[0].is_empty() {
+            continue;
+        }
+        let signal = fields[1].trim().parse::<u8>().unwrap_or(0).min(100);
+        match v.iter_mut().find(|n| n.ssid == fields[0]) {
+            Some(n) => n.signal = n.signal.max(signal),
+            None => v.push(Visible {
+                ssid: fields[0].clone(),
+                signal,
+            }),
+        }
+    }
+    v.sort_by_key(|n| std::cmp::Reverse(n.signal));
+    v
+}
+
+fn scan() -> Vec<Visible> {
+    let out = std::process::Command::new("nmcli")
+        .args([
+            "-t",
+            "-f",
+            "SSID,SIGNAL",
+            "dev",
+            "wifi",
+            "list",
+            "--rescan",
+            "yes",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => parse_scan(&String::from_utf8_lossy(&o.stdout)),
+        _ => Vec::new(),
+    }
+}
+
+/// What the portal tells the service: a phone is using it (the hotspot must not be cycled
+/// under it), or a network to join.
+enum Msg {
+    Activity,
+    Network(NetworkInput),
+}
+
+/// What the portal sees of the service.
+struct Actions {
+    tx: Sender<Msg>,
+    visible: Arc<Mutex<Vec<Visible>>>,
+    steps: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl PortalActions for Actions {
+    fn networks(&mut self) -> Vec<Visible> {
+        let _ = self.tx.send(Msg::Activity);
+        self.visible.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+    fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
+        self.tx
+            .send(Msg::Network(net))
+            .map_err(|_| "provisioning is stopping".to_string())
+    }
+    fn status(&mut self) -> Vec<(String, String)> {
+        let _ = self.tx.send(Msg::Activity);
+        self.steps.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+/// The running service.
+pub struct Service {
+    paths: Paths,
+    settings: Settings,
+    driver: Provisioning<Nmcli>,
+    portal: Option<Portal>,
+    tx: Sender<Msg>,
+    rx: Receiver<Msg>,
+    visible: Arc<Mutex<Vec<Visible>>>,
+    steps: Arc<Mutex<Vec<(String, String)>>>,
+    started: Instant,
+    last_mode: Option<Mode>,
+}
+
+impl Service {
+    /// `app_reachable`: the daemon's last poll reached the management app; the internet
+    /// check when no `check_url` is configured (without it, only the check URL counts).
+    pub fn new(
+        paths: Paths,
+        settings: Settings,
+        app_reachable: Option<Arc<AtomicBool>>,
+    ) -> Service {
+        let backend = Nmcli {
+            connections_dir: paths.device("/etc/NetworkManager/system-connections"),
+        };
+        let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
+        if let Some(flag) = app_reachable {
+            driver = driver.with_probe(Box::new(move |s: &Settings| {
+                if s.check_url.is_empty() {
+                    flag.load(Ordering::SeqCst)
+                } else {
+                    super::check::online(&s.check_url, Duration::from_secs(10))
+                }
+            }));
+        }
+        driver.save_settings_networks();
+        let (tx, rx) = channel();
+        Service {
+            paths,
+            settings,
+            driver,
+            portal: None,
+            tx,
+            rx,
+            visible: Arc::new(Mutex::new(Vec::new())),
+            steps: Arc::new(Mutex::new(Vec::new())),
+            started: Instant::now(),
+            last_mode: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    fn set_step(&self, step: &str, state: &str) {
+        if let Ok(mut s) = self.steps.lock() {
+            match s.iter_mut().find(|(k, _)| k == step) {
+                Some(e) => e.1 = state.to_string(),
+                None => s.push((step.to_string(), state.to_string())),
+            }
+        }
+    }
+
+    /// Runs until `stop`, or (with `until_online`) until the machine is online after a
+    /// hotspot session. Returns whether it ended online.
+    pub fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
+        let mut had_hotspot = false;
+        while !stop.load(Ordering::SeqCst) {
+            let mode_before = self.driver.status().mode.clone();
+            if !matches!(mode_before, Mode::Hotspot { .. }) {
+                // Scan while the radio is still a client: in AP mode it cannot.
+                let v = scan();
+                if !v.is_empty() {
+                    if let Ok(mut vis) = self.visible.lock() {
+                        *vis = v;
+                    }
+                }
+            }
+            self.driver.tick(self.now());
+            while let Ok(msg) = self.rx.try_recv() {
+                match msg {
+                    Msg::Activity => {
+                        let now = self.now();
+                        self.driver.event(super::state::Event::UserActivity, now);
+                    }
+                    Msg::Network(net) => self.join_user_network(net),
+                }
+            }
+            self.follow_mode();
+            let mode = self.driver.status().mode.clone();
+            had_hotspot |= matches!(mode, Mode::Hotspot { .. });
+            if until_online && had_hotspot && mode == Mode::Online {
+                return true;
+            }
+            std::thread::sleep(TICK);
+        }
+        self.stop_portal();
+        self.driver.status().mode == Mode::Online
+    }
+
+    /// Portal up exactly while the hotspot is; one log line per state change.
+    fn follow_mode(&mut self) {
+        let mode = self.driver.status().mode.clone();
+        let kind = |m: &Mode| std::mem::discriminant(m);
+        if self.last_mode.as_ref().map(kind) == Some(kind(&mode)) {
+            return;
+        }
+        self.last_mode = Some(mode.clone());
+        match mode {
+            Mode::Hotspot { .. } => {
+                crate::info!(
+                    "provisioning",
+                    "state: hotspot {:?} up; portal at http://{}/",
+                    self.driver.hotspot_ssid(),
+                    super::dns::HOTSPOT_ADDR
+                );
+                self.set_step("hotspot", "up");
+                self.start_portal();
+            }
+            Mode::Online => {
+                crate::info!("provisioning", "state: online");
+                self.set_step("hotspot", "down");
+                self.set_step("network", "online");
+                self.stop_portal();
+            }
+            Mode::Offline { .. } => {
+                crate::info!("provisioning", "state: offline");
+                self.set_step("network", "offline");
+            }
+        }
+    }
+
+    fn start_portal(&mut self) {
+        if self.portal.is_some() {
+            return;
+        }
+        let addr = format!("{}:{PORTAL_PORT}", super::dns::HOTSPOT_ADDR);
+        let Ok(addr) = addr.parse() else { return };
+        let actions = Actions {
+            tx: self.tx.clone(),
+            visible: Arc::clone(&self.visible),
+            steps: Arc::clone(&self.steps),
+        };
+        // The address appears when NetworkManager has the hotspot up: retry briefly.
+        let mut actions = Some(actions);
+        for _ in 0..15 {
+            let Some(a) = actions.take() else { break };
+            match Portal::start(addr, self.paths.clone(), Box::new(a)) {
+                Ok(p) => {
+                    self.portal = Some(p);
+                    return;
+                }
+                Err(_) => {
+                    actions = Some(Actions {
+                        tx: self.tx.clone(),
+                        visible: Arc::clone(&self.visible),
+                        steps: Arc::clone(&self.steps),
+                    });
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+        crate::error!("provisioning", "portal: cannot listen on {addr}");
+    }
+
+    fn stop_portal(&mut self) {
+        if let Some(mut p) = self.portal.take() {
+            p.stop();
+            crate::info!("provisioning", "portal stopped");
+        }
+    }
+
+    /// A network from the portal: saved (psk only in the 0600 keyfile), the hotspot gives
+    /// way, the network is brought up and checked for internet.
+    fn join_user_network(&mut self, net: NetworkInput) {
+        let profile = WifiProfile {
+            id: format!("user-{}", net.ssid),
+            ssid: net.ssid.clone(),
+            psk: net.psk,
+            priority: USER_PRIORITY,
+            hotspot: false,
+            ifname: None,
+        };
+        self.set_step("network", &format!("joining {}", net.ssid));
+        crate::info!(
+            "provisioning",
+            "state: joining {:?} from the portal",
+            net.ssid
+        );
+        self.stop_portal();
+        let now = self.now();
+        let joined = self.driver.join(&profile, now);
+        self.set_step(
+            "network",
+            if joined {
+                "online"
+            } else {
+                "could not join; hotspot back"
+            },
+        );
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// `svc-agent provision [--root DIR] [--until-online] [--force]`.
+pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
+    let defaults = match load_defaults(&paths) {
+        Ok(d) => d,
+        Err(e) => {
+            crate::error!("provisioning", "manufacturer defaults: {e}");
+            return 1;
+        }
+    };
+    let settings = defaults::effective(&[&defaults]);
+    if settings.hotspot_password.len() < 8 {
+        crate::error!(
+            "provisioning",
+            "the hotspot password (defaults or config) must have at least 8 characters: the hotspot is never open"
+        );
+        return 1;
+    }
+    if let Err(e) = super::dns::install(paths.root()) {
+        crate::warn!("provisioning", "DNS redirect for the portal: {e}");
+    }
+    let mut svc = Service::new(paths, settings, None);
+    if force {
+        svc.driver.force(0);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    if svc.run(&stop, until_online) {
+        0
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_output_is_parsed_with_escapes_and_deduplicated() {
+        let out = "home\\:5G:80\ncafe:35\n:90\nhome\\:5G:60\nback\\\\slash:101\n";
+        let v = parse_scan(out);
+        assert_eq!(
+            v,
+            vec![
+                Visible {
+                    ssid: "back\\slash".into(),
+                    signal: 100
+                },
+                Visible {
+                    ssid: "home:5G".into(),
+                    signal: 80
+                },
+                Visible {
+                    ssid: "cafe".into(),
+                    signal: 35
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_are_checked_like_config_attributes() {
+        let dir = std::env::temp_dir().join(format!("svc-defaults-{}", std::process::id()));
+        let p = Paths::new(&dir);
+        assert_eq!(
+            load_defaults(&p).unwrap(),
+            ProvisioningAttributes::default()
+        );
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(
+            dir.join("etc/svc-defaults.json"),
+            r#"{"hotspot_prefix": "acme", "hotspot_password": "long-enough-1", "offline_timeout_secs": 30}"#,
+        )
+        .unwrap();
+        let d = load_defaults(&p).unwrap();
+        assert_eq!(d.hotspot_prefix.as_deref(), Some("acme"));
+        assert_eq!(d.offline_timeout_secs, Some(30));
+        std::fs::write(
+            dir.join("etc/svc-defaults.json"),
+            r#"{"hotspot_password": "short"}"#,
+        )
+        .unwrap();
+        let e = load_defaults(&p).unwrap_err();
+        assert!(e.contains("/hotspot_password"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
