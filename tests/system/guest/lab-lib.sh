@@ -57,3 +57,56 @@ lab_agent_state() {
     echo "== addresses"; ip -br addr 2>&1 || true
     echo "== nmcli"; nmcli -t dev 2>&1 || true
 }
+
+# --- Wi-Fi lab helpers (mac80211_hwsim, NetworkManager, hostapd, netns) ---
+
+# lab_radios N: N simulated radios, all managed by NetworkManager.
+lab_radios() {
+    lab_check "load mac80211_hwsim with $1 radios" modprobe mac80211_hwsim radios="$1"
+    lab_wait 90 "NetworkManager manages the radios" sh -c \
+        "[ \"\$(nmcli -t -f TYPE,STATE dev | grep -Ec '^wifi:(disconnected|connected)')\" -ge $1 ]"
+}
+
+# lab_netns_radio IFACE NETNS: moves IFACE's radio into a namespace of its own (another host).
+lab_netns_radio() {
+    local phy
+    phy="$(basename "$(readlink -f "/sys/class/net/$1/phy80211")")"
+    ip netns add "$2"
+    iw phy "$phy" set netns name "$2"
+    ip netns exec "$2" ip link set lo up
+}
+
+# lab_ap NETNS IFACE SSID PSK NET [internet]: a WPA2 access point (hostapd) at NET.1/24 with
+# DHCP (dnsmasq, router NET.1). With "internet", the check URL host 192.168.200.1:8080 is
+# reachable through it (an address on the namespace's loopback and an HTTP server there).
+lab_ap() {
+    local ns="$1" ifc="$2" ssid="$3" psk="$4" net="$5"
+    cat > "/tmp/ap-$ns.conf" <<CONF
+interface=$ifc
+driver=nl80211
+ssid=$ssid
+hw_mode=g
+channel=6
+wpa=2
+wpa_key_mgmt=WPA-PSK
+rsn_pairwise=CCMP
+wpa_passphrase=$psk
+CONF
+    ip netns exec "$ns" ip addr add "$net.1/24" dev "$ifc"
+    ip netns exec "$ns" hostapd -B -P "/run/ap-$ns.pid" "/tmp/ap-$ns.conf" > "/tmp/ap-$ns.log"
+    ip netns exec "$ns" dnsmasq --conf-file=/dev/null --port=0 --interface="$ifc" --bind-interfaces \
+        --dhcp-range="$net.10,$net.50,1h" --dhcp-option=3,"$net.1" --pid-file="/run/dhcp-$ns.pid"
+    if [ "${6:-}" = internet ]; then
+        ip netns exec "$ns" ip addr add 192.168.200.1/32 dev lo
+        mkdir -p "/tmp/www-$ns" && echo "online via $ssid" > "/tmp/www-$ns/index.html"
+        ip netns exec "$ns" python3 -m http.server 8080 --bind 192.168.200.1 --directory "/tmp/www-$ns" \
+            > "/tmp/www-$ns.log" 2>&1 &
+    fi
+}
+
+# lab_ap_down NETNS / lab_ap_up NETNS: the access point disappears / comes back.
+lab_ap_down() { kill "$(cat "/run/ap-$1.pid")"; }
+lab_ap_up() { ip netns exec "$1" hostapd -B -P "/run/ap-$1.pid" "/tmp/ap-$1.conf" >> "/tmp/ap-$1.log"; }
+
+# lab_ms: milliseconds since the epoch.
+lab_ms() { date +%s%3N; }

@@ -1,0 +1,65 @@
+#!/bin/bash
+# Bad input through the real hotspot and portal: an oversized request, invalid UTF-8, a
+# missing CSRF token and invalid credentials are refused and change nothing; an SSID and
+# pass key full of quotes and shell metacharacters are stored literally (no shell ever sees
+# them) and, the network being absent, the machine comes back to its hotspot.
+# Needs: `svc-agent provision` (portal input handling).
+# lab-timeout: 480
+set -euo pipefail
+. "$LAB/lab-lib.sh"
+hot_psk="hotspot-$(lab_run_id)"
+lab_radios 2
+lab_netns_radio wlan1 phone
+rm -f /etc/svc.json /tmp/pwned /tmp/pwned2
+cat > /etc/svc-defaults.json <<JSON
+{"hotspot_prefix": "svc-lab", "hotspot_password": "$hot_psk", "check_url": "http://192.168.200.1:8080/",
+ "offline_timeout_secs": 30, "retry_networks_secs": 600}
+JSON
+svc-agent provision > /tmp/provision.log 2>&1 &
+lab_wait 120 "the hotspot is up" sh -c 'iw dev wlan0 info | grep -q "type AP"'
+cat > /tmp/phone.conf <<CONF
+ctrl_interface=/run/wpa_supplicant-phone
+network={
+    ssid="svc-lab-$(hostname)"
+    psk="$hot_psk"
+    key_mgmt=WPA-PSK
+    proto=RSN
+    pairwise=CCMP
+}
+CONF
+ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
+lab_wait 120 "the phone associated" sh -c \
+    'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
+ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
+phone() { ip netns exec phone curl -sS -o /dev/null -w '%{http_code}' -b /tmp/jar -c /tmp/jar --max-time 30 "$@"; }
+page=$(ip netns exec phone curl -fsS --retry 20 --retry-delay 1 --retry-all-errors -c /tmp/jar http://10.42.0.1/)
+token=$(sed -n 's/.*name="csrf" value="\([0-9a-f]*\)".*/\1/p' <<<"$page" | head -n1)
+lab_check "the page carries a CSRF token" test -n "$token"
+
+big=$(head -c 30000 /dev/zero | tr '\0' x)
+lab_check "an oversized form is refused (413)" test "$(phone --data "csrf=$token&ssid=home&psk=$big" http://10.42.0.1/connect)" = 413
+lab_check "invalid UTF-8 is refused (400)" test "$(phone --data "csrf=$token&ssid=%FF%FE&psk=password1" http://10.42.0.1/connect)" = 400
+lab_check "no CSRF token: refused (403)" test "$(phone --data "ssid=home&psk=password1" http://10.42.0.1/connect)" = 403
+lab_check "a too-short pass key is refused (400)" test "$(phone --data "csrf=$token&ssid=home&psk=short" http://10.42.0.1/connect)" = 400
+lab_check "invalid credentials are refused (400)" test "$(phone --data-urlencode "csrf=$token" --data-urlencode 'credentials={"cloud": {}}' http://10.42.0.1/credentials)" = 400
+lab_check "no credentials file was written" test ! -e /etc/svc.json
+lab_check "no network was saved" sh -c '! ls /etc/NetworkManager/system-connections/svc-user-* 2>/dev/null'
+lab_check "the hotspot stayed up" sh -c 'iw dev wlan0 info | grep -q "type AP"'
+
+# Quotes and shell metacharacters: stored literally, executed never.
+ssid='a"$(touch /tmp/pwned)'\'';`x`'
+psk='p"; touch /tmp/pwned2 #'\''$HOME'
+phone --data-urlencode "csrf=$token" --data-urlencode "ssid=$ssid" --data-urlencode "psk=$psk" \
+    http://10.42.0.1/connect > /dev/null || true
+lab_wait 60 "the network was saved" sh -c 'ls /etc/NetworkManager/system-connections/svc-user-* >/dev/null 2>&1'
+keyfile=$(ls /etc/NetworkManager/system-connections/svc-user-* | head -n1)
+want_ssid="$(printf '%s' "$ssid" | od -An -tu1 -v | tr -s ' \n' ';' | sed 's/^;//')"
+lab_check "the SSID is stored byte for byte" grep -qF "ssid=$want_ssid" "$keyfile"
+lab_check "the pass key is stored literally" test "$(nmcli -s -t -g 802-11-wireless-security.psk con show "user-$ssid")" = "$psk"
+lab_check "nothing was executed" sh -c '[ ! -e /tmp/pwned ] && [ ! -e /tmp/pwned2 ]'
+lab_wait 180 "the network is absent: the hotspot comes back" sh -c 'iw dev wlan0 info | grep -q "type AP"'
+journalctl --sync
+if grep -qF -- "$psk" /tmp/provision.log || journalctl -b -o cat | grep -qF -- "$psk"; then
+    lab_fail "the pass key reached the logs"
+fi
+cat /tmp/provision.log
