@@ -67,6 +67,16 @@ lab_radios() {
         "[ \"\$(nmcli -t -f TYPE,STATE dev | grep -Ec '^wifi:(disconnected|connected)')\" -ge $1 ]"
 }
 
+# lab_no_ethernet: takes the guest's ethernet (qemu user networking, the default route) down,
+# so that "the internet" (192.168.200.1) is reachable only through a Wi-Fi access point.
+lab_no_ethernet() {
+    local dev
+    for dev in $(nmcli -t -f DEVICE,TYPE dev | sed -n 's/:ethernet$//p'); do
+        nmcli dev disconnect "$dev" >/dev/null
+    done
+    lab_check "no default route left" sh -c '! ip route show default | grep -q .'
+}
+
 # lab_netns_radio IFACE NETNS: moves IFACE's radio into a namespace of its own (another host).
 lab_netns_radio() {
     local phy

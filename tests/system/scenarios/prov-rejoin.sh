@@ -11,6 +11,7 @@ lab_radios 2
 lab_netns_radio wlan1 home
 lab_ap home wlan1 lab-home "$psk" 192.168.77 internet
 lab_credentials /var/lib/lab/mgmt
+lab_no_ethernet
 cat > /etc/svc-defaults.json <<JSON
 {"hotspot_prefix": "svc-lab", "hotspot_password": "hotspot-$(lab_run_id)",
  "check_url": "http://192.168.200.1:8080/", "offline_timeout_secs": 20, "retry_networks_secs": 30,

@@ -17,6 +17,7 @@ lab_ap ap1 wlan3 lab-prio-1 "$psk" 192.168.1 internet
 
 # A configured machine (credentials present): no hotspot while it roams.
 lab_credentials /var/lib/lab/mgmt
+lab_no_ethernet
 cat > /etc/svc-defaults.json <<JSON
 {"hotspot_prefix": "svc-lab", "hotspot_password": "hotspot-$(lab_run_id)",
  "check_url": "http://192.168.200.1:8080/", "roaming_mode": true,
