@@ -89,10 +89,10 @@ impl Portal {
         self.addr
     }
 
+    /// Stops accepting (within `ACCEPT_POLL`) and closes the listener. Connections being
+    /// served finish on their own threads, bounded by their timeouts.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept with a connection of our own.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -112,12 +112,24 @@ fn new_token() -> std::io::Result<String> {
     Ok(crate::protocol::file::hex(&b))
 }
 
+/// How often the accept loop looks at its stop flag. A non-blocking accept, because the
+/// hotspot address may be gone when the portal stops (nothing could connect to wake it).
+const ACCEPT_POLL: Duration = Duration::from_millis(50);
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(conn) = conn else { continue };
+    if let Err(e) = listener.set_nonblocking(true) {
+        crate::error!("provisioning", "portal: {e}");
+        return;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        let conn = match listener.accept() {
+            Ok((conn, _)) => conn,
+            Err(_) => {
+                std::thread::sleep(ACCEPT_POLL);
+                continue;
+            }
+        };
+        let _ = conn.set_nonblocking(false);
         if shared.busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             shared.busy.fetch_sub(1, Ordering::SeqCst);
             let _ = respond(&conn, 503, "text/plain", "busy, try again", &[]);
