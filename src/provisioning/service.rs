@@ -35,7 +35,15 @@ pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
     let wrapped = serde_json::json!({"agent": {"agent-provisioning": {"attributes": v}}});
     const PREFIX: &str = "/agent/agent-provisioning/attributes";
     match crate::config::parse_value(&wrapped) {
-        Ok((cfg, _)) => Ok(cfg.agent.provisioning.attributes),
+        Ok((cfg, report)) => {
+            // For example a well-known default hotspot password: the device works, but the
+            // manufacturer should change it.
+            for w in &report.warnings {
+                let at = w.path.strip_prefix(PREFIX).unwrap_or(&w.path);
+                crate::warn!("provisioning", "{}: {at}: {}", p.display(), w.message);
+            }
+            Ok(cfg.agent.provisioning.attributes)
+        }
         Err(report) => Err(report
             .errors
             .iter()
