@@ -19,19 +19,6 @@ pub struct Runner {
     pub app_reachable: Arc<AtomicBool>,
 }
 
-fn has_wifi() -> bool {
-    std::process::Command::new("nmcli")
-        .args(["-t", "-f", "TYPE", "dev"])
-        .output()
-        .map(|o| {
-            o.status.success()
-                && String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .any(|l| l == "wifi")
-        })
-        .unwrap_or(false)
-}
-
 impl Runner {
     /// Brings the subsystem in line with `section` (at start and on every config change);
     /// returns its status for the report.
@@ -45,7 +32,9 @@ impl Runner {
             self.stop();
             return json!({"state": "disabled"});
         }
-        let wifi = *self.wifi.get_or_insert_with(has_wifi);
+        let wifi = *self
+            .wifi
+            .get_or_insert_with(crate::provisioning::nm::wifi_device_present);
         if !wifi {
             return json!({"state": "idle", "reason": "no Wi-Fi device managed by NetworkManager"});
         }

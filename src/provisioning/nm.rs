@@ -113,6 +113,20 @@ pub fn keyfile_name(id: &str) -> String {
     format!("svc-{s}.nmconnection")
 }
 
+/// Whether NetworkManager manages a Wi-Fi device (false when nmcli is missing too).
+pub fn wifi_device_present() -> bool {
+    Command::new("nmcli")
+        .args(["-t", "-f", "TYPE", "dev"])
+        .output()
+        .map(|o| {
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l == "wifi")
+        })
+        .unwrap_or(false)
+}
+
 pub struct Nmcli {
     pub connections_dir: PathBuf,
 }

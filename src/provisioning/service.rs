@@ -363,6 +363,13 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
             return 1;
         }
     };
+    if !super::nm::wifi_device_present() {
+        crate::error!(
+            "provisioning",
+            "no Wi-Fi device managed by NetworkManager (nmcli -t -f TYPE dev): nothing to provision with"
+        );
+        return 1;
+    }
     let settings = defaults::effective(&[&defaults]);
     if settings.hotspot_password.len() < 8 {
         crate::error!(
