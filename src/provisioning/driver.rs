@@ -71,15 +71,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             .iter()
             .filter(|n| n.net_type == "wifi")
         {
-            let p = WifiProfile {
-                id: n.ssid.clone(),
-                ssid: n.ssid.clone(),
-                psk: n.psk.clone().unwrap_or_default(),
-                priority: n.priority,
-                hotspot: false,
-                ifname: None,
-            };
-            if let Err(e) = self.backend.save_wifi(&p) {
+            if let Err(e) = self.backend.save_wifi(&super::client_profile(n)) {
                 crate::warn!("provisioning", "network {:?} not saved: {e}", n.ssid);
             }
         }

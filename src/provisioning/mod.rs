@@ -28,16 +28,22 @@ pub fn apply_networks(section: &ProvisioningSection, fetched_online: bool) -> Ve
         if n.net_type != "wifi" || out.iter().any(|p| p.ssid == n.ssid) {
             continue;
         }
-        out.push(WifiProfile {
-            id: n.ssid.clone(),
-            ssid: n.ssid.clone(),
-            psk: n.psk.clone().unwrap_or_default(),
-            priority: n.priority,
-            hotspot: false,
-            ifname: None,
-        });
+        out.push(client_profile(n));
     }
     out
+}
+
+/// The NetworkManager client profile of a configured network: named by its SSID, with the
+/// network's priority as `autoconnect-priority`.
+pub fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
+    WifiProfile {
+        id: n.ssid.clone(),
+        ssid: n.ssid.clone(),
+        psk: n.psk.clone().unwrap_or_default(),
+        priority: n.priority,
+        hotspot: false,
+        ifname: None,
+    }
 }
 
 #[cfg(test)]
