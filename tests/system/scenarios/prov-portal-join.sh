@@ -3,7 +3,9 @@
 # machine (no credentials) opens its WPA2 hotspot; a wpa_supplicant phone (netns phone)
 # joins it, gets every name resolved to the portal, loads the page, pastes the machine
 # credentials and submits the home network; the machine joins the home AP (hostapd in netns
-# home, with DHCP and the check URL behind it) and reaches the check URL.
+# home, with DHCP and the check URL behind it) and reaches the check URL. Then the power is
+# cut; phase 2 (prov-portal-join.after.sh): the provisioned network and the credentials
+# survive, and the machine joins the home network again by itself.
 # Needs: `svc-agent provision` (hotspot, DNS redirect, portal, join).
 # lab-timeout: 480
 set -euo pipefail
@@ -129,3 +131,4 @@ cat /tmp/provision.log
 lab_log "figure: offline to hotspot joinable (phone associated): $(( t_joinable - t_start )) ms"
 lab_log "figure: form submit to online: $(( t_online - t_submit )) ms"
 lab_log "figure: provisioning PSS with the portal up: $pss KiB"
+lab_powercut
