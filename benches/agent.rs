@@ -4,7 +4,7 @@
 //!   bare fork+exec launcher starting the same program.
 //!
 //! Run: `cargo bench --bench agent`.
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use common::mgmt::MgmtServer;

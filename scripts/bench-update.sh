@@ -10,5 +10,5 @@ if ! command -v curl >/dev/null 2>&1; then
 fi
 # Release code, but thin LTO off so the bench builds in reasonable time on a small machine.
 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo test --release --test update_bench -- --ignored --nocapture --test-threads=1 \
-    bench_download_verify_256mib 2>/dev/null | grep -E '^[|]|^raw:'
+    cargo test --release --test it -- --ignored --nocapture --test-threads=1 \
+    update_bench::bench_download_verify_256mib 2>/dev/null | grep -E '^[|]|^raw:'

@@ -31,17 +31,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 log() { echo "build-static: $*" >&2; }
 die() { echo "build-static: ERROR: $*" >&2; exit 1; }
 
+# shellcheck source=scripts/lib/apt.sh
+. "$root/scripts/lib/apt.sh"
 apt_ensure() { # apt_ensure COMMAND PACKAGE...: install the packages unless COMMAND exists
-    local cmd="$1"; shift
-    command -v "$cmd" >/dev/null 2>&1 && return 0
-    command -v apt-get >/dev/null 2>&1 || die "$cmd missing and no apt-get to install $*"
-    log "installing $* (for $cmd)"
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2; then
-        apt-get update >&2 || true
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2 \
-            || die "apt-get install $* failed"
-    fi
-    command -v "$cmd" >/dev/null 2>&1 || die "$cmd still missing after installing $*"
+    apt_need "$@"
+    apt_install_needed || die "could not install $2 (for $1)"
 }
 
 rust_target_ensure() {

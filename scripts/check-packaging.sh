@@ -11,19 +11,17 @@ FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 
-# Tools (idempotent: only installs what is missing).
-need=""
-command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
-command -v file >/dev/null 2>&1 || need="$need file"
-command -v readelf >/dev/null 2>&1 || need="$need binutils"
-command -v qemu-aarch64-static >/dev/null 2>&1 || need="$need qemu-user-static"
-command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
-command -v pip3 >/dev/null 2>&1 || need="$need python3-pip"
-if [ -n "$need" ]; then
-	# shellcheck disable=SC2086 # word splitting of the package list is intended
-	{ apt-get update -qq && apt-get install -y -qq --no-install-recommends $need; } >/dev/null 2>&1 ||
-		bad "apt-get install$need"
-fi
+# Tools (idempotent: only installs what is missing; scripts/lib/apt.sh never lets apt remove
+# a package and checks every tool afterwards).
+# shellcheck source=scripts/lib/apt.sh
+. scripts/lib/apt.sh
+apt_need shellcheck shellcheck
+apt_need file file
+apt_need readelf binutils
+apt_need qemu-aarch64-static qemu-user-static
+apt_need systemd-analyze systemd
+apt_need pip3 python3-pip
+apt_install_needed || bad "apt: installing the packaging tools"
 OELINT_VERSION=9.11.2
 if ! oelint-adv --version 2>/dev/null | grep -q "$OELINT_VERSION"; then
 	pip3 install -q --break-system-packages "oelint-adv==$OELINT_VERSION" >/dev/null 2>&1 ||
@@ -93,7 +91,8 @@ fi
 if CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
-	cargo test --locked --target aarch64-unknown-linux-musl --lib --test config_rules -q >"$T/qemu-tests.log" 2>&1; then
+	sh -c 'cargo test --locked --target aarch64-unknown-linux-musl --lib -q &&
+		cargo test --locked --target aarch64-unknown-linux-musl --test it -q config_rules::' >"$T/qemu-tests.log" 2>&1; then
 	ok "library and config tests under qemu-aarch64-static ($(grep -c '^test result: ok' "$T/qemu-tests.log") suites)"
 else
 	tail -n 30 "$T/qemu-tests.log"

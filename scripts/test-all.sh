@@ -5,6 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 tiers=(
+  "stock:scripts/check-stock-image.sh"
   "lint:scripts/test-lint.sh"
   "unit+integration:scripts/test-cargo.sh"
   "demo:scripts/demo.sh --check"

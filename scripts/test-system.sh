@@ -17,45 +17,7 @@ t0=$SECONDS
 [ "$(id -u)" = 0 ] || die "must run as root (apt, debootstrap, chroot)"
 [ "$(uname -m)" = x86_64 ] || die "the lab host must be x86_64 (the guest is amd64 under TCG)"
 
-apt_install() {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2
-}
-
-# ensure COMMAND PACKAGE...: install PACKAGE... unless COMMAND is already there.
-missing=()
-ensure() {
-    local cmd="$1"; shift
-    command -v "$cmd" >/dev/null 2>&1 || missing+=("$@")
-}
-ensure qemu-system-x86_64 qemu-system-x86
-ensure qemu-img qemu-utils
-ensure debootstrap debootstrap
-ensure mke2fs e2fsprogs
-ensure debugfs e2fsprogs
-ensure flock util-linux
-ensure readelf binutils
-# qemu's firmware for -kernel boots (SeaBIOS and the linuxboot option ROM).
-[ -f /usr/share/seabios/bios-256k.bin ] || missing+=(seabios)
-[ -f /usr/share/qemu/linuxboot_dma.bin ] || missing+=(qemu-system-data)
-if [ ${#missing[@]} -gt 0 ]; then
-    command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get"
-    log "installing ${missing[*]}"
-    if ! apt_install "${missing[@]}"; then
-        apt-get update >&2 || die "apt-get update failed"
-        if ! apt_install "${missing[@]}"; then
-            # A newer qemu-utils from elsewhere (e.g. backports) Breaks the distribution's
-            # qemu-system-common; line qemu-utils up with the qemu-system-x86 we install.
-            v="$(apt-cache policy qemu-system-x86 | sed -n 's/^ *Candidate: *//p')"
-            [ -n "$v" ] && [ "$v" != "(none)" ] || die "no qemu-system-x86 candidate in apt"
-            log "retrying with qemu-utils=$v (matching qemu-system-x86)"
-            apt_install --allow-downgrades "${missing[@]}" "qemu-utils=$v" \
-                || die "apt-get install ${missing[*]} failed"
-        fi
-    fi
-fi
-for c in qemu-system-x86_64 qemu-img debootstrap mke2fs debugfs flock readelf; do
-    command -v "$c" >/dev/null || die "$c still missing after installing prerequisites"
-done
+"$root/scripts/lab-prereqs.sh" || die "the lab's host prerequisites could not be installed (see above)"
 log "prerequisites ready ($((SECONDS - t0)) s)"
 
 t1=$SECONDS

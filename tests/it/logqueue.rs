@@ -373,7 +373,12 @@ fn a_torn_or_corrupt_last_record_is_dropped_and_nothing_before_it() {
 /// stdout, and returns that line.
 fn run_and_kill(mode: &str, qdir: &Path, out: &Path, ready: impl Fn(&str) -> bool) -> String {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_process", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "logqueue::child_process",
+            "--nocapture",
+        ])
         .args(["--test-threads", "1"])
         .env("SVC_LOGQ_CHILD", mode)
         .env("SVC_LOGQ_DIR", qdir)

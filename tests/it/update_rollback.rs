@@ -1,7 +1,7 @@
 //! Rollback with real processes: svc-server probation (a new version that crashes is rolled
 //! back by the probation rule) and the agent boot guard (a new agent that exits at once, or
 //! hangs, gets three starts and is then rolled back; a healthy one ends its probation).
-mod update_support;
+use crate::update_support;
 
 use std::path::Path;
 use std::process::Command;

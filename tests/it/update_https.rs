@@ -1,9 +1,8 @@
 //! The update engine against a real HTTPS server on loopback with a test CA: the good path
 //! and every way a download or a file can be bad. Each failure must leave the old binary
 //! active and intact, nothing of the new version cached, and say why.
-#[path = "common/tls.rs"]
-mod tls;
-mod update_support;
+use crate::common::tls;
+use crate::update_support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! svc-server on its own, fed by the management app over the agent's protocol: a real HTTPS
 //! app on loopback (test CA), the machine credentials file, conditional polls, and real
 //! module processes started and stopped as the app's config changes.
-mod common;
+use crate::common;
 use common::mgmt::MgmtServer;
 use common::sandbox::wait_for;
 use serde_json::json;

@@ -3,9 +3,8 @@
 //! `SVC_CRASH_AT=<point>` and is SIGKILLed there. Then, before anything else runs, the link
 //! must point at a complete, verified binary (old or new); and a fresh run must converge to
 //! the target.
-#[path = "common/tls.rs"]
-mod tls;
-mod update_support;
+use crate::common::tls;
+use crate::update_support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -36,7 +35,7 @@ fn run_child(paths: &Paths, a: &Artifact, crash_at: Option<&str>) -> std::proces
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "child_update",
+        "update_powercut::child_update",
         "--ignored",
         "--nocapture",
         "--test-threads=1",

@@ -1,6 +1,6 @@
 //! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
 //! first contact, conditional polls, config change, and every kind of server failure.
-mod common;
+use crate::common;
 use common::mgmt::{Behavior, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! svc-server artifact is verified, activated with a link swap and run; bad artifacts
 //! (wrong sha256, wrong size, not an executable for this machine) change nothing and leave
 //! no file behind; a connection cut half-way is resumed with a Range request.
-mod common;
+use crate::common;
 use common::mgmt::MgmtServer;
 use common::sandbox::*;
 use serde_json::json;

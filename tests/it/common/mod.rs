@@ -1,3 +1,4 @@
 pub mod mgmt;
 pub mod sandbox;
 pub mod testca;
+pub mod tls;

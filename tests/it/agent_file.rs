@@ -1,6 +1,6 @@
 //! The real `svc-agent run` against a file:// management directory: first contact, config
 //! change, rejected config, commands, offline boot from cache, stop.
-mod common;
+use crate::common;
 use common::sandbox::*;
 use serde_json::json;
 

@@ -2,9 +2,8 @@
 //! download + verify of a 256 MiB artifact over loopback HTTPS, against the floor
 //! `curl -s --cacert CA URL | sha256sum`, and the downloader's peak memory (VmHWM of a child
 //! process doing the update) against its idle peak.
-#[path = "common/tls.rs"]
-mod tls;
-mod update_support;
+use crate::common::tls;
+use crate::update_support;
 
 use std::process::Command;
 use std::time::Instant;
@@ -112,7 +111,7 @@ fn bench_download_verify_256mib() {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "bench_child",
+                "update_bench::bench_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
