@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes `data` to `path` atomically with the given permission bits (e.g. 0o600).
 pub fn atomic_write(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
@@ -43,13 +44,72 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// The temp name used next to `path` (same directory, so rename is atomic).
+/// A fresh temp name next to `path` (same directory, so rename is atomic):
+/// `.<name>.tmp.<pid>.<n>`, with `n` counting up per process. Unique per call, so two
+/// threads writing the same file never share (and truncate, or rename away) one temp file.
+/// The `.tmp.<pid>.` part lets cleanups tell this process's temps from a crashed one's.
 pub fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    parent_dir(path).join(format!(".{name}.tmp.{}", std::process::id()))
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    parent_dir(path).join(format!(".{name}{}{n}", own_temp_marker()))
+}
+
+/// The part of every temp name this process makes: `.tmp.<pid>.`.
+pub fn own_temp_marker() -> String {
+    format!(".tmp.{}.", std::process::id())
+}
+
+/// An exclusive `flock` on a file, released on drop. A lock belongs to the open file
+/// description, so two threads of one process that each acquire it exclude each other just
+/// as two processes do.
+pub struct FileLock {
+    file: File,
+}
+
+impl FileLock {
+    /// Waits for the lock.
+    pub fn exclusive(path: &Path) -> io::Result<FileLock> {
+        Self::lock(path, libc::LOCK_EX)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::WouldBlock, "flock refused a wait"))
+    }
+
+    /// `None` when another holder has it.
+    pub fn try_exclusive(path: &Path) -> io::Result<Option<FileLock>> {
+        Self::lock(path, libc::LOCK_EX | libc::LOCK_NB)
+    }
+
+    /// The locked file (the instance lock writes its holder's pid into it).
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    fn lock(path: &Path, op: libc::c_int) -> io::Result<Option<FileLock>> {
+        use std::os::unix::io::AsRawFd;
+        fs::create_dir_all(parent_dir(path))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is passed.
+            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+                return Ok(Some(FileLock { file }));
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) => return Ok(None),
+                _ => return Err(err),
+            }
+        }
+    }
 }
 
 fn parent_dir(path: &Path) -> PathBuf {

@@ -222,36 +222,30 @@ fn remove(p: &Path) -> Result<(), InstallError> {
 
 /// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life.
 pub struct InstanceLock {
-    _file: std::fs::File,
+    _lock: fsutil::FileLock,
 }
 
 impl InstanceLock {
     pub fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
         use std::io::{Read, Seek, Write};
-        use std::os::unix::io::AsRawFd;
         let path = paths.state_dir().join("agent.lock");
-        let _ = std::fs::create_dir_all(paths.state_dir());
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let cannot = |e: std::io::Error| format!("cannot open {}: {e}", path.display());
+        let Some(mut lock) = fsutil::FileLock::try_exclusive(&path).map_err(cannot)? else {
             let mut holder = String::new();
-            let _ = f.read_to_string(&mut holder);
+            if let Ok(mut f) = std::fs::File::open(&path) {
+                let _ = f.read_to_string(&mut holder);
+            }
             return Err(format!(
                 "another svc-agent is already running (pid {}, lock {})",
                 holder.trim(),
                 path.display()
             ));
-        }
+        };
+        let f = lock.file();
         let _ = f.set_len(0);
         let _ = f.rewind();
         let _ = write!(f, "{}", std::process::id());
-        Ok(InstanceLock { _file: f })
+        Ok(InstanceLock { _lock: lock })
     }
 }
 

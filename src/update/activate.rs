@@ -36,8 +36,7 @@ pub(crate) fn point_link(
     fs::create_dir_all(&bin).map_err(io_err(format!("creating {}", bin.display())))?;
     remove_stale_temps(&bin, link_name);
     let link = bin.join(link_name);
-    let tmp = bin.join(format!(".{link_name}.link.{}", std::process::id()));
-    let _ = fs::remove_file(&tmp);
+    let tmp = fsutil::temp_path(&link);
     // Relative (`../cache/<file>`) when the target is in the cache, as `install` makes it:
     // the link stays right when the root file system is mounted elsewhere (an image being
     // built, a rescue system, a test sandbox).
@@ -66,11 +65,14 @@ pub(crate) fn point_link(
     Ok(())
 }
 
+/// Callers hold the state lock, so no temp link of this name is in flight. `.link.` is the
+/// name older versions used.
 fn remove_stale_temps(bin: &Path, link_name: &str) {
-    let prefix = format!(".{link_name}.link.");
+    let prefixes = [format!(".{link_name}.tmp."), format!(".{link_name}.link.")];
     if let Ok(rd) = fs::read_dir(bin) {
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if prefixes.iter().any(|p| name.starts_with(p)) {
                 let _ = fs::remove_file(e.path());
             }
         }

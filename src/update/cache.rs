@@ -66,7 +66,7 @@ pub fn clean(
             wanted.push(canon.join(f));
         }
     }
-    let own_temp = format!(".tmp.{}", std::process::id());
+    let own_temp = crate::fsutil::own_temp_marker();
     let mut report = CleanReport::default();
     let mut kept: Vec<(PathBuf, u64)> = Vec::new();
     let rd = match fs::read_dir(&canon) {
@@ -88,7 +88,7 @@ pub fn clean(
             continue;
         }
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(&own_temp) {
+        if name.contains(&own_temp) {
             continue;
         }
         if pinned.contains(&p) || wanted.contains(&p) {

@@ -25,7 +25,7 @@ pub mod rollback;
 pub mod verify;
 
 pub use download::{DownloadOptions, Fetched};
-pub use record::{NameRecord, VersionRecords};
+pub use record::{NameRecord, StateLock, VersionRecords};
 pub use rollback::{
     agent_boot_guard, mark_agent_healthy, probation_verdict, rollback, GuardOutcome,
     ProbationPolicy, ProbationVerdict,
@@ -289,10 +289,7 @@ impl Engine {
     /// connection, whose `.part` is kept so that the next call resumes it).
     pub fn update(&self, a: &Artifact) -> Result<Outcome, UpdateError> {
         match self.stage(a)? {
-            Staging::Ready { version } => {
-                let records = VersionRecords::load(&self.paths)?;
-                self.activate_and_record(&a.name, &version, records)
-            }
+            Staging::Ready { version } => self.activate_and_record(&a.name, &version),
             Staging::AlreadyCurrent { version } => Ok(Outcome::AlreadyCurrent { version }),
             Staging::NotModified { version } => Ok(Outcome::NotModified { version }),
         }
@@ -303,6 +300,7 @@ impl Engine {
     /// [`Engine::activate`] later (the daemon waits for the maintenance window).
     pub fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
         validate_artifact(a)?;
+        let held = StateLock::acquire(&self.paths)?;
         let mut records = VersionRecords::load(&self.paths)?;
         let rec = records.entry(&a.name);
         if a.version != rec.target.clone().unwrap_or_default() {
@@ -321,21 +319,23 @@ impl Engine {
         if !a.is_pin() {
             rec.target = Some(a.version.clone());
         }
-        records.save(&self.paths)?;
+        records.save(&self.paths, &held)?;
 
         if a.is_pin() {
+            drop(held);
             return self.stage_pin(a, records);
         }
         let linked = activate::linked_version(&self.paths, &a.name);
         let cached = self.cached_file(&a.name, &a.version);
         if linked.as_deref() == Some(a.version.as_str()) && cached.is_file() {
-            let mut records = records;
             record_activation(&mut records, &a.name, &a.version, linked.as_deref());
-            records.save(&self.paths)?;
+            records.save(&self.paths, &held)?;
             return Ok(Staging::AlreadyCurrent {
                 version: a.version.clone(),
             });
         }
+        // Never across a download: the other worker and the main loop need the records.
+        drop(held);
         if cached.is_file() {
             // Verified earlier (only verified files get this name); re-check the bytes in
             // case the SD card lost them, then activate.
@@ -372,8 +372,7 @@ impl Engine {
                 "{name} {version} is not in the cache"
             )));
         }
-        let records = VersionRecords::load(&self.paths)?;
-        self.activate_and_record(name, version, records)
+        self.activate_and_record(name, version)
     }
 
     fn verify_then_cache(
@@ -395,12 +394,10 @@ impl Engine {
         Ok(())
     }
 
-    fn activate_and_record(
-        &self,
-        name: &str,
-        version: &str,
-        mut records: VersionRecords,
-    ) -> Result<Outcome, UpdateError> {
+    /// Link swap, record and cache cleanup as one turn under the state lock.
+    fn activate_and_record(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
+        let held = StateLock::acquire(&self.paths)?;
+        let mut records = VersionRecords::load(&self.paths)?;
         let cached = self.cached_file(name, version);
         let linked = activate::linked_version(&self.paths, name);
         if linked.as_deref() != Some(version) {
@@ -413,7 +410,7 @@ impl Engine {
         }
         let previous = record_activation(&mut records, name, version, linked.as_deref());
         records.entry(name).target = Some(version.to_string());
-        records.save(&self.paths)?;
+        records.save(&self.paths, &held)?;
         crash_point("recorded");
         crate::info!(
             SUB,

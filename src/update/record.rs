@@ -1,6 +1,12 @@
 //! `state_dir/versions.json`: `{name: {current, previous, target, bad: [versions]}}`,
 //! written atomically. The link in `bin/` is the truth about what runs; this record says
 //! what to roll back to and which versions not to retry.
+//!
+//! One owner at a time: every read-change-write of this file, of `agent-boot.json` and of
+//! the links in `bin/` happens while holding [`StateLock`]. The two update workers (one per
+//! artifact), the main loop (rollback, healthy mark) and the boot guard (another process)
+//! take turns; [`VersionRecords::save`] needs the lock as a token, so a save outside it
+//! does not compile.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -22,6 +28,22 @@ pub struct NameRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct VersionRecords(pub BTreeMap<String, NameRecord>);
+
+/// The update state lock: an exclusive `flock` on `state_dir/records.lock`, held for one
+/// read-change-write (never across a download). Waits for the holder; flock locks belong
+/// to the open file, so threads exclude each other as processes do.
+pub struct StateLock {
+    _lock: crate::fsutil::FileLock,
+}
+
+impl StateLock {
+    pub fn acquire(paths: &Paths) -> Result<StateLock, UpdateError> {
+        let p = paths.state_dir().join("records.lock");
+        crate::fsutil::FileLock::exclusive(&p)
+            .map(|l| StateLock { _lock: l })
+            .map_err(super::io_err(format!("locking {}", p.display())))
+    }
+}
 
 impl VersionRecords {
     pub fn path(paths: &Paths) -> PathBuf {
@@ -53,7 +75,8 @@ impl VersionRecords {
         }
     }
 
-    pub fn save(&self, paths: &Paths) -> Result<(), UpdateError> {
+    /// Writes the record; `_held` proves the caller holds the state lock since its `load`.
+    pub fn save(&self, paths: &Paths, _held: &StateLock) -> Result<(), UpdateError> {
         let p = Self::path(paths);
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| UpdateError::Record(format!("serialising: {e}")))?;
@@ -86,7 +109,8 @@ mod tests {
         let mut r = VersionRecords::default();
         r.entry("svc-server").current = Some("1.0.0".into());
         r.entry("svc-server").bad.push("0.9.0".into());
-        r.save(&paths).unwrap();
+        r.save(&paths, &StateLock::acquire(&paths).unwrap())
+            .unwrap();
         let text = std::fs::read_to_string(VersionRecords::path(&paths)).unwrap();
         assert!(text.contains("\"svc-server\""), "{text}");
         assert_eq!(VersionRecords::load(&paths).unwrap(), r);

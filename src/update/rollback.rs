@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::activate::{linked_version, point_link, swap_link};
-use super::record::VersionRecords;
+use super::record::{StateLock, VersionRecords};
 use super::{io_err, UpdateError, SUB};
 use crate::paths::Paths;
 
@@ -22,6 +22,14 @@ pub const AGENT_STABLE_LINK: &str = "svc-agent.stable";
 /// Re-points `bin/<name>` at the previous version and marks the current one bad (not
 /// retried until the app offers a different version). Returns `(from, to)`.
 pub fn rollback(paths: &Paths, name: &str) -> Result<(Option<String>, String), UpdateError> {
+    rollback_held(paths, name, &StateLock::acquire(paths)?)
+}
+
+fn rollback_held(
+    paths: &Paths,
+    name: &str,
+    held: &StateLock,
+) -> Result<(Option<String>, String), UpdateError> {
     let mut records = VersionRecords::load(paths)?;
     let linked = linked_version(paths, name);
     let rec = records.entry(name);
@@ -46,7 +54,7 @@ pub fn rollback(paths: &Paths, name: &str) -> Result<(Option<String>, String), U
     }
     rec.current = Some(to.clone());
     rec.previous = None;
-    records.save(paths)?;
+    records.save(paths, held)?;
     if name == "svc-agent" {
         clear_boot(paths)?;
         point_link(paths, AGENT_STABLE_LINK, &file, false)?;
@@ -169,6 +177,7 @@ pub enum GuardOutcome {
 
 /// Runs before every start of `bin/svc-agent`, from the known-good binary.
 pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
+    let held = StateLock::acquire(paths)?;
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };
@@ -184,7 +193,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
             boot.version,
             boot.starts
         );
-        return match rollback(paths, "svc-agent") {
+        return match rollback_held(paths, "svc-agent", &held) {
             Ok((_, to)) => Ok(GuardOutcome::RolledBack {
                 from: boot.version,
                 to,
@@ -215,6 +224,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
 /// Called by the running agent (`version` = its own) after its first successful loop:
 /// ends the probation and makes this version the stable one. Idempotent and cheap.
 pub fn mark_agent_healthy(paths: &Paths, version: &str) -> Result<(), UpdateError> {
+    let _held = StateLock::acquire(paths)?;
     if let Some(b) = load_boot(paths) {
         if b.version == version {
             clear_boot(paths)?;

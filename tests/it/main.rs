@@ -16,6 +16,7 @@ mod logqueue_secrets;
 mod provisioning_portal;
 mod server;
 mod server_app;
+mod state_files;
 mod supervisor;
 mod syscfg;
 mod update_agent;
