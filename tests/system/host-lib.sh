@@ -8,7 +8,7 @@
 host_http() {
     local www="$1" rate="${2:-0}"
     python3 - "$www" "$rate" "$LAB_SHARE/host.env.tmp" > "$LAB_WORK/host-http.log" 2>&1 <<'PY' &
-import http.server, os, re, sys, time
+import http.server, os, re, signal, sys, time
 root, rate, env = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 CHUNK = 16384
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -40,14 +40,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass
     def log_message(self, *args):
         pass
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+def stopped(signum, frame):
+    # Say so in host-http.log: a server that vanished must not look like a guest problem.
+    print(f"stopped by signal {signum}", flush=True)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stopped)
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 64
+    daemon_threads = True
+srv = Server(("127.0.0.1", 0), Handler)
 with open(env, "w") as f:
     f.write(f"HOST_PORT={srv.server_address[1]}\n")
 os.rename(env, env[:-len(".tmp")])
 srv.serve_forever()
 PY
-    echo $! >> "$LAB_WORK/host.pids"
-    for _ in $(seq 100); do [ -f "$LAB_SHARE/host.env" ] && return 0; sleep 0.1; done
-    echo "host HTTP server did not start" >&2
-    return 1
+    local pid=$!
+    echo "$pid" >> "$LAB_WORK/host.pids"
+    for _ in $(seq 300); do
+        [ -f "$LAB_SHARE/host.env" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -f "$LAB_SHARE/host.env" ] || {
+        echo "host HTTP server did not start: $(tail -n 5 "$LAB_WORK/host-http.log")" >&2
+        return 1
+    }
+    # Proven, not assumed: an HTTP answer from the port the guest will use.
+    host_probe "$(sed -n 's/^HOST_PORT=//p' "$LAB_SHARE/host.env")"
+}
+
+# host_probe PORT: an HTTP request to 127.0.0.1:PORT gets an answer (any status), within 10 s.
+host_probe() {
+    python3 - "$1" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+c.request("HEAD", "/lab-probe")
+c.getresponse()
+PY
 }

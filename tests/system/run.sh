@@ -78,6 +78,16 @@ img_start=$SECONDS
 image="$("$here/guest/build-image.sh")" || die "guest image build failed"
 log "guest image $image ($((SECONDS - img_start)) s)"
 
+# host_down WORK: names the host processes a hook recorded that are no longer running.
+host_down() {
+    local f="$1/host.pids" p down=""
+    [ -f "$f" ] || return 0
+    while read -r p; do
+        [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null && down="$down $p"
+    done < "$f"
+    echo "$down"
+}
+
 kill_host_pids() { # kill exactly the processes a host hook recorded
     local f="$1/host.pids" p
     [ -f "$f" ] || return 0
@@ -178,7 +188,9 @@ for name in "${scenarios[@]}"; do
     if [ -f "$hook" ]; then
         log "$name: host hook"
         if ! LAB_WORK="$work" LAB_SHARE="$stage/share" bash "$hook" > "$work/host-hook.log" 2>&1; then
-            reason="host hook failed: $(tail -n 5 "$work/host-hook.log")"
+            reason="host side: hook failed: $(tail -n 5 "$work/host-hook.log")"
+        elif [ -n "$(host_down "$work")" ]; then
+            reason="host side: a server the hook started exited before the boot:$(host_down "$work")"
         fi
     fi
 
@@ -208,6 +220,11 @@ for name in "${scenarios[@]}"; do
             elif [ "$rc_main" != 0 ]; then reason="scenario rc=$rc_main"
             fi
         fi
+    fi
+    # A host server that died during the run is the host's failure, not the guest's.
+    gone="$(host_down "$work")"
+    if [ -n "$gone" ]; then
+        reason="${reason:+$reason; }host side: a server the hook started died during the run:$gone ($(tail -n 3 "$work/host-http.log" 2>/dev/null | tr '\n' ' '))"
     fi
     kill_host_pids "$work"
 
