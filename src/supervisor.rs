@@ -89,6 +89,7 @@ pub struct Supervisor {
     child: Option<Child>,
     state: State,
     crashes: VecDeque<Instant>,
+    crash_count: u64,
     attempt: u32,
     restarts: u64,
     last_exit: Option<String>,
@@ -125,6 +126,7 @@ impl Supervisor {
             child: None,
             state: State::NotStarted,
             crashes: VecDeque::new(),
+            crash_count: 0,
             attempt: 0,
             restarts: 0,
             last_exit: None,
@@ -175,6 +177,11 @@ impl Supervisor {
         self.restarts
     }
 
+    /// Exits and failed starts so far; counted when they happen, before any restart.
+    pub fn crashes(&self) -> u64 {
+        self.crash_count
+    }
+
     pub fn last_exit(&self) -> Option<&str> {
         self.last_exit.as_deref()
     }
@@ -219,6 +226,7 @@ impl Supervisor {
 
     /// Records a crash and picks the next start time.
     fn schedule_restart(&mut self, now: Instant) -> Option<Event> {
+        self.crash_count += 1;
         self.crashes.push_back(now);
         while self
             .crashes

@@ -164,7 +164,7 @@ impl Agent {
         if agent.server.disable_subsystem {
             return;
         }
-        let restarts = self.server.status(true).restarts;
+        let crashes = self.server.crashes();
         let step = updates::step_server(
             &mut self.server_update,
             updater,
@@ -172,7 +172,7 @@ impl Agent {
             targets.server.as_ref(),
             agent.server.attributes.maintenance_window.as_ref(),
             self.server.busy(),
-            restarts,
+            crashes,
             signals::wake,
         );
         if step != updates::Step::Nothing {

@@ -16,6 +16,8 @@ pub struct ServerManager {
     origin: (Instant, u64),
     /// Crash restarts of earlier supervisors (a restart replaces the supervisor).
     restarts_before: u64,
+    /// Crashes seen by earlier supervisors.
+    crashes_before: u64,
     /// The module registry svc-server is told about (`SVC_REGISTRY`).
     registry: Option<String>,
 }
@@ -27,6 +29,7 @@ impl ServerManager {
             sup: None,
             origin: (Instant::now(), super::unix_now()),
             restarts_before: 0,
+            crashes_before: 0,
             registry: None,
         }
     }
@@ -129,6 +132,7 @@ impl ServerManager {
         if let Some(mut s) = self.sup.take() {
             s.stop(STOP_TIMEOUT);
             self.restarts_before += s.restarts();
+            self.crashes_before += s.crashes();
         }
     }
 
@@ -142,6 +146,12 @@ impl ServerManager {
         if let Some(s) = self.sup.as_ref() {
             s.signal(libc::SIGHUP);
         }
+    }
+
+    /// Crashes of svc-server since the agent started, counted as they happen (before the
+    /// supervisor restarts it), so that probation judges a build before its next start.
+    pub fn crashes(&self) -> u64 {
+        self.crashes_before + self.sup.as_ref().map_or(0, |s| s.crashes())
     }
 
     pub fn status(&self, managed: bool) -> super::status::ServerStatus {

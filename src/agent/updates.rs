@@ -5,6 +5,7 @@
 use super::policy::{self, Desired, LocalTime, RestartGate};
 use crate::config::model::{MaintenanceWindow, VersionControl};
 use crate::protocol::Target;
+use crate::update::{probation_verdict, ProbationPolicy, ProbationVerdict};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
@@ -38,17 +39,21 @@ pub trait Updater: Send {
 /// What a download worker sends back.
 type StageResult = Result<Option<Staged>, String>;
 
-/// How long a new svc-server is watched, and how many crashes in it mean rollback.
-pub const PROBATION: Duration = Duration::from_secs(300);
-pub const PROBATION_CRASHES: u64 = 3;
+/// A new svc-server under watch: when it was activated, svc-server's crash count then, and
+/// when each crash since was seen, for the one rule (`update::probation_verdict`).
+struct Probation {
+    since: Instant,
+    crashes_then: u64,
+    crash_times: Vec<Instant>,
+}
 
 /// One binary's update in progress.
 #[derive(Default)]
 pub struct Track {
     job: Option<(Desired, Receiver<StageResult>)>,
     pub staged: Option<Staged>,
-    /// After an svc-server activation: when, and its restart count then.
-    probation: Option<(Instant, u64)>,
+    /// After an svc-server activation, until it passes or is rolled back.
+    probation: Option<Probation>,
     waiting_logged: Option<RestartGate>,
     last_failure: Option<(Desired, Instant)>,
     /// When a pinned URL was last checked (conditionally) for a new build.
@@ -172,29 +177,39 @@ pub fn step_server(
     offered: Option<&Target>,
     window: Option<&MaintenanceWindow>,
     server_busy: bool,
-    server_restarts: u64,
+    server_crashes: u64,
     wake: fn(),
 ) -> Step {
-    if let Some((since, restarts_then)) = track.probation {
-        if server_restarts >= restarts_then + PROBATION_CRASHES {
-            track.probation = None;
-            return match updater.rollback("svc-server") {
-                Ok(v) => {
-                    crate::error!(
-                        "update",
-                        "the new svc-server crashed {PROBATION_CRASHES} times within its probation: rolled back to {v}; it will not be retried until the app offers another version"
-                    );
-                    Step::RolledBack(v)
-                }
-                Err(e) => {
-                    crate::error!("update", "svc-server rollback failed: {e}");
-                    Step::Nothing
-                }
-            };
+    if let Some(p) = track.probation.as_mut() {
+        let policy = ProbationPolicy::default();
+        let now = Instant::now();
+        let seen = server_crashes.saturating_sub(p.crashes_then);
+        while (p.crash_times.len() as u64) < seen {
+            p.crash_times.push(now);
         }
-        if since.elapsed() >= PROBATION {
-            crate::info!("update", "the new svc-server passed its probation");
-            track.probation = None;
+        match probation_verdict(p.since, &p.crash_times, now, policy) {
+            ProbationVerdict::RollBack => {
+                let crashes = p.crash_times.len();
+                track.probation = None;
+                return match updater.rollback("svc-server") {
+                    Ok(v) => {
+                        crate::error!(
+                            "update",
+                            "the new svc-server crashed {crashes} times within its probation: rolled back to {v}; it will not be retried until the app offers another version"
+                        );
+                        Step::RolledBack(v)
+                    }
+                    Err(e) => {
+                        crate::error!("update", "svc-server rollback failed: {e}");
+                        Step::Nothing
+                    }
+                };
+            }
+            ProbationVerdict::Passed => {
+                crate::info!("update", "the new svc-server passed its probation");
+                track.probation = None;
+            }
+            ProbationVerdict::Watching => {}
         }
     }
     let (cur, cur_url) = updater.current("svc-server");
@@ -230,7 +245,11 @@ pub fn step_server(
                 "svc-server {} activated; restarting svc-server",
                 staged.version
             );
-            track.probation = Some((Instant::now(), server_restarts));
+            track.probation = Some(Probation {
+                since: Instant::now(),
+                crashes_then: server_crashes,
+                crash_times: Vec::new(),
+            });
             Step::RestartServer
         }
         Err(e) => {

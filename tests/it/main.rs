@@ -13,6 +13,7 @@ mod cli_tools;
 mod config_rules;
 mod logqueue;
 mod logqueue_secrets;
+mod probation;
 mod provisioning_portal;
 mod server;
 mod server_app;
