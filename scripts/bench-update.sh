@@ -9,6 +9,7 @@ if ! command -v curl >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq curl
 fi
 # Release code, but thin LTO off so the bench builds in reasonable time on a small machine.
-CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+# Debug assertions on: the tests build the library with its test hooks (src/lib.rs).
+CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true \
     cargo test --release --test it -- --ignored --nocapture --test-threads=1 \
     update_bench::bench_download_verify_256mib 2>/dev/null | grep -E '^[|]|^raw:'

@@ -1,6 +1,11 @@
 //! svc-agent: the shared library behind the `svc-agent` and `svc-server` binaries.
 //!
 //! One module per concept; see `docs/architecture.md` for how data flows between them.
+// Test hooks never reach a shipped binary: every shipping profile (release, dist, Yocto's and
+// Buildroot's builds) has debug assertions off, and with them the hooks do not compile.
+#[cfg(all(feature = "test-hooks", not(debug_assertions)))]
+compile_error!("the test-hooks feature is for test builds only (debug assertions on)");
+
 pub mod agent;
 pub mod cli;
 pub mod config;

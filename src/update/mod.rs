@@ -217,7 +217,11 @@ pub fn this_target() -> &'static str {
 
 /// Crash points for power-cut tests: `SVC_CRASH_AT=<point>` makes the process SIGKILL itself
 /// when it reaches that point (no unwinding, no flush: like a power cut for this process).
+/// Only in builds with the `test-hooks` feature (the tests); a no-op in every shipped build.
 pub fn crash_point(point: &str) {
+    if !cfg!(feature = "test-hooks") {
+        return;
+    }
     if let Some(want) = std::env::var_os("SVC_CRASH_AT") {
         if want == point {
             crate::warn!(SUB, "SVC_CRASH_AT={point}: killing this process");
