@@ -16,6 +16,7 @@ pub mod logging;
 pub mod logqueue;
 pub mod logship;
 pub mod paths;
+pub mod process;
 pub mod protocol;
 pub mod provisioning;
 pub mod server;

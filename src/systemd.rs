@@ -79,19 +79,18 @@ pub struct RealSystemctl;
 
 impl Systemctl for RealSystemctl {
     fn run(&mut self, args: &[&str]) -> Result<(), InstallError> {
-        let out = std::process::Command::new("systemctl")
-            .args(args)
-            .output()
-            .map_err(|e| {
-                InstallError::Command(format!("cannot run systemctl {}: {e}", args.join(" ")))
-            })?;
-        if out.status.success() {
+        let mut cmd = std::process::Command::new("systemctl");
+        cmd.args(args);
+        // Starting a unit waits for it; systemd's own start timeout is 90 s.
+        let out = crate::process::run(cmd, Duration::from_secs(180))
+            .map_err(|e| InstallError::Command(format!("systemctl {}: {e}", args.join(" "))))?;
+        if out.success() {
             Ok(())
         } else {
             Err(InstallError::Command(format!(
                 "systemctl {} failed: {}",
                 args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
+                out.stderr_text()
             )))
         }
     }

@@ -267,7 +267,11 @@ fn radio_check() -> Check {
             "no Wi-Fi radio: the provisioning hotspot is not possible",
         );
     }
-    let ap = which("iw").and_then(|iw| std::process::Command::new(iw).arg("list").output().ok());
+    let ap = which("iw").and_then(|iw| {
+        let mut cmd = std::process::Command::new(iw);
+        cmd.arg("list");
+        crate::process::run(cmd, std::time::Duration::from_secs(10)).ok()
+    });
     match ap {
         Some(o)
             if String::from_utf8_lossy(&o.stdout)

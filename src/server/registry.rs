@@ -319,20 +319,20 @@ pub fn install(
     let result = (|| {
         // The system tar, by argv: no shell. Owners are not restored (we may be root);
         // GNU tar refuses members that climb out with `..` or are absolute.
-        let out = Command::new("tar")
-            .arg("-x")
+        let mut tar = Command::new("tar");
+        tar.arg("-x")
             .arg("--no-same-owner")
             .arg("-f")
             .arg(&part)
             .arg("-C")
-            .arg(&tmp)
-            .output()
-            .map_err(|e| RegistryError::BadPackage(format!("cannot run tar: {e}")))?;
-        if !out.status.success() {
+            .arg(&tmp);
+        let out = crate::process::run(tar, std::time::Duration::from_secs(600))
+            .map_err(|e| RegistryError::BadPackage(format!("tar on {}: {e}", artifact.url)))?;
+        if !out.success() {
             return Err(RegistryError::BadPackage(format!(
                 "tar failed on {}: {}",
                 artifact.url,
-                String::from_utf8_lossy(&out.stderr).trim()
+                out.stderr_text()
             )));
         }
         let program = tmp.join(&artifact.entrypoint);

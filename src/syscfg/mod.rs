@@ -464,6 +464,9 @@ fn type_name(t: UpgradeType) -> &'static str {
 }
 
 /// The side effects of an apply. The real one is [`RealEffects`]; tests count calls.
+/// A service restart (systemctl) that takes longer than this is reported as failed.
+const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 pub trait Effects {
     /// Writes a whole file atomically (mode 0644).
     fn write(&mut self, path: &Path, content: &[u8]) -> io::Result<()>;
@@ -498,20 +501,18 @@ impl Effects for RealEffects {
         let Some((prog, args)) = argv.split_first() else {
             return Err("empty command".into());
         };
-        let out = std::process::Command::new(prog)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
+        let mut cmd = std::process::Command::new(prog);
+        cmd.args(args);
+        let out = crate::process::run(cmd, COMMAND_TIMEOUT)
             .map_err(|e| format!("{}: {e}", argv.join(" ")))?;
-        if out.status.success() {
+        if out.success() {
             Ok(())
         } else {
-            let err = String::from_utf8_lossy(&out.stderr);
             Err(format!(
                 "{} exited with {}: {}",
                 argv.join(" "),
                 out.status,
-                err.trim()
+                out.stderr_text()
             ))
         }
     }

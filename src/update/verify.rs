@@ -4,8 +4,8 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use rustls::pki_types::SignatureVerificationAlgorithm;
 use rustls::SignatureScheme;
@@ -292,53 +292,20 @@ pub fn version_check(
     timeout: Duration,
 ) -> Result<VersionInfo, UpdateError> {
     let vc = |m: String| UpdateError::VersionCheck(m);
-    let mut tries = 0;
-    let mut child = loop {
-        let r = Command::new(file)
-            .args(["version", "--json"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        match r {
-            Ok(c) => break c,
-            // ETXTBSY: a concurrent fork still held the file's write descriptor for an
-            // instant (fork between our close and its exec). Brief, so retry.
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 20 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(50));
+    let mut cmd = Command::new(file);
+    cmd.args(["version", "--json"]);
+    let out = crate::process::run(cmd, timeout).map_err(|e| {
+        vc(match e {
+            crate::process::RunError::TimedOut(_) => {
+                format!("`version --json` did not finish within {timeout:?}")
             }
-            Err(e) => return Err(vc(format!("cannot run {}: {e}", file.display()))),
-        }
-    };
-    let mut stdout = child.stdout.take();
-    // Read in a thread so a chatty binary cannot block on a full pipe.
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.take(64 * 1024).read_to_end(&mut out);
-        }
-        out
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(vc(format!(
-                    "`version --json` did not finish within {timeout:?}"
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(vc(format!("waiting for the new binary: {e}"))),
-        }
-    };
-    let out = reader.join().unwrap_or_default();
-    if !status.success() {
-        return Err(vc(format!("`version --json` exited with {status}")));
+            e => format!("{}: {e}", file.display()),
+        })
+    })?;
+    if !out.success() {
+        return Err(vc(format!("`version --json` exited with {}", out.status)));
     }
+    let out = out.stdout;
     let info: VersionInfo = serde_json::from_slice(&out)
         .map_err(|e| vc(format!("`version --json` printed no valid JSON: {e}")))?;
     if info.binary_name != expected_name {
