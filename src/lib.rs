@@ -20,6 +20,7 @@ pub mod process;
 pub mod protocol;
 pub mod provisioning;
 pub mod server;
+pub mod signals;
 pub mod supervisor;
 pub mod syscfg;
 pub mod systemd;

@@ -7,7 +7,6 @@ pub mod logs;
 pub mod policy;
 pub mod provisioning;
 pub mod server;
-pub mod signals;
 pub mod status;
 pub mod updates;
 
@@ -17,6 +16,7 @@ use crate::credentials::Credentials;
 use crate::paths::Paths;
 use crate::protocol::backoff::{jittered, Backoff, Jitter};
 use crate::protocol::{self, CommandKind, PollOutcome, Retry, Transport};
+use crate::signals;
 use crate::{debug, error, info, warn};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -137,11 +137,6 @@ impl Agent {
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
         }
-    }
-
-    /// Plugs in the update engine.
-    pub fn set_updater(&mut self, updater: Box<dyn updates::Updater>) {
-        self.updater = Some(updater);
     }
 
     /// One step of both updates; restarts svc-server when a new version is active.

@@ -45,10 +45,15 @@ impl ServerManager {
         self
     }
 
+    /// svc-server's `SVC_HOME` under the agent.
+    fn svc_home(&self) -> std::path::PathBuf {
+        self.paths.state_dir().join("home")
+    }
+
     /// The command line every svc-server build gets: the config file and `SVC_HOME`.
     fn spec(&self) -> ChildSpec {
         let config = super::cache::config_path(&self.paths);
-        let home = self.paths.state_dir().join("home");
+        let home = self.svc_home();
         let mut env: Vec<(String, String)> = std::env::vars()
             .filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_"))
             .collect();
@@ -81,15 +86,7 @@ impl ServerManager {
     /// `$SVC_HOME/state/busy` (its pid inside) while it does (docs/server.md). A file left
     /// by a dead process does not count.
     pub fn busy(&self) -> bool {
-        let path = self.paths.state_dir().join("home/state/busy");
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return false;
-        };
-        match text.trim().parse::<i32>() {
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            Ok(pid) if pid > 0 => unsafe { libc::kill(pid, 0) == 0 },
-            _ => true,
-        }
+        crate::server::gate::is_busy(&crate::server::gate::busy_path(&self.svc_home()))
     }
 
     pub fn installed(&self) -> bool {

@@ -14,8 +14,7 @@ pub fn is_busy(path: &Path) -> bool {
         return false;
     };
     match text.trim().parse::<i32>() {
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        Ok(pid) if pid > 0 => unsafe { libc::kill(pid, 0) == 0 },
+        Ok(pid) if pid > 0 => crate::process::alive(pid),
         // A torn or foreign file: treat as busy rather than restart mid-change.
         _ => true,
     }

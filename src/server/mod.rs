@@ -11,13 +11,10 @@ pub mod source;
 
 use crate::cli::args::{Args, UsageError};
 use crate::config::env::HostEnv;
+use crate::signals;
 use crate::supervisor::Policy;
 use host::{Host, Settings};
 use source::Source;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LOG: &str = "svc-server";
@@ -175,50 +172,6 @@ pub fn server_main(argv: Vec<String>) -> i32 {
     }
 }
 
-/// Signals that wake the loop: each writes a byte to this pipe (signal-hook's self-pipe).
-struct Wake {
-    rx: UnixStream,
-    stop: Arc<AtomicBool>,
-    reload: Arc<AtomicBool>,
-}
-
-impl Wake {
-    fn install() -> std::io::Result<Wake> {
-        use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
-        let (rx, tx) = UnixStream::pair()?;
-        rx.set_nonblocking(true)?;
-        tx.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let reload = Arc::new(AtomicBool::new(false));
-        for sig in [SIGTERM, SIGINT] {
-            signal_hook::flag::register(sig, Arc::clone(&stop))?;
-        }
-        signal_hook::flag::register(SIGHUP, Arc::clone(&reload))?;
-        for sig in [SIGTERM, SIGINT, SIGHUP, SIGCHLD] {
-            signal_hook::low_level::pipe::register(sig, tx.try_clone()?)?;
-        }
-        Ok(Wake { rx, stop, reload })
-    }
-
-    /// Sleeps until a signal arrives or `timeout` passes.
-    fn wait(&self, timeout: Duration) {
-        let mut pfd = libc::pollfd {
-            fd: self.rx.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, ms) };
-        let mut buf = [0u8; 64];
-        while let Ok(n) = std::io::Read::read(&mut &self.rx, &mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
-    }
-}
-
 /// Errors that end svc-server before its loop runs.
 #[derive(Debug)]
 pub enum StartError {
@@ -241,7 +194,7 @@ impl std::error::Error for StartError {}
 
 /// The daemon: load, apply, then react to signals, file changes and registry checks.
 pub fn run(opts: Options) -> Result<(), StartError> {
-    let wake = Wake::install().map_err(StartError::Signals)?;
+    signals::install().map_err(StartError::Signals)?;
     let base_env: Vec<(String, String)> = std::env::vars().collect();
     let lookup = |k: &str| std::env::var(k).ok();
     let machine_id = opts
@@ -273,7 +226,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
         policy: Policy::default(),
         stop_timeout: opts.stop_timeout,
         base_env,
-        stop: Arc::clone(&wake.stop),
+        stop: signals::stop_flag(),
     });
     let mut watcher = source::Watcher::new(opts.source.clone());
     let mut applied: Option<[u8; 32]> = None;
@@ -322,9 +275,9 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     load(&mut watcher, &mut host, false, &mut applied);
     let mut next_watch = Instant::now() + opts.watch_interval;
     let mut next_check = Instant::now() + opts.check_interval;
-    while !wake.stop.load(Ordering::Relaxed) {
+    while !signals::stop_requested() {
         let now = Instant::now();
-        if wake.reload.swap(false, Ordering::Relaxed) {
+        if signals::take_reload() {
             crate::info!(LOG, "SIGHUP: re-reading the config");
             load(&mut watcher, &mut host, true, &mut applied);
         } else if now >= next_watch {
@@ -343,10 +296,10 @@ pub fn run(opts: Options) -> Result<(), StartError> {
         if let Some(d) = host.next_deadline() {
             until = until.min(d);
         }
-        if wake.stop.load(Ordering::Relaxed) || wake.reload.load(Ordering::Relaxed) {
+        if signals::stop_requested() || signals::reload_pending() {
             continue;
         }
-        wake.wait(until.saturating_duration_since(Instant::now()));
+        signals::wait(until.saturating_duration_since(Instant::now()));
     }
     crate::info!(LOG, "svc-server stopping");
     host.shutdown();

@@ -1,6 +1,7 @@
-//! Signals the agent reacts to, and the wait of the loop: it sleeps until its next
-//! deadline or until a signal arrives (SIGCHLD included, so a svc-server exit is seen at
-//! once), and wakes for nothing else. An idle agent costs no CPU between deadlines.
+//! Signals both daemons (svc-agent and svc-server) react to, and the wait of their loops:
+//! a loop sleeps until its next deadline or until a signal arrives (SIGCHLD included, so a
+//! child's exit is seen at once), and wakes for nothing else. An idle daemon costs no CPU
+//! between deadlines. One set per process: signal-hook's flags and self-pipe.
 use std::io::Read;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -50,6 +51,17 @@ pub fn stop_requested() -> bool {
 
 pub fn take_reload() -> bool {
     flags().reload.swap(false, Ordering::Relaxed)
+}
+
+/// A SIGHUP not yet taken (a loop checks before it sleeps).
+pub fn reload_pending() -> bool {
+    flags().reload.load(Ordering::Relaxed)
+}
+
+/// The stop flag itself, for work that polls it on another thread (svc-server's registry
+/// downloads abandon when it is set).
+pub fn stop_flag() -> Arc<AtomicBool> {
+    Arc::clone(&flags().stop)
 }
 
 /// Sleeps up to `timeout`, returning early when a signal arrives.
