@@ -1,83 +1,10 @@
-//! `svc-agent status` and `svc-agent doctor`: what runs, and a pre-flight check of the
-//! machine. Human-readable by default, `--json` for tools.
+//! `svc-agent doctor`: a pre-flight check of the machine. Human-readable by default,
+//! `--json` for tools.
 use super::args::{Args, UsageError};
 use crate::agent::unix_now;
 use crate::credentials::{self, Credentials};
 use crate::paths::Paths;
 use serde::Serialize;
-
-const STATUS_HELP: &str = "\
-usage: svc-agent status [--json] [--root DIR]
-  What runs: agent and svc-server versions, states, uptimes, last contact with the
-  management app, rejected config errors. Reads the running agent's status file.
-";
-
-pub fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
-    let a = Args::parse(rest, &["json", "help"], &["root"])?;
-    if a.flag("help") {
-        print!("{STATUS_HELP}");
-        return Ok(0);
-    }
-    let paths = Paths::new(a.value("root").unwrap_or("/"));
-    let path = crate::agent::status::path(&paths);
-    let report: crate::agent::status::StatusReport = match std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-    {
-        Some(r) => r,
-        None => {
-            eprintln!(
-                "svc-agent status: no status at {} (is the agent running?)",
-                path.display()
-            );
-            return Ok(1);
-        }
-    };
-    if a.flag("json") {
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        return Ok(0);
-    }
-    let s = &report.svc_server;
-    println!(
-        "svc-agent  {} ({}), pid {}, up {}s",
-        report.agent.version,
-        report.agent.target,
-        report.agent.pid,
-        unix_now().saturating_sub(report.agent.started_at)
-    );
-    println!(
-        "svc-server {} {}{}{}, restarts {}{}",
-        s.version.as_deref().unwrap_or("(version unknown)"),
-        s.state,
-        s.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
-        s.started_at
-            .map(|t| format!(", up {}s", unix_now().saturating_sub(t)))
-            .unwrap_or_default(),
-        s.restarts,
-        if s.managed {
-            ""
-        } else {
-            " (not managed: disable_subsystem)"
-        }
-    );
-    match report.last_contact {
-        Some(t) => println!(
-            "last contact with the app: {}s ago",
-            unix_now().saturating_sub(t)
-        ),
-        None => println!("last contact with the app: never"),
-    }
-    if let Some(e) = &report.last_error {
-        println!("last error: {e}");
-    }
-    for e in &report.config_errors {
-        println!("config rejected: {e}");
-    }
-    for (k, v) in &report.subsystems {
-        println!("{k}: {v}");
-    }
-    Ok(0)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

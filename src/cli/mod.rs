@@ -2,6 +2,7 @@
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
 pub mod args;
 pub mod doctor;
+pub mod status;
 
 use crate::config::{self, env::HostEnv, version::Selector};
 use args::{Args, UsageError};
@@ -65,7 +66,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "run" => crate::agent::cmd_run(rest),
         "install" => cmd_install(rest),
         "uninstall" => cmd_uninstall(rest),
-        "status" => doctor::cmd_status(rest),
+        "status" => status::cmd_status(rest),
         "doctor" => doctor::cmd_doctor(rest),
         "syscfg-apply" => Ok(crate::syscfg::cli::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),

@@ -198,6 +198,15 @@ fn disable_subsystem_stops_managing_svc_server_and_status_says_so() {
     assert_eq!(v["svc_server"]["running"], false);
     assert!(v["last_contact"].is_u64());
     terminate(&mut agent);
+    // The status file outlives the agent: status checks the pid, says so, exits 3.
+    let after = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["status", "--root", sb.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&after.stdout);
+    assert_eq!(after.status.code(), Some(3), "{text}");
+    assert!(text.contains("inactive (not running"), "{text}");
+    assert!(!text.contains("Main PID"), "{text}");
 }
 
 #[test]
