@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
+python3 scripts/check-layers.py

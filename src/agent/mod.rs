@@ -8,9 +8,9 @@ pub mod policy;
 pub mod provisioning;
 pub mod server;
 pub mod status;
+pub mod updater;
 pub mod updates;
 
-use crate::cli::args::{Args, UsageError};
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
@@ -128,10 +128,8 @@ impl Agent {
             subsystems: serde_json::Map::new(),
             // Relative artifact URLs are relative to the app address.
             updater: app_address.map(|a| {
-                Box::new(crate::update::daemon::DaemonUpdater::new(
-                    paths_for_host.clone(),
-                    Some(a),
-                )) as Box<dyn updates::Updater>
+                Box::new(updater::DaemonUpdater::new(paths_for_host.clone(), Some(a)))
+                    as Box<dyn updates::Updater>
             }),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
@@ -493,30 +491,6 @@ impl Agent {
     pub fn exit(&self) -> Option<Exit> {
         self.exit
     }
-}
-
-const RUN_HELP: &str = "\
-usage: svc-agent run [--root DIR]
-  Runs the agent in the foreground (systemd starts it so). --root re-roots every device
-  path under DIR, for sandboxes and tests; no root privileges are needed then.
-";
-
-/// `svc-agent run`.
-pub fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
-    let a = Args::parse(rest, &["help"], &["root"])?;
-    if a.flag("help") {
-        print!("{RUN_HELP}");
-        return Ok(0);
-    }
-    if option_env!("SVC_LAB_BROKEN_RUN").is_some() {
-        // A deliberately broken build for the lab's boot-guard scenario: it passes every
-        // check of a download (it is a real ELF answering `version --json`) but cannot run.
-        // Release builds never set SVC_LAB_BROKEN_RUN.
-        eprintln!("svc-agent: this build was made broken on purpose (SVC_LAB_BROKEN_RUN)");
-        return Ok(70);
-    }
-    let paths = Paths::new(a.value("root").unwrap_or("/"));
-    Ok(run(paths))
 }
 
 /// Linux on amd64 or arm64 only (spec §1).

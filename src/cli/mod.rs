@@ -2,7 +2,9 @@
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
 pub mod args;
 pub mod doctor;
+pub mod server;
 pub mod status;
+pub mod syscfg;
 
 use crate::config::{self, env::HostEnv, version::Selector};
 use args::{Args, UsageError};
@@ -63,12 +65,12 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "validate" => cmd_validate(rest),
         "module-env" => cmd_module_env(rest),
         "resolve-version" => cmd_resolve_version(rest),
-        "run" => crate::agent::cmd_run(rest),
+        "run" => cmd_run(rest),
         "install" => cmd_install(rest),
         "uninstall" => cmd_uninstall(rest),
         "status" => status::cmd_status(rest),
         "doctor" => doctor::cmd_doctor(rest),
-        "syscfg-apply" => Ok(crate::syscfg::cli::cmd_syscfg(rest)),
+        "syscfg-apply" => Ok(syscfg::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),
         "provision" => cmd_provision(rest),
         "help" | "--help" | "-h" => {
@@ -439,4 +441,28 @@ fn cmd_uninstall(rest: &[String]) -> Result<i32, UsageError> {
             Ok(EXIT_INVALID)
         }
     }
+}
+
+const RUN_HELP: &str = "\
+usage: svc-agent run [--root DIR]
+  Runs the agent in the foreground (systemd starts it so). --root re-roots every device
+  path under DIR, for sandboxes and tests; no root privileges are needed then.
+";
+
+/// `svc-agent run`.
+fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &["root"])?;
+    if a.flag("help") {
+        print!("{RUN_HELP}");
+        return Ok(0);
+    }
+    if option_env!("SVC_LAB_BROKEN_RUN").is_some() {
+        // A deliberately broken build for the lab's boot-guard scenario: it passes every
+        // check of a download (it is a real ELF answering `version --json`) but cannot run.
+        // Release builds never set SVC_LAB_BROKEN_RUN.
+        eprintln!("svc-agent: this build was made broken on purpose (SVC_LAB_BROKEN_RUN)");
+        return Ok(70);
+    }
+    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    Ok(crate::agent::run(paths))
 }

@@ -5,7 +5,6 @@
 //! ([`journald::DROPIN`], [`upgrades::FILES`]) and records the sha256 of every byte it wrote in
 //! [`record::RECORD_PATH`]; reverting removes exactly those files, and only while they still
 //! hold what the agent wrote. See `docs/syscfg.md`.
-pub mod cli;
 pub mod journald;
 pub mod record;
 pub mod upgrades;

@@ -18,7 +18,6 @@ use crate::paths::Paths;
 
 pub mod activate;
 pub mod cache;
-pub mod daemon;
 pub mod download;
 pub mod record;
 pub mod rollback;

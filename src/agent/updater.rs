@@ -1,12 +1,12 @@
 //! The engine as the daemon sees it: `agent::updates::Updater` over [`Engine`]. The daemon
 //! decides what and when (policy, maintenance window, busy gate, probation); this turns its
 //! decisions into artifacts, stages them on a worker thread and activates them on the loop.
-use super::activate::linked_version;
-use super::download::PinState;
-use super::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
-use crate::agent::policy::Desired;
-use crate::agent::updates::{Staged, Updater};
+use super::policy::Desired;
+use super::updates::{Staged, Updater};
 use crate::paths::Paths;
+use crate::update::activate::linked_version;
+use crate::update::download::PinState;
+use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
 use std::path::Path;
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
@@ -90,7 +90,7 @@ impl Updater for DaemonUpdater {
     }
 
     fn rollback(&mut self, name: &str) -> Result<String, String> {
-        super::rollback(&self.engine.paths, name)
+        crate::update::rollback(&self.engine.paths, name)
             .map(|(_, to)| to)
             .map_err(|e| e.to_string())
     }

@@ -1,6 +1,6 @@
 //! `svc-agent syscfg-apply`: a hidden test command that runs agent-syscfg once, without the
 //! daemon, on a config file. Used by the VM scenarios and for debugging on a device.
-use crate::cli::args::Args;
+use super::args::Args;
 use crate::config;
 use crate::paths::Paths;
 
@@ -45,7 +45,7 @@ pub fn cmd_syscfg(args: &[String]) -> i32 {
         }
     };
     let paths = Paths::new(a.value("root").unwrap_or("/"));
-    let status = super::run(&cfg.agent.syscfg, &paths);
+    let status = crate::syscfg::run(&cfg.agent.syscfg, &paths);
     if a.flag("json") {
         println!(
             "{}",
