@@ -4,6 +4,7 @@
 //!   bare fork+exec launcher starting the same program.
 //!
 //! Run: `cargo bench --bench agent`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measurement harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 

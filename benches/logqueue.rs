@@ -3,6 +3,7 @@
 //!
 //! Run: `scripts/bench-logs.sh` (or `cargo bench --bench logqueue`). `SVC_BENCH_DIR` picks the
 //! scratch directory (default: the system temp dir; use a real disk, not tmpfs, for fsync cost).
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)] // a measurement harness
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -201,6 +202,7 @@ fn main() {
         .unwrap();
     // SAFETY: plain fd juggling on fds this process owns; stderr is restored below.
     let saved = unsafe { libc::dup(2) };
+    // SAFETY: as above; `devnull` outlives the redirection.
     unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&devnull), 2) };
     let facade_n = 200_000u64;
     let t = Instant::now();
@@ -209,6 +211,7 @@ fn main() {
     }
     q.lock().unwrap().sync().unwrap();
     let secs = t.elapsed().as_secs_f64();
+    // SAFETY: restores the stderr saved above.
     unsafe { libc::dup2(saved, 2) };
     println!(
         "through the logging facade (scrub + stderr to /dev/null + queue): {:.0} lines/s",

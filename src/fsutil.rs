@@ -97,17 +97,10 @@ impl FileLock {
             .truncate(false)
             .mode(0o600)
             .open(path)?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; no memory is passed.
-            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-                return Ok(Some(FileLock { file }));
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EWOULDBLOCK) => return Ok(None),
-                _ => return Err(err),
-            }
+        match crate::sys::flock(file.as_raw_fd(), op) {
+            Ok(()) => Ok(Some(FileLock { file })),
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }
@@ -117,15 +110,6 @@ fn parent_dir(path: &Path) -> PathBuf {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     }
-}
-
-/// Bytes available to unprivileged writers on the file system holding `dir`.
-pub fn free_bytes(dir: &Path) -> Option<u64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: statvfs writes into `st` only; `c` is a valid C string for the call.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
-        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod provisioning;
 pub mod server;
 pub mod signals;
 pub mod supervisor;
+pub mod sys;
 pub mod syscfg;
 pub mod systemd;
 pub mod update;

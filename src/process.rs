@@ -126,17 +126,13 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
 
 /// Whether a process with this pid exists (signal 0 checks without sending anything).
 pub fn alive(pid: i32) -> bool {
-    // SAFETY: kill(2) with signal 0 has no effect and no memory-safety preconditions.
-    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+    pid > 0 && crate::sys::kill(pid, 0)
 }
 
 fn kill_group(pid: u32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) has no memory-safety preconditions; the negative pid names the
-        // process group the child leads (process_group(0) above), never another group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
+    // The negative pid names the group the child leads (process_group(0) above).
+    if let Ok(pid) = i32::try_from(pid) {
+        crate::sys::kill(-pid, libc::SIGKILL);
     }
 }
 

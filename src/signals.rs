@@ -70,14 +70,7 @@ pub fn wait(timeout: Duration) {
         std::thread::sleep(timeout);
         return;
     };
-    let mut pfd = libc::pollfd {
-        fd: read.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    crate::sys::poll_readable(read.as_raw_fd(), timeout);
     let mut buf = [0u8; 64];
     while matches!((&*read).read(&mut buf), Ok(n) if n > 0) {}
 }

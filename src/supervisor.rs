@@ -104,8 +104,8 @@ fn describe(status: ExitStatus) -> String {
 }
 
 fn kill_group(pgid: u32, sig: i32) -> bool {
-    // SAFETY: kill(2) with a negative pid signals the group; no memory is touched.
-    unsafe { libc::kill(-(pgid as i32), sig) == 0 }
+    // A negative pid signals the group.
+    crate::sys::kill(-(pgid as i32), sig)
 }
 
 /// Whether any process of the group is still alive (zombies of the group count until their
@@ -315,8 +315,8 @@ impl Supervisor {
     /// Sends `sig` to the child process itself (e.g. SIGHUP to reload).
     pub fn signal(&self, sig: i32) -> bool {
         match self.pid() {
-            // SAFETY: kill(2) on a pid we started and have not reaped.
-            Some(pid) => unsafe { libc::kill(pid as i32, sig) == 0 },
+            // A pid we started and have not reaped: not another process.
+            Some(pid) => crate::sys::kill(pid as i32, sig),
             None => false,
         }
     }

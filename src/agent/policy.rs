@@ -52,20 +52,10 @@ pub struct LocalTime {
 impl LocalTime {
     /// The machine's local time (its timezone, as the window is written in local time).
     pub fn now() -> LocalTime {
-        let t = unsafe { libc::time(std::ptr::null_mut()) };
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: localtime_r writes only into `tm`, which lives for the call.
-        let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-        if !ok {
-            return LocalTime {
-                weekday: 0,
-                minute_of_day: 0,
-            };
-        }
+        let (weekday, minute_of_day) = crate::sys::local_weekday_minute().unwrap_or((0, 0));
         LocalTime {
-            // tm_wday: 0 = Sunday.
-            weekday: ((tm.tm_wday + 6) % 7) as u8,
-            minute_of_day: (tm.tm_hour * 60 + tm.tm_min) as u16,
+            weekday,
+            minute_of_day,
         }
     }
 }
@@ -95,7 +85,7 @@ pub fn restart_gate(
 
 /// Fast start (spec §3): the cached config's `fast_start`, or `SVC_AGENT_FAST_START=1`.
 pub fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
-    cached_fast_start || matches!(env_value.map(str::trim), Some("1") | Some("true"))
+    cached_fast_start || matches!(env_value.map(str::trim), Some("1" | "true"))
 }
 
 #[cfg(test)]

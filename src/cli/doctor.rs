@@ -152,7 +152,7 @@ fn app_checks(addr: &str) -> Vec<Check> {
 
 fn disk_check(dir: &std::path::Path) -> Check {
     let probe = std::iter::successors(Some(dir), |p| p.parent()).find(|p| p.exists());
-    let Some(free) = probe.and_then(crate::fsutil::free_bytes) else {
+    let Some(free) = probe.and_then(|p| crate::sys::free_bytes(p).ok()) else {
         return check(
             "disk",
             Verdict::Warn,

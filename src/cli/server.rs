@@ -110,7 +110,7 @@ fn parse_options(
 pub fn server_main(argv: Vec<String>) -> i32 {
     let rest = argv.get(1..).unwrap_or(&[]);
     match rest.first().map(String::as_str) {
-        Some("version") | Some("--version") | Some("-V") => {
+        Some("version" | "--version" | "-V") => {
             return match cmd_version(&rest[1..], "svc-server") {
                 Ok(c) => c,
                 Err(e) => {
@@ -119,7 +119,7 @@ pub fn server_main(argv: Vec<String>) -> i32 {
                 }
             }
         }
-        Some("help") | Some("--help") | Some("-h") => {
+        Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return EXIT_OK;
         }

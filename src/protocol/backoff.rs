@@ -12,7 +12,7 @@ impl Jitter {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
-        Jitter::seeded(t ^ ((std::process::id() as u64) << 32))
+        Jitter::seeded(t ^ (u64::from(std::process::id()) << 32))
     }
     pub fn seeded(seed: u64) -> Jitter {
         Jitter(seed.max(1))

@@ -228,7 +228,7 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
             let body = serde_json::to_string(&nets).unwrap_or_else(|_| "[]".into());
             respond(conn, 200, "application/json", &body, &[])
         }
-        ("POST", "/api/connect") | ("POST", "/api/credentials") => {
+        ("POST", "/api/connect" | "/api/credentials") => {
             if !token_ok(req.header("x-svc-token"), &s.token) {
                 return api_error(
                     conn,
@@ -265,7 +265,9 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
 }
 
 fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Box<dyn PortalActions>> {
-    s.actions.lock().unwrap_or_else(|p| p.into_inner())
+    s.actions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn token_ok(t: Option<&str>, token: &str) -> bool {

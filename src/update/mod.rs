@@ -224,10 +224,7 @@ pub fn crash_point(point: &str) {
     if let Some(want) = std::env::var_os("SVC_CRASH_AT") {
         if want == point {
             crate::warn!(SUB, "SVC_CRASH_AT={point}: killing this process");
-            // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            crate::sys::kill(std::process::id() as i32, libc::SIGKILL);
             // SIGKILL is not deliverable late, but keep the promise if it ever returns.
             std::process::abort();
         }

@@ -164,14 +164,14 @@ pub fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
 /// Standard base64 (padding optional); no crate for forty lines.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let val = |c: u8| -> Option<u32> {
-        Some(match c {
+        Some(u32::from(match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,
             b'0'..=b'9' => c - b'0' + 52,
             b'+' | b'-' => 62,
             b'/' | b'_' => 63,
             _ => return None,
-        } as u32)
+        }))
     };
     let s = s.trim_end_matches('=').as_bytes();
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
@@ -199,7 +199,7 @@ pub fn base64_encode(data: &[u8]) -> String {
             *chunk.get(1).unwrap_or(&0),
             *chunk.get(2).unwrap_or(&0),
         ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);

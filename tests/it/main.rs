@@ -4,6 +4,9 @@
 //!
 //! Run one area with a filter: `cargo test --test it syscfg::`.
 
+// Tests may unwrap.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod update_support;
 

@@ -157,7 +157,7 @@ impl Sandbox {
 
     fn signal(&self, sig: i32) {
         let pid = self.server.as_ref().unwrap().id() as i32;
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        assert!(svc::sys::kill(pid, sig));
     }
 
     /// Sends SIGTERM and waits for svc-server to exit.
@@ -251,11 +251,11 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if let Some(mut c) = self.server.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            svc::sys::kill(c.id() as i32, libc::SIGTERM);
             let _ = c.wait();
         }
         for pid in marked_processes(&self.mark) {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            svc::sys::kill(pid, libc::SIGKILL);
         }
         // SVC_TEST_KEEP=1 keeps the sandbox (and its server.log) for a look.
         if !std::thread::panicking() && std::env::var_os("SVC_TEST_KEEP").is_none() {
@@ -798,7 +798,7 @@ fn the_restart_gate_is_held_while_a_change_is_processed() {
     });
     assert_eq!(busy_pid(&sb), Some(server_pid));
     // Meanwhile the other modules stay supervised: a crash of `a` is restarted.
-    unsafe { libc::kill(pa, libc::SIGKILL) };
+    svc::sys::kill(pa, libc::SIGKILL);
     wait_for("a restarted during the download", 30, || {
         sb.module_pid("a").is_some_and(|p| p != pa && alive(p))
     });

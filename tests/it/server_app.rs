@@ -87,7 +87,7 @@ fn the_config_comes_from_the_app_over_https() {
                           "config": {"components": [], "modules": []}}));
     wait_for("the removed module stopped", 60, || !alive(pid));
     assert!(!server_log().contains("s3cr3t-app"), "{}", server_log());
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    svc::sys::kill(server.id() as i32, libc::SIGTERM);
     assert!(server.wait().unwrap().success(), "{}", server_log());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -120,7 +120,7 @@ pub fn pid_alive(pid: i32) -> bool {
 }
 
 pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    svc::sys::kill(child.id() as i32, libc::SIGTERM);
     let end = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(st) = child.try_wait().unwrap() {

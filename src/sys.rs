@@ -1,0 +1,87 @@
+//! The crate's only unsafe code: thin, safe wrappers over the few libc calls that std does
+//! not offer. Every other module is compiled with `unsafe_code` denied (Cargo.toml
+//! `[lints]`), so an unsafe block anywhere else does not build.
+#![allow(unsafe_code)]
+
+use std::os::unix::io::RawFd;
+use std::path::Path;
+use std::time::Duration;
+
+/// Sends `sig` to `pid` (a negative pid names a process group; signal 0 only checks that
+/// the target exists). True when the kernel accepted it.
+pub fn kill(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes two integers and touches no memory of ours.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// flock(2) on a descriptor the caller owns; EINTR is retried.
+pub fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock(2) takes a descriptor and a flag word; no memory is passed.
+        if unsafe { libc::flock(fd, op) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Waits up to `timeout` for `fd` to become readable (or for a signal to interrupt).
+pub fn poll_readable(fd: RawFd, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd that lives for the duration of the call.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// Bytes available to unprivileged writers on the file system holding `dir` (statvfs).
+pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs(3) reads the C string and writes only into `st`, both alive here.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// The machine's local time as (weekday with 0 = Monday, minute of the day), in its own
+/// timezone; `None` when the C library cannot tell.
+pub fn local_weekday_minute() -> Option<(u8, u16)> {
+    // SAFETY: time(2) with a null pointer only returns the time.
+    let t = unsafe { libc::time(std::ptr::null_mut()) };
+    // SAFETY: an all-zero tm is a valid value of this plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `t` and writes only into `tm`, both alive for the call.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return None;
+    }
+    // tm_wday: 0 = Sunday.
+    Some((
+        ((tm.tm_wday + 6) % 7) as u8,
+        (tm.tm_hour * 60 + tm.tm_min) as u16,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrappers_answer_like_the_calls() {
+        assert!(kill(std::process::id() as i32, 0));
+        assert!(!kill(i32::MAX, 0), "no such process");
+        assert!(free_bytes(Path::new("/")).unwrap() > 0);
+        assert!(free_bytes(Path::new("/nonexistent/svc")).is_err());
+        let (day, minute) = local_weekday_minute().unwrap();
+        assert!(day < 7 && minute < 24 * 60);
+    }
+}
