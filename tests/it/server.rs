@@ -2,6 +2,7 @@
 //! (`examples/modules/logenv/bin/module`), a `file://` registry of real tar artifacts,
 //! real signals. No timed assertions: every wait is for an observable state, bounded only
 //! to fail instead of hang.
+use crate::common::sandbox::pid_alive as alive;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::fs;
@@ -22,18 +23,6 @@ fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
         assert!(Instant::now() < end, "timed out waiting for: {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(0); look at its state too.
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .next();
-    !stat.is_empty() && state != Some("Z")
 }
 
 /// Every live process whose environment holds `TEST_MARK=<mark>`.

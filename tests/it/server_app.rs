@@ -2,6 +2,7 @@
 //! app on loopback (test CA), the machine credentials file, conditional polls, and real
 //! module processes started and stopped as the app's config changes.
 use crate::common;
+use crate::common::sandbox::pid_alive as alive;
 use common::mgmt::MgmtServer;
 use common::sandbox::wait_for;
 use serde_json::json;
@@ -19,11 +20,6 @@ fn module_pid(home: &std::path::Path, name: &str) -> Option<i32> {
         .trim()
         .parse()
         .ok()
-}
-
-fn alive(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    !stat.is_empty() && !stat.contains(") Z ")
 }
 
 #[test]

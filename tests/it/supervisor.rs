@@ -1,5 +1,6 @@
 //! Supervision with real processes: crash and backoff, crash loop, a child that ignores
 //! SIGTERM, grandchildren, and output capture.
+use crate::common::sandbox::pid_alive as alive;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,18 +52,6 @@ fn drive(
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("condition not reached; events: {all:?}");
-}
-
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 #[test]
