@@ -1,6 +1,7 @@
 //! Secrets never reach the log queue on disk nor the shipped log file.
 //!
-//! Its own test binary: the logging sink is process-wide.
+//! The logging sink is process-wide and the integration tests share one process, so the
+//! test re-runs itself in a child process of its own, where no other test logs.
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +33,27 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[test]
 fn secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "logqueue_secrets::in_a_process_of_its_own",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "the child failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file"]
+fn in_a_process_of_its_own() {
     let dir = std::env::temp_dir().join(format!("svc-logq-secrets-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     let qdir = dir.join("queue");
