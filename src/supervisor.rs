@@ -49,7 +49,7 @@ impl Default for Policy {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub enum ChildState {
     NotStarted,
     Running {
         pid: u32,
@@ -68,7 +68,7 @@ pub enum State {
 
 /// What a tick observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub enum ChildEvent {
     Started {
         pid: u32,
     },
@@ -87,7 +87,7 @@ pub struct Supervisor {
     spec: ChildSpec,
     policy: Policy,
     child: Option<Child>,
-    state: State,
+    state: ChildState,
     crashes: VecDeque<Instant>,
     crash_count: u64,
     attempt: u32,
@@ -124,7 +124,7 @@ impl Supervisor {
             spec,
             policy,
             child: None,
-            state: State::NotStarted,
+            state: ChildState::NotStarted,
             crashes: VecDeque::new(),
             crash_count: 0,
             attempt: 0,
@@ -137,23 +137,23 @@ impl Supervisor {
         &self.spec
     }
 
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> ChildState {
         self.state
     }
 
     pub fn state_name(&self) -> &'static str {
         match self.state {
-            State::NotStarted => "not-started",
-            State::Running { .. } => "running",
-            State::Backoff { .. } => "backoff",
-            State::CrashLoop { .. } => "crash-loop",
-            State::Stopped => "stopped",
+            ChildState::NotStarted => "not-started",
+            ChildState::Running { .. } => "running",
+            ChildState::Backoff { .. } => "backoff",
+            ChildState::CrashLoop { .. } => "crash-loop",
+            ChildState::Stopped => "stopped",
         }
     }
 
     pub fn pid(&self) -> Option<u32> {
         match self.state {
-            State::Running { pid, .. } => Some(pid),
+            ChildState::Running { pid, .. } => Some(pid),
             _ => None,
         }
     }
@@ -161,14 +161,14 @@ impl Supervisor {
     /// When the running child started.
     pub fn since(&self) -> Option<Instant> {
         match self.state {
-            State::Running { since, .. } => Some(since),
+            ChildState::Running { since, .. } => Some(since),
             _ => None,
         }
     }
 
     pub fn uptime(&self) -> Option<Duration> {
         match self.state {
-            State::Running { since, .. } => Some(since.elapsed()),
+            ChildState::Running { since, .. } => Some(since.elapsed()),
             _ => None,
         }
     }
@@ -187,9 +187,9 @@ impl Supervisor {
     }
 
     /// Starts the child now (from any state but running).
-    pub fn start(&mut self) -> Event {
-        if let State::Running { pid, .. } = self.state {
-            return Event::Started { pid };
+    pub fn start(&mut self) -> ChildEvent {
+        if let ChildState::Running { pid, .. } = self.state {
+            return ChildEvent::Started { pid };
         }
         let mut cmd = Command::new(&self.spec.program);
         cmd.args(&self.spec.args)
@@ -211,21 +211,21 @@ impl Supervisor {
                     spawn_reader(err, self.spec.name.clone(), Level::Warn);
                 }
                 self.child = Some(child);
-                self.state = State::Running { pid, since: now };
+                self.state = ChildState::Running { pid, since: now };
                 crate::info!(&self.spec.name, "{} started pid={pid}", self.spec.name);
-                Event::Started { pid }
+                ChildEvent::Started { pid }
             }
             Err(e) => {
                 let why = format!("cannot start {}: {e}", self.spec.program.display());
                 crate::error!(&self.spec.name, "{why}");
                 self.schedule_restart(now);
-                Event::SpawnFailed(why)
+                ChildEvent::SpawnFailed(why)
             }
         }
     }
 
     /// Records a crash and picks the next start time.
-    fn schedule_restart(&mut self, now: Instant) -> Option<Event> {
+    fn schedule_restart(&mut self, now: Instant) -> Option<ChildEvent> {
         self.crash_count += 1;
         self.crashes.push_back(now);
         while self
@@ -243,8 +243,8 @@ impl Supervisor {
         self.attempt = self.attempt.saturating_add(1);
         if self.crashes.len() >= self.policy.crash_limit {
             let until = now + self.policy.max_delay;
-            let first = !matches!(self.state, State::CrashLoop { .. });
-            self.state = State::CrashLoop { until };
+            let first = !matches!(self.state, ChildState::CrashLoop { .. });
+            self.state = ChildState::CrashLoop { until };
             if first {
                 crate::error!(
                     &self.spec.name,
@@ -254,13 +254,13 @@ impl Supervisor {
                     self.policy.crash_window.as_secs(),
                     self.policy.max_delay.as_secs()
                 );
-                return Some(Event::CrashLoop {
+                return Some(ChildEvent::CrashLoop {
                     crashes: self.crashes.len(),
                 });
             }
             return None;
         }
-        self.state = State::Backoff { until: now + delay };
+        self.state = ChildState::Backoff { until: now + delay };
         crate::info!(
             &self.spec.name,
             "{} restarts in {} ms",
@@ -271,10 +271,10 @@ impl Supervisor {
     }
 
     /// Notices an exit and restarts when the backoff has passed.
-    pub fn tick(&mut self, now: Instant) -> Vec<Event> {
+    pub fn tick(&mut self, now: Instant) -> Vec<ChildEvent> {
         let mut events = Vec::new();
         match self.state {
-            State::Running { pid, since } => {
+            ChildState::Running { pid, since } => {
                 let exited = self
                     .child
                     .as_mut()
@@ -292,7 +292,7 @@ impl Supervisor {
                         uptime.as_secs()
                     );
                     self.last_exit = Some(text.clone());
-                    events.push(Event::Exited {
+                    events.push(ChildEvent::Exited {
                         pid,
                         status: text,
                         uptime,
@@ -303,7 +303,7 @@ impl Supervisor {
                     events.extend(self.schedule_restart(now));
                 }
             }
-            State::Backoff { until } | State::CrashLoop { until } if now >= until => {
+            ChildState::Backoff { until } | ChildState::CrashLoop { until } if now >= until => {
                 self.restarts += 1;
                 events.push(self.start());
             }
@@ -325,7 +325,7 @@ impl Supervisor {
     /// all of them to exit, then SIGKILL. Returns once nothing of the group is left.
     pub fn stop(&mut self, timeout: Duration) {
         let Some(mut child) = self.child.take() else {
-            self.state = State::Stopped;
+            self.state = ChildState::Stopped;
             return;
         };
         let pgid = child.id();
@@ -368,7 +368,7 @@ impl Supervisor {
             self.spec.name
         );
         self.last_exit = Some(text);
-        self.state = State::Stopped;
+        self.state = ChildState::Stopped;
     }
 }
 

@@ -55,7 +55,7 @@ pub struct Agent {
     fast_start: bool,
     restart_server_requested: bool,
     exit: Option<Exit>,
-    host: status::Host,
+    host: status::HostInfo,
     last_status: Option<status::StatusReport>,
     /// Set when contact comes back after a failure; the log shipper is nudged.
     pub reconnected: bool,
@@ -122,7 +122,7 @@ impl Agent {
             fast_start,
             restart_server_requested: false,
             exit: None,
-            host: status::Host::detect(&paths_for_host),
+            host: status::HostInfo::detect(&paths_for_host),
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),

@@ -119,8 +119,8 @@ impl ServerManager {
     /// running child wakes the loop through SIGCHLD instead.
     pub fn next_deadline(&self) -> Option<Instant> {
         match self.sup.as_ref()?.state() {
-            crate::supervisor::State::Backoff { until }
-            | crate::supervisor::State::CrashLoop { until } => Some(until),
+            crate::supervisor::ChildState::Backoff { until }
+            | crate::supervisor::ChildState::CrashLoop { until } => Some(until),
             _ => None,
         }
     }

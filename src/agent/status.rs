@@ -28,7 +28,7 @@ pub struct AgentStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Host {
+pub struct HostInfo {
     pub os: String,
     pub distro: String,
     pub arch: String,
@@ -36,8 +36,8 @@ pub struct Host {
     pub hostname: String,
 }
 
-impl Host {
-    pub fn detect(paths: &crate::paths::Paths) -> Host {
+impl HostInfo {
+    pub fn detect(paths: &crate::paths::Paths) -> HostInfo {
         let os_release = std::fs::read_to_string(paths.device("/etc/os-release"))
             .or_else(|_| std::fs::read_to_string("/etc/os-release"))
             .unwrap_or_default();
@@ -51,7 +51,7 @@ impl Host {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default()
         };
-        Host {
+        HostInfo {
             os: std::env::consts::OS.into(),
             distro,
             arch: std::env::consts::ARCH.into(),
@@ -66,7 +66,7 @@ impl Host {
 pub struct StatusReport {
     pub agent: AgentStatus,
     pub svc_server: ServerStatus,
-    pub host: Host,
+    pub host: HostInfo,
     /// Why the last config from the app was rejected (JSON pointers), if it was.
     pub config_errors: Vec<crate::config::Diagnostic>,
     pub done_commands: Vec<String>,

@@ -6,7 +6,7 @@ use super::plan;
 use super::registry::{self, Installed, Registry, RegistryError};
 use crate::config::env::{module_env, HostEnv};
 use crate::config::model::{MachineConfig, Module, ModuleType};
-use crate::supervisor::{ChildSpec, Policy, State, Supervisor};
+use crate::supervisor::{ChildSpec, ChildState, Policy, Supervisor};
 use semver::Version;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,7 +29,7 @@ const OWN_VARS: [&str; 5] = [
 ];
 
 /// How the host runs.
-pub struct Settings {
+pub struct HostSettings {
     pub svc_home: PathBuf,
     pub machine_id: String,
     pub registry: Option<Registry>,
@@ -89,8 +89,8 @@ pub struct ModuleStatus {
     pub problem: Option<String>,
 }
 
-pub struct Host {
-    s: Settings,
+pub struct ModuleHost {
+    s: HostSettings,
     config: Option<MachineConfig>,
     slots: BTreeMap<String, Slot>,
     order: Vec<String>,
@@ -101,10 +101,10 @@ fn get<'a>(vars: &'a [(String, String)], key: &str) -> Option<&'a str> {
     vars.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
-impl Host {
-    pub fn new(s: Settings) -> Host {
+impl ModuleHost {
+    pub fn new(s: HostSettings) -> ModuleHost {
         let gate = Gate::new(&s.svc_home);
-        Host {
+        ModuleHost {
             s,
             config: None,
             slots: BTreeMap::new(),
@@ -113,7 +113,7 @@ impl Host {
         }
     }
 
-    pub fn settings(&self) -> &Settings {
+    pub fn settings(&self) -> &HostSettings {
         &self.s
     }
 
@@ -656,7 +656,7 @@ impl Host {
         self.slots
             .values()
             .filter_map(|s| match s.sup.as_ref()?.state() {
-                State::Backoff { until } | State::CrashLoop { until } => Some(until),
+                ChildState::Backoff { until } | ChildState::CrashLoop { until } => Some(until),
                 _ => None,
             })
             .min()

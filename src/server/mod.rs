@@ -12,7 +12,7 @@ pub mod source;
 use crate::config::env::HostEnv;
 use crate::signals;
 use crate::supervisor::Policy;
-use host::{Host, Settings};
+use host::{HostSettings, ModuleHost};
 use source::Source;
 use std::time::{Duration, Instant};
 
@@ -74,7 +74,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
         svc_home.display(),
         registry.as_ref().map(|r| r.base()).unwrap_or("none")
     );
-    let mut host = Host::new(Settings {
+    let mut host = ModuleHost::new(HostSettings {
         svc_home,
         machine_id,
         registry,
@@ -86,7 +86,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     let mut watcher = source::Watcher::new(opts.source.clone());
     let mut applied: Option<[u8; 32]> = None;
     let load = |watcher: &mut source::Watcher,
-                host: &mut Host,
+                host: &mut ModuleHost,
                 forced: bool,
                 applied: &mut Option<[u8; 32]>| {
         match watcher.load() {

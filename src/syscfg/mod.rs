@@ -11,7 +11,7 @@ pub mod upgrades;
 
 use crate::config::model::{SyscfgSection, UpgradeType};
 use crate::paths::Paths;
-use record::{sha256_hex, Record};
+use record::{sha256_hex, WrittenFiles};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io;
@@ -50,7 +50,7 @@ impl Setting {
 /// Outcome of one setting after an apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", content = "reason", rename_all = "lowercase")]
-pub enum State {
+pub enum SettingState {
     /// Files were written or removed to match the config.
     Applied,
     /// Everything already matched; nothing was touched.
@@ -63,14 +63,14 @@ pub enum State {
     Reverted,
 }
 
-impl std::fmt::Display for State {
+impl std::fmt::Display for SettingState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            State::Applied => f.write_str("applied"),
-            State::Unchanged => f.write_str("unchanged"),
-            State::Unsupported(r) => write!(f, "unsupported: {r}"),
-            State::Failed(r) => write!(f, "failed: {r}"),
-            State::Reverted => f.write_str("reverted"),
+            SettingState::Applied => f.write_str("applied"),
+            SettingState::Unchanged => f.write_str("unchanged"),
+            SettingState::Unsupported(r) => write!(f, "unsupported: {r}"),
+            SettingState::Failed(r) => write!(f, "failed: {r}"),
+            SettingState::Reverted => f.write_str("reverted"),
         }
     }
 }
@@ -80,7 +80,7 @@ impl std::fmt::Display for State {
 pub struct SettingStatus {
     pub setting: Setting,
     #[serde(flatten)]
-    pub state: State,
+    pub state: SettingState,
     /// What the setting asks for, in words.
     pub detail: String,
     /// Files written or removed by this apply (device paths).
@@ -103,7 +103,7 @@ impl SyscfgStatus {
     pub fn any_failed(&self) -> bool {
         self.settings
             .iter()
-            .any(|s| matches!(s.state, State::Failed(_)))
+            .any(|s| matches!(s.state, SettingState::Failed(_)))
     }
 }
 
@@ -127,7 +127,7 @@ pub struct SystemFacts {
     pub restarts: Restarts,
     /// sha256 of each relevant file that exists now, by device path.
     pub current: BTreeMap<String, String>,
-    pub record: Record,
+    pub record: WrittenFiles,
     /// Why the record could not be read (then it counts as empty).
     pub record_problem: Option<String>,
 }
@@ -141,9 +141,10 @@ impl SystemFacts {
     /// counts as absent).
     pub fn detect(paths: &Paths) -> SystemFacts {
         let root = paths.root();
-        let (record, record_problem) = match Record::load(&paths.device(record::RECORD_PATH)) {
+        let (record, record_problem) = match WrittenFiles::load(&paths.device(record::RECORD_PATH))
+        {
             Ok(r) => (r, None),
-            Err(e) => (Record::default(), Some(e.to_string())),
+            Err(e) => (WrittenFiles::default(), Some(e.to_string())),
         };
         let live = std::fs::canonicalize(root)
             .map(|p| p == Path::new("/"))
@@ -672,15 +673,15 @@ pub fn apply_plan(
             }
         }
         let state = if !errs.is_empty() {
-            State::Failed(errs.join("; "))
+            SettingState::Failed(errs.join("; "))
         } else {
             match &sp.intent {
-                Intent::Unsupported(r) => State::Unsupported(r.clone()),
-                Intent::Apply if !files.is_empty() => State::Applied,
-                Intent::Apply if sp.setting == Setting::Logging && owed => State::Applied,
-                Intent::Revert if !files.is_empty() => State::Reverted,
-                Intent::Revert if sp.setting == Setting::Logging && owed => State::Reverted,
-                _ => State::Unchanged,
+                Intent::Unsupported(r) => SettingState::Unsupported(r.clone()),
+                Intent::Apply if !files.is_empty() => SettingState::Applied,
+                Intent::Apply if sp.setting == Setting::Logging && owed => SettingState::Applied,
+                Intent::Revert if !files.is_empty() => SettingState::Reverted,
+                Intent::Revert if sp.setting == Setting::Logging && owed => SettingState::Reverted,
+                _ => SettingState::Unchanged,
             }
         };
         for w in &sp.warnings {
@@ -694,10 +695,10 @@ pub fn apply_plan(
             warnings: sp.warnings.clone(),
         };
         match &st.state {
-            State::Unchanged => {
+            SettingState::Unchanged => {
                 crate::debug!(SUB, "{}: unchanged ({})", st.setting.as_str(), st.detail)
             }
-            State::Failed(_) => {
+            SettingState::Failed(_) => {
                 crate::error!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail)
             }
             _ => crate::info!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail),

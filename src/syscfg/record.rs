@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 pub const RECORD_PATH: &str = "/opt/svc/syscfg-state.json";
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Record {
+pub struct WrittenFiles {
     /// Files the subsystem wrote, sorted by path (deterministic text).
     #[serde(default)]
     pub files: Vec<RecordedFile>,
@@ -44,12 +44,12 @@ impl std::fmt::Display for RecordError {
 
 impl std::error::Error for RecordError {}
 
-impl Record {
+impl WrittenFiles {
     /// Reads the record; a missing file is an empty record.
-    pub fn load(path: &std::path::Path) -> Result<Record, RecordError> {
+    pub fn load(path: &std::path::Path) -> Result<WrittenFiles, RecordError> {
         match std::fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(RecordError::Parse),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WrittenFiles::default()),
             Err(e) => Err(RecordError::Read(e)),
         }
     }
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn set_keeps_entries_sorted_and_unique() {
-        let mut r = Record::default();
+        let mut r = WrittenFiles::default();
         r.set("/etc/b", "1");
         r.set("/etc/a", "2");
         r.set("/etc/b", "3");
@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(r.sha("/etc/b"), Some("3"));
         r.forget("/etc/a");
         assert_eq!(r.sha("/etc/a"), None);
-        let back: Record = serde_json::from_slice(&r.to_bytes()).unwrap();
+        let back: WrittenFiles = serde_json::from_slice(&r.to_bytes()).unwrap();
         assert_eq!(back, r);
     }
 }

@@ -4,7 +4,7 @@ use crate::common::sandbox::pid_alive as alive;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use svc::supervisor::{ChildSpec, Event, Policy, State, Supervisor};
+use svc::supervisor::{ChildEvent, ChildSpec, ChildState, Policy, Supervisor};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("svc-sup-{name}-{}", std::process::id()));
@@ -40,8 +40,8 @@ fn fast_policy() -> Policy {
 fn drive(
     s: &mut Supervisor,
     secs: u64,
-    mut cond: impl FnMut(&Supervisor, &[Event]) -> bool,
-) -> Vec<Event> {
+    mut cond: impl FnMut(&Supervisor, &[ChildEvent]) -> bool,
+) -> Vec<ChildEvent> {
     let mut all = Vec::new();
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
@@ -59,20 +59,20 @@ fn crashes_restart_with_growing_backoff_then_a_crash_loop_is_reported() {
     let d = dir("crash");
     let mut s =
         Supervisor::with_policy(sh("crasher", &d, "echo $$ >> pids; exit 3"), fast_policy());
-    assert!(matches!(s.start(), Event::Started { .. }));
+    assert!(matches!(s.start(), ChildEvent::Started { .. }));
     let events = drive(&mut s, 30, |s, _| {
-        matches!(s.state(), State::CrashLoop { .. })
+        matches!(s.state(), ChildState::CrashLoop { .. })
     });
     let exits: Vec<_> = events
         .iter()
-        .filter(|e| matches!(e, Event::Exited { .. }))
+        .filter(|e| matches!(e, ChildEvent::Exited { .. }))
         .collect();
     assert_eq!(exits.len(), 4, "{events:?}");
-    assert!(matches!(exits[0], Event::Exited { status, .. } if status == "exit code 3"));
+    assert!(matches!(exits[0], ChildEvent::Exited { status, .. } if status == "exit code 3"));
     assert_eq!(
         events
             .iter()
-            .filter(|e| matches!(e, Event::CrashLoop { .. }))
+            .filter(|e| matches!(e, ChildEvent::CrashLoop { .. }))
             .count(),
         1
     );
@@ -122,7 +122,7 @@ fn environment_and_working_directory_are_exactly_the_spec() {
         d.to_str().unwrap()
     );
     s.stop(Duration::from_secs(5));
-    assert_eq!(s.state(), State::Stopped);
+    assert_eq!(s.state(), ChildState::Stopped);
 }
 
 #[test]
@@ -190,7 +190,7 @@ fn a_crashed_childs_grandchildren_do_not_linger() {
     );
     s.start();
     drive(&mut s, 20, |_, ev| {
-        ev.iter().any(|e| matches!(e, Event::Exited { .. }))
+        ev.iter().any(|e| matches!(e, ChildEvent::Exited { .. }))
     });
     let g: i32 = std::fs::read_to_string(d.join("g"))
         .unwrap()
@@ -253,6 +253,6 @@ fn a_missing_program_is_a_spawn_failure_with_backoff() {
     let mut spec = sh("ghost", &d, "");
     spec.program = d.join("no-such-program");
     let mut s = Supervisor::with_policy(spec, fast_policy());
-    assert!(matches!(s.start(), Event::SpawnFailed(ref e) if e.contains("no-such-program")));
-    assert!(matches!(s.state(), State::Backoff { .. }));
+    assert!(matches!(s.start(), ChildEvent::SpawnFailed(ref e) if e.contains("no-such-program")));
+    assert!(matches!(s.state(), ChildState::Backoff { .. }));
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 use svc::config::model::SyscfgSection;
 use svc::paths::Paths;
 use svc::syscfg::{
-    apply, journald, record, upgrades, Effects, RealEffects, Restarts, Setting, State,
+    apply, journald, record, upgrades, Effects, RealEffects, Restarts, Setting, SettingState,
     SyscfgStatus, SystemFacts,
 };
 
@@ -118,8 +118,8 @@ impl Root {
         let facts = self.facts();
         apply(section, &self.paths, &facts, fx)
     }
-    fn record(&self) -> record::Record {
-        record::Record::load(&self.path(record::RECORD_PATH)).unwrap()
+    fn record(&self) -> record::WrittenFiles {
+        record::WrittenFiles::load(&self.path(record::RECORD_PATH)).unwrap()
     }
 }
 
@@ -145,7 +145,7 @@ fn upgrades_type(t: &str) -> SyscfgSection {
     ))
 }
 
-fn state(st: &SyscfgStatus, s: Setting) -> State {
+fn state(st: &SyscfgStatus, s: Setting) -> SettingState {
     st.get(s).unwrap().state.clone()
 }
 
@@ -156,7 +156,7 @@ fn journald_dropin_exact_text_record_and_one_restart() {
     let r = Root::debian("jd-exact");
     let mut fx = Counting::default();
     let st = r.apply(&logging("64M", "16M"), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert_eq!(r.read(journald::DROPIN).as_deref(), Some(JOURNALD_64_16));
     assert_eq!(fx.runs, ["systemctl restart systemd-journald.service"]);
     let rec = r.record();
@@ -168,7 +168,7 @@ fn journald_dropin_exact_text_record_and_one_restart() {
     );
     assert!(!rec.journald_restart_pending);
     // Upgrades were not asked for and nothing of theirs was touched.
-    assert_eq!(state(&st, Setting::Upgrades), State::Unchanged);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Unchanged);
     assert_eq!(
         r.read("/etc/apt/apt.conf.d/20auto-upgrades").as_deref(),
         Some(DISTRO_AUTO)
@@ -203,8 +203,8 @@ fn second_apply_writes_nothing_and_restarts_nothing() {
     assert!(second.writes.is_empty(), "{:?}", second.writes);
     assert!(second.removes.is_empty());
     assert!(second.runs.is_empty(), "{:?}", second.runs);
-    assert_eq!(state(&st, Setting::Logging), State::Unchanged);
-    assert_eq!(state(&st, Setting::Upgrades), State::Unchanged);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Unchanged);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Unchanged);
     assert_eq!(fs::read(r.path(record::RECORD_PATH)).unwrap(), before);
 }
 
@@ -214,7 +214,7 @@ fn changing_a_limit_rewrites_and_restarts_once() {
     r.apply(&logging("64M", "16M"), &mut Counting::default());
     let mut fx = Counting::default();
     let st = r.apply(&logging("128M", "16M"), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert_eq!(fx.runs.len(), 1);
     assert!(r
         .read(journald::DROPIN)
@@ -232,14 +232,18 @@ fn logging_disable_or_no_sizes_removes_the_dropin_and_restarts_once() {
         r.apply(&logging("64M", "16M"), &mut Counting::default());
         let mut fx = Counting::default();
         let st = r.apply(&section(off), &mut fx);
-        assert_eq!(state(&st, Setting::Logging), State::Reverted, "{off}");
+        assert_eq!(
+            state(&st, Setting::Logging),
+            SettingState::Reverted,
+            "{off}"
+        );
         assert_eq!(r.read(journald::DROPIN), None);
         assert_eq!(fx.runs, ["systemctl restart systemd-journald.service"]);
         assert!(r.record().files.is_empty());
         // And again: nothing left to do.
         let mut again = Counting::default();
         let st = r.apply(&section(off), &mut again);
-        assert_eq!(state(&st, Setting::Logging), State::Unchanged);
+        assert_eq!(state(&st, Setting::Logging), SettingState::Unchanged);
         assert!(again.runs.is_empty() && again.writes.is_empty());
     }
 }
@@ -257,7 +261,7 @@ fn upgrades_files_exact_text_for_each_type() {
     let clear = "#clear Unattended-Upgrade::Allowed-Origins;\n#clear Unattended-Upgrade::Origins-Pattern;\nUnattended-Upgrade::Origins-Pattern {\n";
 
     let st = r.apply(&upgrades_type("all"), &mut Counting::default());
-    assert_eq!(state(&st, Setting::Upgrades), State::Applied);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Applied);
     assert_eq!(r.read(upgrades::PERIODIC).unwrap(), header("all") + AUTO_ON);
     assert_eq!(
         r.read(upgrades::ORIGINS).unwrap(),
@@ -307,7 +311,7 @@ fn unsetting_the_type_reverts_the_apt_files() {
     let r = Root::debian("upg-unset");
     r.apply(&upgrades_type("all"), &mut Counting::default());
     let st = r.apply(&section(r#"{"attributes": {}}"#), &mut Counting::default());
-    assert_eq!(state(&st, Setting::Upgrades), State::Reverted);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Reverted);
     assert_eq!(r.read(upgrades::PERIODIC), None);
     assert_eq!(r.read(upgrades::ORIGINS), None);
     assert!(r.record().files.is_empty());
@@ -329,8 +333,8 @@ fn disable_subsystem_reverts_exactly_what_was_written() {
 
     let mut fx = Counting::default();
     let st = r.apply(&section(r#"{"disable_subsystem": true}"#), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Reverted);
-    assert_eq!(state(&st, Setting::Upgrades), State::Reverted);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Reverted);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Reverted);
     assert_eq!(r.read(journald::DROPIN), None);
     assert_eq!(r.read(upgrades::PERIODIC), None);
     assert_eq!(fx.runs.len(), 1, "journald restarted once: {:?}", fx.runs);
@@ -349,14 +353,14 @@ fn disable_subsystem_reverts_exactly_what_was_written() {
         r.read("/etc/apt/apt.conf.d/20auto-upgrades").as_deref(),
         Some(DISTRO_AUTO)
     );
-    assert_eq!(r.record(), record::Record::default());
+    assert_eq!(r.record(), record::WrittenFiles::default());
     assert_eq!(fx.removes.len(), 2, "{:?}", fx.removes);
 
     // Disabled again: nothing to do at all.
     let mut again = Counting::default();
     let st = r.apply(&section(r#"{"disable_subsystem": true}"#), &mut again);
     assert!(again.writes.is_empty() && again.removes.is_empty() && again.runs.is_empty());
-    assert_eq!(state(&st, Setting::Logging), State::Unchanged);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Unchanged);
 }
 
 #[test]
@@ -370,7 +374,7 @@ fn a_file_at_our_name_that_the_agent_did_not_write_is_never_removed() {
         Some("[Journal]\nSystemMaxUse=1G\n")
     );
     assert!(fx.removes.is_empty() && fx.runs.is_empty() && fx.writes.is_empty());
-    assert_eq!(state(&st, Setting::Logging), State::Unchanged);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Unchanged);
     assert!(st.get(Setting::Logging).unwrap().warnings[0].contains("not written by the agent"));
 }
 
@@ -381,7 +385,7 @@ fn a_file_someone_deleted_is_forgotten_and_journald_restarted() {
     fs::remove_file(r.path(journald::DROPIN)).unwrap();
     let mut fx = Counting::default();
     let st = r.apply(&section(r#"{"disable_subsystem": true}"#), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Reverted);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Reverted);
     assert_eq!(fx.runs.len(), 1, "journald still ran with the old limits");
     assert!(r.record().files.is_empty());
 }
@@ -402,7 +406,7 @@ fn unattended_upgrades_missing_is_unsupported_and_nothing_is_written() {
     assert!(fx.writes.is_empty() && fx.runs.is_empty());
     // `none` only needs apt: switching runs off is meaningful without the package.
     let st = r.apply(&upgrades_type("none"), &mut Counting::default());
-    assert_eq!(state(&st, Setting::Upgrades), State::Applied);
+    assert_eq!(state(&st, Setting::Upgrades), SettingState::Applied);
 }
 
 #[test]
@@ -450,7 +454,9 @@ fn a_failed_restart_is_reported_and_retried_on_the_next_apply() {
     };
     let st = r.apply(&logging("64M", "16M"), &mut fx);
     match state(&st, Setting::Logging) {
-        State::Failed(reason) => assert!(reason.contains("journald restart failed"), "{reason}"),
+        SettingState::Failed(reason) => {
+            assert!(reason.contains("journald restart failed"), "{reason}")
+        }
         other => panic!("expected failed, got {other}"),
     }
     assert!(r.record().journald_restart_pending);
@@ -458,7 +464,7 @@ fn a_failed_restart_is_reported_and_retried_on_the_next_apply() {
 
     let mut fx = Counting::default();
     let st = r.apply(&logging("64M", "16M"), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert_eq!(fx.runs.len(), 1);
     assert_eq!(fx.writes.len(), 1, "only the record: {:?}", fx.writes);
     assert!(!r.record().journald_restart_pending);
@@ -471,7 +477,7 @@ fn a_crash_before_the_record_was_written_is_recovered() {
     r.put(journald::DROPIN, JOURNALD_64_16);
     let mut fx = Counting::default();
     let st = r.apply(&logging("64M", "16M"), &mut fx);
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert_eq!(fx.writes, [r.path(record::RECORD_PATH)]);
     assert_eq!(fx.runs.len(), 1, "journald may not have read it yet");
     assert_eq!(
@@ -489,7 +495,7 @@ fn a_record_that_cannot_be_written_fails_the_setting() {
     };
     let st = r.apply(&upgrades_type("all"), &mut fx);
     match state(&st, Setting::Upgrades) {
-        State::Failed(reason) => assert!(reason.contains("record"), "{reason}"),
+        SettingState::Failed(reason) => assert!(reason.contains("record"), "{reason}"),
         other => panic!("expected failed, got {other}"),
     }
 }
@@ -506,7 +512,7 @@ fn a_corrupt_record_counts_as_empty() {
         &facts,
         &mut Counting::default(),
     );
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert_eq!(r.record().files.len(), 1);
 }
 
@@ -518,7 +524,7 @@ fn under_a_root_other_than_slash_nothing_is_restarted() {
     let mut fx = Counting::default();
     let st = apply(&logging("64M", "16M"), &r.paths, &facts, &mut fx);
     assert!(fx.runs.is_empty());
-    assert_eq!(state(&st, Setting::Logging), State::Applied);
+    assert_eq!(state(&st, Setting::Logging), SettingState::Applied);
     assert!(
         st.services[0].contains("not restarted under --root"),
         "{:?}",
