@@ -913,7 +913,9 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
         at.offline_timeout_secs = a.uint("offline_timeout_secs", r);
         at.user_idle_timeout_secs = a.uint("user_idle_timeout_secs", r);
         at.retry_networks_secs = a.uint("retry_networks_secs", r);
-        if let Some(url) = a.string("check_url", false, r) {
+        // "" means "not set" (the built-in internet check), as the schema and the shipped
+        // defaults file have it.
+        if let Some(url) = a.string("check_url", false, r).filter(|u| !u.is_empty()) {
             if let Err(e) = check_url(&url) {
                 r.error(&a.at("check_url"), e);
             }

@@ -19,6 +19,7 @@ mod logqueue_secrets;
 mod probation;
 mod provisioning_portal;
 mod server;
+mod shipped_files;
 mod server_app;
 mod state_files;
 mod supervisor;

@@ -1,0 +1,41 @@
+//! Every file the project ships is accepted by the code that reads it on a device: the
+//! manufacturer defaults that Yocto, Buildroot and install.sh install as
+//! `/etc/svc-defaults.json` (a rejected file is ignored by the daemon, so the machine would
+//! run without its manufacturer settings), and every example config.
+use std::path::Path;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+#[test]
+fn the_shipped_manufacturer_defaults_load() {
+    let dir = std::env::temp_dir().join(format!("svc-shipped-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    std::fs::copy(
+        Path::new(ROOT).join("dist/svc-defaults.json"),
+        dir.join("etc/svc-defaults.json"),
+    )
+    .unwrap();
+    let paths = svc::paths::Paths::new(&dir);
+    let attrs = svc::provisioning::service::load_defaults(&paths)
+        .unwrap_or_else(|e| panic!("dist/svc-defaults.json is rejected: {e}"));
+    assert_eq!(attrs.hotspot_prefix.as_deref(), Some("svc-setup"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_example_config_is_valid() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(Path::new(ROOT).join("examples")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        if let Err(report) = svc::config::parse_str(&text) {
+            panic!("{} is rejected:\n{report}", p.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 4, "examples read: {seen}");
+}
