@@ -3,6 +3,7 @@
 //! `"api_key": {"id": "...", "key": "..."}` in place of `secret`.
 use crate::paths::Paths;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -64,21 +65,6 @@ impl fmt::Display for CredentialsError {
 
 impl std::error::Error for CredentialsError {}
 
-#[derive(Deserialize)]
-struct FileForm {
-    cloud: CloudForm,
-}
-
-#[derive(Deserialize)]
-struct CloudForm {
-    app_address: String,
-    id: String,
-    #[serde(default)]
-    secret: Option<String>,
-    #[serde(default)]
-    api_key: Option<ApiKey>,
-}
-
 impl Credentials {
     /// Reads and checks the credentials file; every secret in it is registered with the
     /// logger so that it can never appear in a log line.
@@ -98,27 +84,52 @@ impl Credentials {
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Credentials, String> {
-        // serde's messages never quote values, so a secret cannot leak through them.
-        let form: FileForm = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        let c = form.cloud;
-        let secret = match (c.secret, c.api_key) {
+        // serde_json's syntax errors name a position, never the text; its type errors quote
+        // the value ("invalid type: string \"...\""), so shapes are checked by hand below.
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let cloud = v
+            .get("cloud")
+            .and_then(Value::as_object)
+            .ok_or("cloud must be an object")?;
+        // Every string where a secret may stand is registered before any check, so that no
+        // error or log line about a malformed file can carry it.
+        for key in ["secret", "api_key"] {
+            if let Some(v) = cloud.get(key) {
+                register_strings(v);
+            }
+        }
+        let text = |key: &str| match cloud.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(format!("cloud.{key} must be a string")),
+        };
+        let app_address = text("app_address")?.ok_or("cloud.app_address is missing")?;
+        let id = text("id")?.ok_or("cloud.id (the part id) is missing")?;
+        let api_key = match cloud.get("api_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) => match (o.get("id"), o.get("key")) {
+                (Some(Value::String(id)), Some(Value::String(key))) => Some(ApiKey {
+                    id: id.clone(),
+                    key: key.clone(),
+                }),
+                _ => return Err("cloud.api_key needs string members id and key".into()),
+            },
+            Some(_) => return Err("cloud.api_key must be an object with id and key".into()),
+        };
+        let secret = match (text("secret")?, api_key) {
             (Some(s), None) if !s.is_empty() => Secret::PartSecret(s),
             (None, Some(k)) if !k.id.is_empty() && !k.key.is_empty() => Secret::ApiKey(k),
             (Some(_), Some(_)) => return Err("cloud has both secret and api_key; keep one".into()),
             _ => return Err("cloud needs a non-empty secret, or api_key with id and key".into()),
         };
-        match &secret {
-            Secret::PartSecret(s) => crate::logging::register_secret(s),
-            Secret::ApiKey(k) => crate::logging::register_secret(&k.key),
-        }
-        if c.id.is_empty() {
+        if id.is_empty() {
             return Err("cloud.id (the part id) is empty".into());
         }
-        crate::config::validate::check_url(&c.app_address)
+        crate::config::validate::check_url(&app_address)
             .map_err(|e| format!("cloud.app_address: {e}"))?;
         Ok(Credentials {
-            app_address: c.app_address,
-            part_id: c.id,
+            app_address,
+            part_id: id,
             secret,
         })
     }
@@ -131,6 +142,40 @@ impl Credentials {
             Secret::ApiKey(k) => cloud["api_key"] = serde_json::json!({"id": k.id, "key": k.key}),
         }
         serde_json::json!({ "cloud": cloud })
+    }
+}
+
+/// A credentials file that others may read is made 0600 (the agent runs as root and owns
+/// it), and the warning says so: a secret readable by any local user is an open door. The
+/// daemon does this at start; `doctor` only reports.
+pub fn tighten_mode(path: &Path) {
+    let Some(mode) = file_mode(path) else {
+        return;
+    };
+    if mode & 0o077 == 0 {
+        return;
+    }
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        Ok(()) => crate::warn!(
+            "agent",
+            "{} was readable by other users (mode {mode:o}); set to 0600",
+            path.display()
+        ),
+        Err(e) => crate::error!(
+            "agent",
+            "{} is readable by other users (mode {mode:o}) and cannot be made 0600: {e}",
+            path.display()
+        ),
+    }
+}
+
+/// Registers every string inside `v` (at any depth) with the log scrubber.
+fn register_strings(v: &Value) {
+    match v {
+        Value::String(s) => crate::logging::register_secret(s),
+        Value::Array(a) => a.iter().for_each(register_strings),
+        Value::Object(o) => o.values().for_each(register_strings),
+        _ => {}
     }
 }
 
@@ -179,9 +224,61 @@ mod tests {
                 "both",
             ),
             ("not json", "expected"),
+            (r#"{"cloud": []}"#, "cloud must be an object"),
         ] {
             let e = Credentials::parse(text.as_bytes()).unwrap_err();
             assert!(e.contains(why), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_malformed_file_never_puts_a_secret_in_the_error_or_the_logs() {
+        // Wrong shapes that serde would quote in its message ("invalid type: string ...").
+        for (text, secret) in [
+            (
+                r#"{"cloud": {"app_address": "https://a", "id": "p", "api_key": "sk-live-0123456789"}}"#,
+                "sk-live-0123456789",
+            ),
+            (
+                r#"{"cloud": {"app_address": "https://a", "id": "p", "api_key": {"id": "k", "key": 5}, "secret": "part-secret-9876"}}"#,
+                "part-secret-9876",
+            ),
+            (
+                r#"{"cloud": {"app_address": "https://a", "id": ["p"], "secret": "other-secret-5555"}}"#,
+                "other-secret-5555",
+            ),
+            (
+                r#"{"cloud": {"app_address": 7, "id": "p", "api_key": {"id": "k", "key": ["nested-key-4444"]}}}"#,
+                "nested-key-4444",
+            ),
+        ] {
+            let e = Credentials::parse(text.as_bytes()).unwrap_err();
+            assert!(
+                !e.contains(secret),
+                "{text}: the error carries the secret: {e}"
+            );
+            assert_eq!(
+                crate::logging::scrub(&format!("line {secret}")),
+                "line ***",
+                "{text}: the secret is not registered with the log scrubber"
+            );
+        }
+    }
+
+    #[test]
+    fn a_credentials_file_others_can_read_is_made_0600() {
+        let dir = std::env::temp_dir().join(format!("svc-creds-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("svc.json");
+        std::fs::write(
+            &p,
+            br#"{"cloud": {"app_address": "https://a.example", "id": "p", "secret": "s3cret-mode"}}"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        tighten_mode(&p);
+        assert_eq!(file_mode(&p), Some(0o600));
+        assert!(Credentials::load_file(&p).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

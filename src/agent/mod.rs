@@ -533,6 +533,7 @@ pub fn run(paths: Paths) -> i32 {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
+    crate::credentials::tighten_mode(&paths.credentials());
     let shipping_transport = crate::credentials::Credentials::load(&paths)
         .ok()
         .and_then(|c| protocol::connect(&c).ok());
