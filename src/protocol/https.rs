@@ -95,6 +95,15 @@ fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
     let status = resp.status_code;
     let headers = resp.headers.clone();
     let mut body = Vec::new();
+    if bodiless(status) {
+        // No body follows (RFC 9110 §6.4.1), and a keep-alive server does not close the
+        // connection: reading to EOF would wait for the request timeout.
+        return Ok(Answer {
+            status,
+            headers,
+            body,
+        });
+    }
     resp.take(MAX_ANSWER_BYTES + 1)
         .read_to_end(&mut body)
         .map_err(|e| ProtocolError::Network(format!("reading the answer: {e}")))?;
@@ -108,6 +117,11 @@ fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
         headers,
         body,
     })
+}
+
+/// Statuses whose answers never carry a body: 1xx, 204 No Content, 304 Not Modified.
+fn bodiless(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
 }
 
 fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {

@@ -38,6 +38,26 @@ mod tests {
         format!("http://{addr}/check")
     }
 
+    /// A `204` with no length and the connection kept open, as keep-alive servers answer.
+    fn serve_204_kept_alive() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 1024];
+            let _ = s.read(&mut b);
+            let _ = write!(s, "HTTP/1.1 204 No Content\r\n\r\n");
+            // Hold the connection until the client lets go of it.
+            while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+        });
+        format!("http://{addr}/generate_204")
+    }
+
+    #[test]
+    fn a_204_from_a_keep_alive_server_is_online() {
+        assert!(online(&serve_204_kept_alive(), Duration::from_secs(5)));
+    }
+
     #[test]
     fn real_get_on_loopback() {
         assert!(online(&serve_once("200 OK"), Duration::from_secs(5)));

@@ -14,6 +14,7 @@ mod agent_file;
 mod agent_https;
 mod cli_tools;
 mod config_rules;
+mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
 mod probation;
