@@ -42,6 +42,20 @@ impl DaemonUpdater {
         }
     }
 
+    /// An app reached over https hands out https artifacts only: a `file://` target would
+    /// install whatever local file matches the hash it names, and `http://` would give the
+    /// download away to anyone on the path. A `file://` app (a local directory) may use any.
+    fn check_scheme(&self, url: &str) -> Result<(), String> {
+        match &self.base_url {
+            Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
+                Err(format!(
+                    "artifact URL {url:?} refused: the management app is https, so its artifacts must be https too"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn artifact(&self, name: &str, desired: &Desired) -> Option<Artifact> {
         match desired {
             Desired::Install(t) => Some(Artifact {
@@ -70,6 +84,7 @@ impl Updater for DaemonUpdater {
         let a = self
             .artifact(name, desired)
             .ok_or_else(|| "nothing to install".to_string())?;
+        self.check_scheme(&a.url)?;
         let pinned = a.is_pin().then(|| a.url.clone());
         match self.engine.stage(&a).map_err(|e| e.to_string())? {
             Staging::Ready { version } => Ok(Some(Staged {
@@ -124,6 +139,24 @@ impl Updater for DaemonUpdater {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_https_app_cannot_send_file_or_http_targets() {
+        let p = Paths::new(Path::new("/tmp/svc-scheme-test"));
+        let u = DaemonUpdater::new(p.clone(), Some("https://app.example".into()));
+        for bad in [
+            "file:///etc/passwd",
+            "http://cdn.example/svc-server",
+            "ftp://x/y",
+        ] {
+            let e = u.check_scheme(bad).unwrap_err();
+            assert!(e.contains("must be https"), "{bad}: {e}");
+        }
+        assert!(u.check_scheme(&u.resolve("artifacts/svc-server")).is_ok());
+        assert!(u.check_scheme("https://cdn.example/svc-server").is_ok());
+        let local = DaemonUpdater::new(p, Some("file:///srv/mgmt".into()));
+        assert!(local.check_scheme("file:///srv/mgmt/bin/x").is_ok());
+    }
 
     #[test]
     fn relative_urls_resolve_against_the_app() {

@@ -254,6 +254,8 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
         .value("machine-id")
         .map(str::to_string)
         .unwrap_or_else(|| default_machine_id(&paths));
+    config::env::check_machine_id(&machine_id)
+        .map_err(|e| UsageError(format!("--machine-id: {e}")))?;
     let lookup = |k: &str| std::env::var(k).ok();
     let host = HostEnv {
         lookup: &lookup,
@@ -290,7 +292,7 @@ pub fn default_machine_id(paths: &crate::paths::Paths) -> String {
                 .ok()
                 .map(|s| s.trim().to_string())
         })
-        .filter(|s| !s.is_empty() && !s.contains('/'))
+        .filter(|s| config::env::check_machine_id(s).is_ok())
         .unwrap_or_else(|| "local".into())
 }
 

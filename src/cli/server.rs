@@ -99,10 +99,18 @@ fn parse_options(
         check_interval: secs(&a, "check-interval", 300.0)?,
         watch_interval: secs(&a, "watch-interval", 2.0)?,
         stop_timeout: secs(&a, "stop-timeout", 10.0)?,
-        machine_id: a
+        machine_id: match a
             .value("machine-id")
             .map(str::to_string)
-            .or_else(|| env("SVC_MACHINE_ID").filter(|s| !s.is_empty())),
+            .or_else(|| env("SVC_MACHINE_ID").filter(|s| !s.is_empty()))
+        {
+            Some(id) => {
+                crate::config::env::check_machine_id(&id)
+                    .map_err(|e| UsageError(format!("--machine-id / SVC_MACHINE_ID: {e}")))?;
+                Some(id)
+            }
+            None => None,
+        },
     })
 }
 
@@ -194,5 +202,19 @@ mod tests {
         assert!(parse(&["--config", "a", "--app", "file:///b"], &[]).is_err());
         assert!(parse(&["--config", "a", "--check-interval", "0"], &[]).is_err());
         assert!(parse(&["--config", "a", "extra"], &[]).is_err());
+    }
+
+    #[test]
+    fn a_machine_id_that_climbs_is_a_usage_error() {
+        for (args, env) in [
+            (
+                vec!["--config", "/c.json", "--machine-id", "../../etc"],
+                vec![],
+            ),
+            (vec!["--config", "/c.json"], vec![("SVC_MACHINE_ID", "..")]),
+        ] {
+            let e = parse(&args, &env).unwrap_err();
+            assert!(e.0.contains("machine id"), "{e}");
+        }
     }
 }

@@ -131,6 +131,18 @@ pub fn registry_module_root(svc_home: &Path, module_name: &str, version: &str) -
     svc_home.join("packages").join(module_name).join(version)
 }
 
+/// A machine id names a folder under `module-data/`: the characters of an identifier, and
+/// not `.` or `..` (an id like `../../etc` would put module data anywhere).
+pub fn check_machine_id(id: &str) -> Result<(), String> {
+    if crate::config::validate::is_ident(id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "machine id {id:?} may hold only letters, digits, '.', '_' and '-', and not be . or .. (it names a folder)"
+        ))
+    }
+}
+
 /// `$SVC_HOME/module-data/<machine-id>/<module-name>/`.
 pub fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> PathBuf {
     svc_home

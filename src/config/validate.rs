@@ -340,9 +340,12 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     cfg
 }
 
-/// `[A-Za-z0-9._-]+`: the characters of namespaces, module names and model names.
-fn is_ident(s: &str) -> bool {
+/// `[A-Za-z0-9._-]+` but not `.` or `..`: namespaces, module names and model names, which
+/// also name folders (`SVC_MODULE_DATA`, the registry's `packages/<name>`).
+pub fn is_ident(s: &str) -> bool {
     !s.is_empty()
+        && s != "."
+        && s != ".."
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }

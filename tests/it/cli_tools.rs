@@ -115,6 +115,35 @@ fn validate_effective_fills_every_default() {
 }
 
 #[test]
+fn a_machine_id_that_climbs_out_of_module_data_is_refused() {
+    for bad in ["../../etc", "..", ".", "a/b"] {
+        let o = agent()
+            .args([
+                "module-env",
+                "--config",
+                &example("sensor-and-camera.json"),
+                "--module",
+                "acme_sensors",
+                "--machine-id",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "--machine-id {bad:?}: {}",
+            stdout(&o)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--machine-id"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
 fn module_env_prints_sorted_spec_variables() {
     let o = agent()
         .args([

@@ -142,6 +142,26 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "/modules/0/module_id",
         "<namespace or UUID>:<module name>",
     ),
+    // Names that become folders (SVC_MODULE_DATA, the registry's packages/<name>, removed
+    // recursively) must not climb or stay put.
+    (
+        "/modules/0/name",
+        "\"..\"",
+        "/modules/0/name",
+        "names a folder",
+    ),
+    (
+        "/modules/0/name",
+        "\".\"",
+        "/modules/0/name",
+        "names a folder",
+    ),
+    (
+        "/modules/0/module_id",
+        "\"..:board\"",
+        "/modules/0/module_id",
+        "<namespace or UUID>:<module name>",
+    ),
     (
         "/modules/0/type",
         "\"docker\"",
