@@ -44,6 +44,10 @@ impl HttpsTransport {
             .with_header("Content-Type", "application/json")
             .with_header("User-Agent", concat!("svc-agent/", env!("SVC_VERSION")))
             .with_timeout(timeout_secs())
+            // The one redirect policy for management requests: none is followed. A 3xx is an
+            // answer (an error, retried later); following it would resend the secret and the
+            // body to wherever the Location points, plain http included.
+            .with_follow_redirects(false)
             .with_max_headers_size(64 * 1024)
             .with_max_status_line_length(1024)
             .with_body(body)

@@ -155,10 +155,10 @@ impl Registry {
             return std::fs::read(path)
                 .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")));
         }
-        let resp = minreq::get(url)
-            .with_timeout(30)
-            .send_lazy()
-            .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")))?;
+        let resp = crate::update::download::get_following_redirects(url, |u| {
+            minreq::get(u).with_timeout(30)
+        })
+        .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")))?;
         if resp.status_code != 200 {
             return Err(RegistryError::Unreachable(format!(
                 "{url}: HTTP {}",

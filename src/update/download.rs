@@ -445,13 +445,13 @@ impl Job<'_> {
         conditional: Option<&PinState>,
     ) -> Result<AttemptEnd, Failure> {
         let secs = self.opts.request_timeout.as_secs().max(1);
-        let mut req = minreq::get(url).with_timeout(secs);
         let resuming = self.offset > 0;
+        let mut headers: Vec<(&str, String)> = Vec::new();
         if resuming {
-            req = req.with_header("Range", format!("bytes={}-", self.offset));
+            headers.push(("Range", format!("bytes={}-", self.offset)));
             let v = &self.sidecar.validators;
             if let Some(val) = v.etag.as_ref().or(v.last_modified.as_ref()) {
-                req = req.with_header("If-Range", val.clone());
+                headers.push(("If-Range", val.clone()));
             } else if self.a.sha256.is_none() {
                 // Without a validator or a hash nothing would catch a changed file.
                 self.restart_from_zero()?;
@@ -459,21 +459,23 @@ impl Job<'_> {
             }
         } else if let Some(c) = conditional {
             if let Some(e) = &c.etag {
-                req = req.with_header("If-None-Match", e.clone());
+                headers.push(("If-None-Match", e.clone()));
             }
             if let Some(lm) = &c.last_modified {
-                req = req.with_header("If-Modified-Since", lm.clone());
+                headers.push(("If-Modified-Since", lm.clone()));
             }
         }
-        let mut resp = req
-            .send_lazy()
-            .map_err(|e| Failure::Transient(format!("request failed: {e}"), None))?;
-        if url.starts_with("https://") && resp.url.starts_with("http://") {
-            return Err(Failure::Fatal(UpdateError::UnsupportedUrl(format!(
-                "{url} redirected to plain http {}",
-                resp.url
-            ))));
-        }
+        let mut resp = get_following_redirects(url, |u| {
+            headers
+                .iter()
+                .fold(minreq::get(u).with_timeout(secs), |r, (k, v)| {
+                    r.with_header(*k, v.clone())
+                })
+        })
+        .map_err(|e| match e {
+            HopError::Network(m) => Failure::Transient(m, None),
+            HopError::Refused(m) => Failure::Fatal(UpdateError::UnsupportedUrl(m)),
+        })?;
         let header = |name: &str| -> Option<String> {
             resp.headers
                 .iter()
@@ -638,6 +640,92 @@ fn parse_content_range_start(v: &str) -> Option<u64> {
     rest.split('-').next()?.trim().parse().ok()
 }
 
+/// Redirects a download follows at most.
+const MAX_REDIRECTS: usize = 5;
+
+/// Why a request that follows redirects ended without an answer.
+#[derive(Debug)]
+pub(crate) enum HopError {
+    /// The network failed (worth another attempt).
+    Network(String),
+    /// A redirect the policy refuses (plain http after https, not http(s), too many).
+    Refused(String),
+}
+
+impl std::fmt::Display for HopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HopError::Network(m) | HopError::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Sends `make(url)` and follows redirects hop by hop, by the one redirect policy of GET
+/// requests for artifacts and registry files: at most [`MAX_REDIRECTS`], and never from
+/// https to plain http (the hop is refused before it is made, so nobody on a plain path can
+/// answer in its place). Management requests follow none (`protocol::https`).
+pub(crate) fn get_following_redirects(
+    url: &str,
+    make: impl Fn(&str) -> minreq::Request,
+) -> Result<minreq::ResponseLazy, HopError> {
+    let mut current = url.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let resp = make(&current)
+            .with_follow_redirects(false)
+            .send_lazy()
+            .map_err(|e| HopError::Network(format!("request failed: {e}")))?;
+        if !matches!(resp.status_code, 301 | 302 | 303 | 307 | 308) {
+            return Ok(resp);
+        }
+        let location = resp
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+            .map(|(_, v)| v.trim().to_string())
+            .ok_or_else(|| {
+                HopError::Refused(format!(
+                    "{current} answered {} without a Location",
+                    resp.status_code
+                ))
+            })?;
+        let next = join_location(&current, &location);
+        if url.starts_with("https://") && !next.starts_with("https://") {
+            return Err(HopError::Refused(format!(
+                "{url} redirected to plain http {next}; not followed"
+            )));
+        }
+        if !(next.starts_with("https://") || next.starts_with("http://")) {
+            return Err(HopError::Refused(format!(
+                "{url} redirected to {next}; only http(s) is followed"
+            )));
+        }
+        current = next;
+    }
+    Err(HopError::Refused(format!(
+        "{url}: more than {MAX_REDIRECTS} redirects"
+    )))
+}
+
+/// A Location made absolute against the URL that answered it (RFC 9110 §10.2.2).
+fn join_location(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
+    let origin_end = rest.find('/').unwrap_or(rest.len());
+    let origin = format!("{scheme}://{}", &rest[..origin_end]);
+    if let Some(path) = location.strip_prefix("//") {
+        format!("{scheme}://{path}")
+    } else if location.starts_with('/') {
+        format!("{origin}{location}")
+    } else {
+        let path = &rest[origin_end..];
+        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        let dir = if dir.is_empty() { "/" } else { dir };
+        format!("{origin}{dir}{location}")
+    }
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -645,6 +733,19 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locations_join_like_a_browser() {
+        let b = "https://app.example:8443/a/b/file?x=1";
+        assert_eq!(join_location(b, "https://cdn/x"), "https://cdn/x");
+        assert_eq!(join_location(b, "/root"), "https://app.example:8443/root");
+        assert_eq!(
+            join_location(b, "next"),
+            "https://app.example:8443/a/b/next"
+        );
+        assert_eq!(join_location(b, "//other/p"), "https://other/p");
+        assert_eq!(join_location("https://h", "x"), "https://h/x");
+    }
 
     #[test]
     fn content_range() {

@@ -450,3 +450,64 @@ fn file_urls_work_and_unknown_schemes_do_not() {
     f.updater().update(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".into(), body));
 }
+
+/// Issue 15 item 3: a pinned download redirected https → http → https was accepted (only the
+/// final URL was checked), so anyone on the path of the plain hop could have sent another
+/// file. Redirects are followed hop by hop, and a hop to plain http ends the download
+/// before it is made.
+#[test]
+fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
+    use std::io::{Read, Write};
+    let f = setup("redirect-downgrade");
+    let body = fake_binary(NAME, "9.9.9", "ok", 0);
+    f.server.add("/real", body.clone(), Behavior::Normal);
+    // The plain hop: redirects back to https, and counts who came by.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_url = format!("http://{}/hop", plain.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let (hits, back) = (hits.clone(), f.server.url("/real"));
+        std::thread::spawn(move || {
+            for mut s in plain.incoming().flatten() {
+                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = [0u8; 2048];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 302 Found\r\nLocation: {back}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+    }
+    f.server
+        .add("/pin", Vec::new(), Behavior::Redirect(plain_url.clone()));
+    let mut a = artifact(NAME, "", &f.server.url("/pin"), &body);
+    a.sha256 = None;
+    a.size = None;
+    let err = f.updater().update(&a).unwrap_err();
+    assert!(
+        err.to_string().contains("plain http"),
+        "a downgrade must be named: {err}"
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the plain http hop was contacted"
+    );
+    f.untouched("9.9.9");
+}
+
+/// Redirects that stay on https are followed (a CDN), hop by hop, and the file verifies.
+#[test]
+fn a_download_redirected_within_https_is_followed() {
+    let f = setup("redirect-https");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    f.server.add("/cdn/file", body.clone(), Behavior::Normal);
+    f.server
+        .add("/a", Vec::new(), Behavior::Redirect(f.server.url("/b")));
+    f.server
+        .add("/b", Vec::new(), Behavior::Redirect("/cdn/file".into()));
+    let a = artifact(NAME, "2.0.0", &f.server.url("/a"), &body);
+    f.updater().update(&a).unwrap();
+    assert_eq!(active(&f.paths, NAME), ("2.0.0".to_string(), body));
+}

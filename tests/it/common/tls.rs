@@ -83,6 +83,8 @@ pub enum Behavior {
     /// Every GET is cut after `at` bytes (a link that always drops).
     CutAlwaysAt(u64),
     NotFound,
+    /// `302 Found` to this Location, as a CDN or a misconfigured proxy answers.
+    Redirect(String),
     /// `chunk` bytes every `every`, until the client goes away.
     Trickle {
         chunk: usize,
@@ -237,6 +239,13 @@ fn serve(
     };
     if let Behavior::NotFound = res.behavior {
         return respond_simple(&mut tls, &tcp, "404 Not Found");
+    }
+    if let Behavior::Redirect(to) = &res.behavior {
+        let h = format!(
+            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        tls.write_all(h.as_bytes())?;
+        return finish(&mut tls, &tcp);
     }
     let validators = format!(
         "ETag: {}\r\nLast-Modified: {}\r\n",
