@@ -51,8 +51,17 @@ command -v sha256sum >/dev/null 2>&1 || die "sha256sum is required"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 
-curl -fsSL -o "$TMP/svc-agent" "$RELEASE_URL/svc-agent-$ARCH" || die "download of $RELEASE_URL/svc-agent-$ARCH failed"
-curl -fsSL -o "$TMP/svc-agent.sha256" "$RELEASE_URL/svc-agent-$ARCH.sha256" || die "download of the .sha256 failed"
+# An https release URL is fetched over https only, on every redirect hop too (curl would
+# otherwise follow https -> http); an explicit http:// URL (a lab, a factory LAN) stays on
+# http. Nothing else is fetched.
+case "$RELEASE_URL" in
+https://*) PROTO="=https" ;;
+http://*) PROTO="=http" ;;
+*) die "SVC_RELEASE_URL must start with https:// (or, explicitly, http://)" ;;
+esac
+fetch() { curl -fsSL --proto "$PROTO" --proto-redir "$PROTO" -o "$1" "$2"; }
+fetch "$TMP/svc-agent" "$RELEASE_URL/svc-agent-$ARCH" || die "download of $RELEASE_URL/svc-agent-$ARCH failed"
+fetch "$TMP/svc-agent.sha256" "$RELEASE_URL/svc-agent-$ARCH.sha256" || die "download of the .sha256 failed"
 want=$(cut -d' ' -f1 <"$TMP/svc-agent.sha256")
 got=$(sha256sum "$TMP/svc-agent" | cut -d' ' -f1)
 if [ -z "$want" ] || [ "$want" != "$got" ]; then die "checksum mismatch: expected $want, got $got"; fi
