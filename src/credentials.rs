@@ -134,6 +134,18 @@ impl Credentials {
         })
     }
 
+    /// The headers that say who this machine is, on every request to the app.
+    pub fn identity_headers(&self) -> Vec<(&'static str, String)> {
+        let auth = match &self.secret {
+            Secret::PartSecret(s) => format!("Secret {s}"),
+            Secret::ApiKey(k) => format!("ApiKey {}:{}", k.id, k.key),
+        };
+        vec![
+            ("Authorization", auth),
+            ("X-Svc-Part-Id", self.part_id.clone()),
+        ]
+    }
+
     /// The JSON form of the file.
     pub fn to_json(&self) -> serde_json::Value {
         let mut cloud = serde_json::json!({"app_address": self.app_address, "id": self.part_id});

@@ -78,12 +78,12 @@ pub(crate) fn unix_now() -> u64 {
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
-        let mut app_address = None;
+        let mut app = None;
         let transport = match Credentials::load(&paths) {
             Ok(creds) => match protocol::connect(&creds) {
                 Ok(t) => {
                     info!("agent", "management app: {}", creds.app_address);
-                    app_address = Some(creds.app_address.clone());
+                    app = Some(creds);
                     Some(t)
                 }
                 Err(e) => {
@@ -104,7 +104,8 @@ impl Agent {
                 .is_some_and(|c| c.agent.server.attributes.fast_start),
             std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
         );
-        let server = server::ServerManager::new(&paths).with_app(app_address.as_deref());
+        let server = server::ServerManager::new(&paths)
+            .with_app(app.as_ref().map(|c| c.app_address.as_str()));
         let paths_for_host = paths.clone();
         Agent {
             paths,
@@ -127,9 +128,14 @@ impl Agent {
             reconnected: false,
             subsystems: serde_json::Map::new(),
             // Relative artifact URLs are relative to the app address.
-            updater: app_address.map(|a| {
-                Box::new(updater::DaemonUpdater::new(paths_for_host.clone(), Some(a)))
-                    as Box<dyn updates::Updater>
+            updater: app.map(|c| {
+                Box::new(
+                    updater::DaemonUpdater::new(
+                        paths_for_host.clone(),
+                        Some(c.app_address.clone()),
+                    )
+                    .with_identity(&c),
+                ) as Box<dyn updates::Updater>
             }),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),

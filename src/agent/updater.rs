@@ -6,7 +6,9 @@ use super::updates::{Staged, Updater};
 use crate::paths::Paths;
 use crate::update::activate::linked_version;
 use crate::update::download::PinState;
-use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
+use crate::update::{
+    origin_of, Artifact, Engine, Identity, Staging, UpdateOptions, VersionRecords,
+};
 use std::path::Path;
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
@@ -14,6 +16,8 @@ use std::path::Path;
 pub struct DaemonUpdater {
     pub engine: Engine,
     pub base_url: Option<String>,
+    /// The machine's identity for requests to the app's own origin (relative targets).
+    identity: Option<Identity>,
 }
 
 impl DaemonUpdater {
@@ -21,7 +25,19 @@ impl DaemonUpdater {
         DaemonUpdater {
             engine: Engine::new(paths, UpdateOptions::default()),
             base_url,
+            identity: None,
         }
+    }
+
+    /// Sends `creds`' identity headers with downloads from the app's own origin.
+    pub fn with_identity(mut self, creds: &crate::credentials::Credentials) -> DaemonUpdater {
+        if creds.app_address.starts_with("https://") || creds.app_address.starts_with("http://") {
+            self.identity = Some(Identity {
+                origin: origin_of(&creds.app_address).to_string(),
+                headers: creds.identity_headers(),
+            });
+        }
+        self
     }
 
     /// An artifact URL as the app wrote it, made absolute against the app address.
@@ -65,6 +81,7 @@ impl DaemonUpdater {
                 sha256: t.sha256.clone(),
                 size: t.size,
                 signature: t.signature.clone(),
+                identity: self.identity.clone(),
             }),
             Desired::InstallUrl(u) => Some(Artifact {
                 name: name.to_string(),
@@ -73,6 +90,7 @@ impl DaemonUpdater {
                 sha256: None,
                 size: None,
                 signature: None,
+                identity: self.identity.clone(),
             }),
             Desired::Keep => None,
         }

@@ -1,7 +1,7 @@
 //! The protocol over HTTPS with minreq + rustls. Credentials travel in headers, never in a
 //! URL; TLS is always verified against the system store (`SSL_CERT_FILE` honoured).
 use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
-use crate::credentials::{Credentials, Secret};
+use crate::credentials::Credentials;
 use serde_json::Value;
 use std::io::Read;
 
@@ -34,13 +34,11 @@ impl HttpsTransport {
     }
 
     fn request(&self, path: &str, body: Vec<u8>) -> minreq::Request {
-        let auth = match &self.creds.secret {
-            Secret::PartSecret(s) => format!("Secret {s}"),
-            Secret::ApiKey(k) => format!("ApiKey {}:{}", k.id, k.key),
-        };
-        minreq::post(format!("{}{}", self.base, path))
-            .with_header("Authorization", auth)
-            .with_header("X-Svc-Part-Id", self.creds.part_id.clone())
+        let req = minreq::post(format!("{}{}", self.base, path));
+        self.creds
+            .identity_headers()
+            .into_iter()
+            .fold(req, |r, (k, v)| r.with_header(k, v))
             .with_header("Content-Type", "application/json")
             .with_header("User-Agent", concat!("svc-agent/", env!("SVC_VERSION")))
             .with_timeout(timeout_secs())

@@ -389,6 +389,7 @@ fn download_package(url: &str, part: &Path, size: u64, sha256: &str) -> Result<(
         sha256: Some(sha256.to_string()),
         size: Some(size),
         signature: None,
+        identity: None,
     };
     let opts = download::DownloadOptions::default();
     download::fetch_into(part.to_path_buf(), &a, &opts, None)

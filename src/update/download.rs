@@ -465,12 +465,21 @@ impl Job<'_> {
                 headers.push(("If-Modified-Since", lm.clone()));
             }
         }
+        let identity = self.a.identity.clone();
         let mut resp = get_following_redirects(url, |u| {
-            headers
+            let req = headers
                 .iter()
                 .fold(minreq::get(u).with_timeout(secs), |r, (k, v)| {
                     r.with_header(*k, v.clone())
-                })
+                });
+            // Who we are goes to the app's own origin only, not to a host a redirect names.
+            match &identity {
+                Some(id) if super::origin_of(u) == id.origin => id
+                    .headers
+                    .iter()
+                    .fold(req, |r, (k, v)| r.with_header(*k, v.clone())),
+                _ => req,
+            }
         })
         .map_err(|e| match e {
             HopError::Network(m) => Failure::Transient(m, None),

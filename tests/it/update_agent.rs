@@ -79,6 +79,22 @@ fn a_good_artifact_is_verified_activated_and_run() {
             .unwrap();
     assert_eq!(rec["svc-server"]["current"], env!("CARGO_PKG_VERSION"));
     assert!(sb.log().contains("verified"), "{}", sb.log());
+    // The artifact lives on the app itself: its request carries the machine's identity,
+    // as every request to the app does (docs/protocol.md).
+    let get = srv
+        .state
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .find(|s| s.path == "/artifacts/svc-server")
+        .cloned()
+        .expect("the artifact was requested");
+    assert_eq!(
+        get.header("authorization"),
+        Some("Secret sandbox-secret-123")
+    );
+    assert_eq!(get.header("x-svc-part-id"), Some("part-1"));
     assert!(
         leftovers(&sb).iter().all(|f| !f.ends_with(".part")),
         "{:?}",

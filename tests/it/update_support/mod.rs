@@ -139,6 +139,7 @@ pub fn artifact(name: &str, version: &str, url: &str, body: &[u8]) -> Artifact {
         sha256: Some(sha256_hex(body)),
         size: Some(body.len() as u64),
         signature: None,
+        identity: None,
     }
 }
 
