@@ -19,7 +19,12 @@ STOCK_LIST="${STOCK_LIST:-/usr/share/package-lists/installed-rust.txt}"
 bpo="$(mktemp -d)"
 trap 'rm -rf "$bpo"' EXIT
 mkdir -p "$bpo/lists/partial" "$bpo/archives/partial"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
+# The machine's own Debian mirror (the first URI of its bookworm sources), with the
+# backports suite the stock image took qemu-utils from.
+mirror="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '$1 !~ /security/ { print $1; exit }')"
+[ -n "$mirror" ] || mirror="$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)"
+[ -n "$mirror" ] || fail "no Debian mirror in this machine's apt sources"
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" \
     > "$bpo/sources.list"
 aptbpo=(-o "Dir::Etc::SourceList=$bpo/sources.list" -o Dir::Etc::SourceParts=/dev/null
         -o "Dir::State::Lists=$bpo/lists" -o "Dir::Cache::Archives=$bpo/archives")
