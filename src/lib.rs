@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod credentials;
 pub mod fsutil;
+pub mod http;
 #[macro_use]
 pub mod logging;
 pub mod logqueue;

@@ -3,12 +3,11 @@
 //! decisions into artifacts, stages them on a worker thread and activates them on the loop.
 use super::policy::Desired;
 use super::updates::{Staged, Updater};
+use crate::http::{origin_of, Identity};
 use crate::paths::Paths;
 use crate::update::activate::linked_version;
 use crate::update::download::PinState;
-use crate::update::{
-    origin_of, Artifact, Engine, Identity, Staging, UpdateOptions, VersionRecords,
-};
+use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
 use std::path::Path;
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).

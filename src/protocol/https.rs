@@ -1,9 +1,10 @@
-//! The protocol over HTTPS with minreq + rustls. Credentials travel in headers, never in a
-//! URL; TLS is always verified against the system store (`SSL_CERT_FILE` honoured).
+//! The protocol over HTTPS, through the one HTTP client (`crate::http`). Credentials travel
+//! in headers, never in a URL; TLS is always verified against the system store
+//! (`SSL_CERT_FILE` honoured).
 use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
 use crate::credentials::Credentials;
+use crate::http;
 use serde_json::Value;
-use std::io::Read;
 
 /// Seconds a request may take in all (connect, TLS, send, answer); `SVC_AGENT_HTTP_TIMEOUT_SECS`
 /// overrides it (slow satellite links, tests).
@@ -33,22 +34,17 @@ impl HttpsTransport {
         }
     }
 
-    fn request(&self, path: &str, body: Vec<u8>) -> minreq::Request {
-        let req = minreq::post(format!("{}{}", self.base, path));
-        self.creds
-            .identity_headers()
-            .into_iter()
-            .fold(req, |r, (k, v)| r.with_header(k, v))
-            .with_header("Content-Type", "application/json")
-            .with_header("User-Agent", concat!("svc-agent/", env!("SVC_VERSION")))
-            .with_timeout(timeout_secs())
-            // The one redirect policy for management requests: none is followed. A 3xx is an
-            // answer (an error, retried later); following it would resend the secret and the
-            // body to wherever the Location points, plain http included.
-            .with_follow_redirects(false)
-            .with_max_headers_size(64 * 1024)
-            .with_max_status_line_length(1024)
-            .with_body(body)
+    /// A management request: the machine's identity on it, and by the one redirect policy
+    /// for management requests none is followed (a 3xx is an answer, retried later;
+    /// following it would resend the secret and the body to wherever it points).
+    fn request(&self, path: &str, body: Vec<u8>) -> http::Request {
+        let identity = http::Identity {
+            origin: http::origin_of(&self.base).to_string(),
+            headers: self.creds.identity_headers(),
+        };
+        http::post(&format!("{}{}", self.base, path), body, timeout_secs())
+            .header("Content-Type", "application/json")
+            .identity(Some(identity))
     }
 }
 
@@ -59,31 +55,6 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn network_error(e: minreq::Error) -> ProtocolError {
-    let text = e.to_string();
-    let hint = if text.contains("NotValidYet") || text.contains("Expired") {
-        clock_hint()
-    } else {
-        String::new()
-    };
-    ProtocolError::Network(format!("{text}{hint}"))
-}
-
-/// A board without a battery-backed clock boots in 1970, and every certificate then looks
-/// invalid: say so rather than blame TLS.
-fn clock_hint() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let built: u64 = env!("SVC_BUILD_EPOCH").parse().unwrap_or(0);
-    if now < built {
-        " (the system clock is before this agent's build date: waiting for time sync would fix this)".into()
-    } else {
-        String::new()
-    }
-}
-
 /// Status, headers and body of one answer.
 struct Answer {
     status: u16,
@@ -92,28 +63,11 @@ struct Answer {
 }
 
 /// Sends a request and reads at most `MAX_ANSWER_BYTES` of the answer.
-fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
-    let resp = req.send_lazy().map_err(network_error)?;
-    let status = resp.status_code;
-    let headers = resp.headers.clone();
-    let mut body = Vec::new();
-    if bodiless(status) {
-        // No body follows (RFC 9110 §6.4.1), and a keep-alive server does not close the
-        // connection: reading to EOF would wait for the request timeout.
-        return Ok(Answer {
-            status,
-            headers,
-            body,
-        });
-    }
-    resp.take(MAX_ANSWER_BYTES + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| ProtocolError::Network(format!("reading the answer: {e}")))?;
-    if body.len() as u64 > MAX_ANSWER_BYTES {
-        return Err(ProtocolError::BadAnswer(format!(
-            "the answer is larger than {MAX_ANSWER_BYTES} bytes"
-        )));
-    }
+fn exchange(req: http::Request) -> Result<Answer, ProtocolError> {
+    let resp = req.send().map_err(answer_error)?;
+    let status = resp.status();
+    let headers = resp.headers().to_vec();
+    let body = resp.read_body(MAX_ANSWER_BYTES).map_err(answer_error)?;
     Ok(Answer {
         status,
         headers,
@@ -121,9 +75,11 @@ fn exchange(req: minreq::Request) -> Result<Answer, ProtocolError> {
     })
 }
 
-/// Statuses whose answers never carry a body: 1xx, 204 No Content, 304 Not Modified.
-fn bodiless(status: u16) -> bool {
-    (100..200).contains(&status) || status == 204 || status == 304
+fn answer_error(e: http::HttpError) -> ProtocolError {
+    match e {
+        http::HttpError::TooLarge(_) => ProtocolError::BadAnswer(e.to_string()),
+        e => ProtocolError::Network(e.to_string()),
+    }
 }
 
 fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {
@@ -147,7 +103,7 @@ impl Transport for HttpsTransport {
         let sent = body.len() as u64;
         let mut req = self.request("/api/v1/agent/poll", body);
         if let Some(tag) = etag {
-            req = req.with_header("If-None-Match", tag);
+            req = req.header("If-None-Match", tag);
         }
         let a = exchange(req)?;
         let header_bytes: u64 = a

@@ -7,7 +7,6 @@ use semver::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component as PathPart, Path, PathBuf};
 use std::process::Command;
@@ -155,23 +154,25 @@ impl Registry {
             return std::fs::read(path)
                 .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")));
         }
-        let resp = crate::update::download::get_following_redirects(url, |u| {
-            minreq::get(u).with_timeout(30)
-        })
-        .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")))?;
-        if resp.status_code != 200 {
+        let unreachable = |e: crate::http::HttpError| match e {
+            crate::http::HttpError::TooLarge(_) => {
+                RegistryError::BadIndex(format!("{url} is too large"))
+            }
+            e => RegistryError::Unreachable(format!("{url}: {e}")),
+        };
+        let resp = crate::http::get(url, 30)
+            .follow_redirects()
+            .send()
+            .map_err(unreachable)?;
+        if resp.status() != 200 {
             return Err(RegistryError::Unreachable(format!(
                 "{url}: HTTP {}",
-                resp.status_code
+                resp.status()
             )));
         }
-        let mut body = Vec::new();
-        std::io::Read::take(resp, MAX_INDEX_BYTES as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| RegistryError::Unreachable(format!("{url}: {e}")))?;
-        if body.len() > MAX_INDEX_BYTES {
-            return Err(RegistryError::BadIndex(format!("{url} is too large")));
-        }
+        let body = resp
+            .read_body(MAX_INDEX_BYTES as u64)
+            .map_err(unreachable)?;
         Ok(body)
     }
 

@@ -6,8 +6,10 @@
 //!   (ETag or Last-Modified). A later attempt, in this process or after a restart, resumes
 //!   with `Range: bytes=<part length>-` and `If-Range: <validator>`; a `200` reply means the
 //!   file changed or ranges are unsupported, and the download restarts from zero.
-//! - Limits: the announced size (abort when exceeded), free space (statvfs) before starting,
-//!   a per-request deadline, and a bounded number of attempts that made no progress.
+//! - Limits: the announced size (abort when exceeded), free space (statvfs) before starting
+//!   and every MiB on the way (a full disk ends the download and frees its bytes: it is not a
+//!   network error to retry), a per-request deadline, and a bounded number of attempts that
+//!   made no progress.
 //! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -17,9 +19,12 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::{crash_point, io_err, Artifact, UpdateError, SUB};
+use crate::http::HttpError;
 use crate::paths::Paths;
 
 const CHUNK: usize = 64 * 1024;
+/// Bytes between two reads of the cache's free space while downloading.
+const SPACE_CHECK_EVERY: u64 = 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct DownloadOptions {
@@ -176,6 +181,8 @@ struct Job<'a> {
     last_log: Instant,
     bytes_at_last_log: u64,
     half_passed: bool,
+    /// Bytes written since free space was last read.
+    unchecked: u64,
 }
 
 enum Failure {
@@ -258,6 +265,8 @@ pub fn fetch_into(
         last_log: Instant::now(),
         bytes_at_last_log: 0,
         half_passed: false,
+        // The first chunk reads the free space.
+        unchecked: SPACE_CHECK_EVERY,
     };
     if offset > 0 {
         job.rehash_existing(offset)?;
@@ -465,33 +474,18 @@ impl Job<'_> {
                 headers.push(("If-Modified-Since", lm.clone()));
             }
         }
-        let identity = self.a.identity.clone();
-        let mut resp = get_following_redirects(url, |u| {
-            let req = headers
-                .iter()
-                .fold(minreq::get(u).with_timeout(secs), |r, (k, v)| {
-                    r.with_header(*k, v.clone())
-                });
-            // Who we are goes to the app's own origin only, not to a host a redirect names.
-            match &identity {
-                Some(id) if super::origin_of(u) == id.origin => id
-                    .headers
-                    .iter()
-                    .fold(req, |r, (k, v)| r.with_header(*k, v.clone())),
-                _ => req,
-            }
-        })
-        .map_err(|e| match e {
-            HopError::Network(m) => Failure::Transient(m, None),
-            HopError::Refused(m) => Failure::Fatal(UpdateError::UnsupportedUrl(m)),
+        let req = headers.into_iter().fold(
+            crate::http::get(url, secs)
+                .follow_redirects()
+                .identity(self.a.identity.clone()),
+            |r, (k, v)| r.header(k, v),
+        );
+        let mut resp = req.send().map_err(|e| match e {
+            HttpError::Network(m) => Failure::Transient(m, None),
+            refused => Failure::Fatal(UpdateError::UnsupportedUrl(refused.to_string())),
         })?;
-        let header = |name: &str| -> Option<String> {
-            resp.headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
-        };
-        let status = resp.status_code;
+        let header = |name: &str| resp.header(name).map(|v| v.trim().to_string());
+        let status = resp.status();
         let content_length = header("content-length").and_then(|v| v.parse::<u64>().ok());
         let validators = Validators {
             etag: header("etag"),
@@ -552,7 +546,7 @@ impl Job<'_> {
             }
             408 | 429 | 500..=599 => {
                 return Err(Failure::Transient(
-                    format!("HTTP {status} {}", resp.reason_phrase),
+                    format!("HTTP {status} {}", resp.reason()),
                     retry_after,
                 ))
             }
@@ -560,7 +554,7 @@ impl Job<'_> {
                 return Err(Failure::Fatal(UpdateError::HttpStatus {
                     url: url.to_string(),
                     status,
-                    reason: resp.reason_phrase.clone(),
+                    reason: resp.reason().to_string(),
                 }))
             }
         }
@@ -586,8 +580,9 @@ impl Job<'_> {
         }
     }
 
-    /// Copies `src` to the part file until EOF. `Ok(Some(e))` is a limit violation (fatal),
-    /// `Err` a read or write error.
+    /// Copies `src` to the part file until EOF. `Err` is a read error (the network: worth
+    /// another attempt); `Ok(Some(e))` ends the download for good: a limit, a full disk or
+    /// another write error (retrying would only fill the disk again).
     fn pump(&mut self, src: &mut dyn Read) -> std::io::Result<Option<UpdateError>> {
         let mut buf = vec![0u8; CHUNK];
         self.file.seek(SeekFrom::Start(self.offset))?;
@@ -601,12 +596,44 @@ impl Job<'_> {
             if self.offset + n as u64 > self.limit {
                 return Ok(Some(UpdateError::TooLarge { limit: self.limit }));
             }
-            self.file.write_all(&buf[..n]).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("writing {}: {e}", self.part.display()))
-            })?;
+            if let Some(e) = self.space_check(n as u64) {
+                return Ok(Some(e));
+            }
+            if let Err(e) = self.file.write_all(&buf[..n]) {
+                return Ok(Some(self.write_error(e)));
+            }
             self.hasher.update(&buf[..n]);
             self.offset += n as u64;
             self.progress();
+        }
+    }
+
+    /// Re-reads the free space every [`SPACE_CHECK_EVERY`] bytes: a download whose size
+    /// nobody announced stops while `free_space_margin` is still free, so that the answer
+    /// cache, status and log queue can still be written.
+    fn space_check(&mut self, n: u64) -> Option<UpdateError> {
+        self.unchecked += n;
+        if self.unchecked < SPACE_CHECK_EVERY {
+            return None;
+        }
+        self.unchecked = 0;
+        let needed = self.opts.free_space_margin + SPACE_CHECK_EVERY;
+        match crate::sys::free_bytes(self.part.parent().unwrap_or(Path::new("/"))) {
+            Ok(available) if available < needed => Some(UpdateError::NoSpace { needed, available }),
+            Ok(_) => None,
+            Err(e) => Some(io_err(format!("statvfs {}", self.part.display()))(e)),
+        }
+    }
+
+    fn write_error(&self, e: std::io::Error) -> UpdateError {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            let dir = self.part.parent().unwrap_or(Path::new("/"));
+            UpdateError::NoSpace {
+                needed: self.opts.free_space_margin,
+                available: crate::sys::free_bytes(dir).unwrap_or(0),
+            }
+        } else {
+            io_err(format!("writing {}", self.part.display()))(e)
         }
     }
 
@@ -649,92 +676,6 @@ fn parse_content_range_start(v: &str) -> Option<u64> {
     rest.split('-').next()?.trim().parse().ok()
 }
 
-/// Redirects a download follows at most.
-const MAX_REDIRECTS: usize = 5;
-
-/// Why a request that follows redirects ended without an answer.
-#[derive(Debug)]
-pub(crate) enum HopError {
-    /// The network failed (worth another attempt).
-    Network(String),
-    /// A redirect the policy refuses (plain http after https, not http(s), too many).
-    Refused(String),
-}
-
-impl std::fmt::Display for HopError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HopError::Network(m) | HopError::Refused(m) => f.write_str(m),
-        }
-    }
-}
-
-/// Sends `make(url)` and follows redirects hop by hop, by the one redirect policy of GET
-/// requests for artifacts and registry files: at most [`MAX_REDIRECTS`], and never from
-/// https to plain http (the hop is refused before it is made, so nobody on a plain path can
-/// answer in its place). Management requests follow none (`protocol::https`).
-pub(crate) fn get_following_redirects(
-    url: &str,
-    make: impl Fn(&str) -> minreq::Request,
-) -> Result<minreq::ResponseLazy, HopError> {
-    let mut current = url.to_string();
-    for _ in 0..=MAX_REDIRECTS {
-        let resp = make(&current)
-            .with_follow_redirects(false)
-            .send_lazy()
-            .map_err(|e| HopError::Network(format!("request failed: {e}")))?;
-        if !matches!(resp.status_code, 301 | 302 | 303 | 307 | 308) {
-            return Ok(resp);
-        }
-        let location = resp
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
-            .map(|(_, v)| v.trim().to_string())
-            .ok_or_else(|| {
-                HopError::Refused(format!(
-                    "{current} answered {} without a Location",
-                    resp.status_code
-                ))
-            })?;
-        let next = join_location(&current, &location);
-        if url.starts_with("https://") && !next.starts_with("https://") {
-            return Err(HopError::Refused(format!(
-                "{url} redirected to plain http {next}; not followed"
-            )));
-        }
-        if !(next.starts_with("https://") || next.starts_with("http://")) {
-            return Err(HopError::Refused(format!(
-                "{url} redirected to {next}; only http(s) is followed"
-            )));
-        }
-        current = next;
-    }
-    Err(HopError::Refused(format!(
-        "{url}: more than {MAX_REDIRECTS} redirects"
-    )))
-}
-
-/// A Location made absolute against the URL that answered it (RFC 9110 §10.2.2).
-fn join_location(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_string();
-    }
-    let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
-    let origin_end = rest.find('/').unwrap_or(rest.len());
-    let origin = format!("{scheme}://{}", &rest[..origin_end]);
-    if let Some(path) = location.strip_prefix("//") {
-        format!("{scheme}://{path}")
-    } else if location.starts_with('/') {
-        format!("{origin}{location}")
-    } else {
-        let path = &rest[origin_end..];
-        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
-        let dir = if dir.is_empty() { "/" } else { dir };
-        format!("{origin}{dir}{location}")
-    }
-}
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -742,19 +683,6 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn locations_join_like_a_browser() {
-        let b = "https://app.example:8443/a/b/file?x=1";
-        assert_eq!(join_location(b, "https://cdn/x"), "https://cdn/x");
-        assert_eq!(join_location(b, "/root"), "https://app.example:8443/root");
-        assert_eq!(
-            join_location(b, "next"),
-            "https://app.example:8443/a/b/next"
-        );
-        assert_eq!(join_location(b, "//other/p"), "https://other/p");
-        assert_eq!(join_location("https://h", "x"), "https://h/x");
-    }
 
     #[test]
     fn content_range() {

@@ -52,27 +52,7 @@ pub struct Artifact {
     /// The machine's identity, sent with requests to the app's own origin only (never
     /// serialized, never to another host a redirect names).
     #[serde(skip)]
-    pub identity: Option<Identity>,
-}
-
-/// Identity headers for one origin (`https://host:port`). Debug shows the origin only.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub origin: String,
-    pub headers: Vec<(&'static str, String)>,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Identity({}, headers redacted)", self.origin)
-    }
-}
-
-/// `scheme://host[:port]` of a URL.
-pub fn origin_of(url: &str) -> &str {
-    let after = url.find("://").map_or(0, |i| i + 3);
-    let end = url[after..].find('/').map_or(url.len(), |i| after + i);
-    &url[..end]
+    pub identity: Option<crate::http::Identity>,
 }
 
 impl Artifact {

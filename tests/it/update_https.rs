@@ -309,6 +309,39 @@ fn a_trickle_times_out_after_bounded_attempts() {
 }
 
 #[test]
+fn a_download_without_a_length_that_fills_the_disk_stops_and_gives_the_space_back() {
+    // The whole state folder on a real 24 MiB file system; a pinned URL whose server
+    // announces no size streams over 48 MiB. Before, ENOSPC was retried as a network error and
+    // the full .part kept for resuming, after which nothing else the agent writes fit.
+    let server = HttpsServer::start();
+    let paths = sandbox("enospc");
+    let _fs = SmallFs::mount(paths.root(), "24m");
+    let old_body = install_old(&paths, NAME, "1.0.0");
+    let body = fake_binary(NAME, "2.0.0", "ok", 48 * 1024 * 1024);
+    server.add("/endless", body.clone(), Behavior::NoLength);
+    let mut a = artifact(NAME, "2.0.0", &server.url("/endless"), &body);
+    a.size = None;
+    let opts = test_opts();
+    let margin = opts.download.free_space_margin;
+    let err = Engine::new(paths.clone(), opts).update(&a).unwrap_err();
+    assert!(matches!(err, UpdateError::NoSpace { .. }), "{err}");
+    assert_eq!(
+        server.requests("/endless").len(),
+        1,
+        "a full disk is not a network error to retry"
+    );
+    assert!(
+        no_part(&paths, NAME, "2.0.0"),
+        "the partial download is removed"
+    );
+    assert_untouched(&paths, NAME, "1.0.0", &old_body, "2.0.0");
+    // What the agent writes next still fits.
+    let free = svc::sys::free_bytes(paths.root()).unwrap();
+    assert!(free >= margin, "only {free} bytes left");
+    std::fs::write(paths.state_dir().join("after"), vec![0u8; 512 * 1024]).unwrap();
+}
+
+#[test]
 fn pinned_url_is_checked_conditionally() {
     let f = setup("pin");
     let body = fake_binary(NAME, "9.9.9", "ok", 0);

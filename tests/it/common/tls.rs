@@ -90,6 +90,9 @@ pub enum Behavior {
         chunk: usize,
         every: Duration,
     },
+    /// `200` with no Content-Length: the body ends when the server closes the connection,
+    /// as a streaming endpoint or an old proxy answers.
+    NoLength,
 }
 
 #[derive(Debug, Clone)]
@@ -279,9 +282,12 @@ fn serve(
         }
         None => ("200 OK", 0),
     };
+    let length = match res.behavior {
+        Behavior::NoLength => String::new(),
+        _ => format!("Content-Length: {}\r\n", len - start),
+    };
     let mut h = format!(
-        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\nContent-Length: {}\r\nConnection: close\r\n",
-        len - start
+        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\n{length}Connection: close\r\n"
     );
     if start > 0 {
         h.push_str(&format!(

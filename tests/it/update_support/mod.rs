@@ -210,3 +210,40 @@ pub fn install_vendor_key(paths: &Paths) -> impl Fn(&Artifact) -> String {
         svc::update::verify::base64_encode(&sig)
     }
 }
+
+/// A real small file system: a tmpfs of `size` (mount's syntax, e.g. `8m`) mounted at `dir`,
+/// unmounted when dropped. Mounting needs root, which the test command has.
+pub struct SmallFs(PathBuf);
+
+impl SmallFs {
+    pub fn mount(dir: &Path, size: &str) -> SmallFs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "mounting a {size} tmpfs at {} (needs root)",
+            dir.display()
+        );
+        SmallFs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}

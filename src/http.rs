@@ -1,0 +1,284 @@
+//! The one HTTP client (minreq + rustls, TLS always verified against the system store):
+//! every request the agent and svc-server make goes through here, so that the deadline, the
+//! size caps, the redirect policy and the machine's identity are decided once.
+//!
+//! - Redirects: none by default. A request built with [`Request::follow_redirects`]
+//!   (artifact and registry GETs) follows at most [`MAX_REDIRECTS`], hop by hop, and never
+//!   from https to anything else: the plain hop is refused before it is made.
+//! - Identity: the machine's headers go only to the origin they belong to, never to a host a
+//!   redirect names.
+//! - Caps: the status line and headers are capped here; a body is read with
+//!   [`Response::read_body`] up to a cap the caller names, or streamed (`Read`).
+use std::io::Read;
+
+/// Redirects a request that follows them follows at most.
+pub(crate) const MAX_REDIRECTS: usize = 5;
+const MAX_HEADERS_BYTES: usize = 64 * 1024;
+const MAX_STATUS_LINE: usize = 1024;
+/// Who is asking, on every request.
+pub(crate) const USER_AGENT: &str = concat!("svc-agent/", env!("SVC_VERSION"));
+
+/// Headers that say who this machine is, for one origin (`https://host:port`). Debug shows
+/// the origin only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub origin: String,
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Identity({}, headers redacted)", self.origin)
+    }
+}
+
+/// `scheme://host[:port]` of a URL.
+pub fn origin_of(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after..].find('/').map_or(url.len(), |i| after + i);
+    &url[..end]
+}
+
+/// Why a request ended without an answer, or an answer was not taken.
+#[derive(Debug)]
+pub(crate) enum HttpError {
+    /// The network failed: connect, TLS, a timeout, a cut (worth another attempt).
+    Network(String),
+    /// A redirect the policy refuses (https to anything else, not http(s), too many).
+    Refused(String),
+    /// The body is larger than the caller's cap.
+    TooLarge(u64),
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::Network(m) | HttpError::Refused(m) => f.write_str(m),
+            HttpError::TooLarge(cap) => write!(f, "the answer is larger than {cap} bytes"),
+        }
+    }
+}
+
+/// One request, built and then sent once with [`Request::send`].
+pub(crate) struct Request {
+    post: Option<Vec<u8>>,
+    url: String,
+    headers: Vec<(&'static str, String)>,
+    timeout_secs: u64,
+    follow: bool,
+    identity: Option<Identity>,
+}
+
+/// A GET of `url` with a deadline of `timeout_secs` for the whole exchange.
+pub(crate) fn get(url: &str, timeout_secs: u64) -> Request {
+    Request::new(url, None, timeout_secs)
+}
+
+/// A POST of `body` to `url` with a deadline of `timeout_secs`.
+pub(crate) fn post(url: &str, body: Vec<u8>, timeout_secs: u64) -> Request {
+    Request::new(url, Some(body), timeout_secs)
+}
+
+impl Request {
+    fn new(url: &str, post: Option<Vec<u8>>, timeout_secs: u64) -> Request {
+        Request {
+            post,
+            url: url.to_string(),
+            headers: Vec::new(),
+            timeout_secs: timeout_secs.max(1),
+            follow: false,
+            identity: None,
+        }
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Request {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Follows redirects by the download policy (see the module docs).
+    pub(crate) fn follow_redirects(mut self) -> Request {
+        self.follow = true;
+        self
+    }
+
+    /// Sends `identity`'s headers, to its own origin only.
+    pub(crate) fn identity(mut self, identity: Option<Identity>) -> Request {
+        self.identity = identity;
+        self
+    }
+
+    fn build(&self, url: &str) -> minreq::Request {
+        let base = match &self.post {
+            Some(body) => minreq::post(url).with_body(body.clone()),
+            None => minreq::get(url),
+        };
+        let own = self
+            .identity
+            .iter()
+            .filter(|id| origin_of(url) == id.origin)
+            .flat_map(|id| id.headers.iter());
+        self.headers
+            .iter()
+            .chain(own)
+            .fold(base, |r, (k, v)| r.with_header(*k, v.clone()))
+            .with_header("User-Agent", USER_AGENT)
+            .with_timeout(self.timeout_secs)
+            // Redirects are followed here, hop by hop, or not at all: never by minreq.
+            .with_follow_redirects(false)
+            .with_max_headers_size(MAX_HEADERS_BYTES)
+            .with_max_status_line_length(MAX_STATUS_LINE)
+    }
+
+    pub(crate) fn send(self) -> Result<Response, HttpError> {
+        let mut current = self.url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let lazy = self
+                .build(&current)
+                .send_lazy()
+                .map_err(|e| HttpError::Network(network_text(&e)))?;
+            let resp = Response { lazy };
+            if !self.follow || !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
+                return Ok(resp);
+            }
+            let location = resp.header("location").ok_or_else(|| {
+                HttpError::Refused(format!(
+                    "{current} answered {} without a Location",
+                    resp.status()
+                ))
+            })?;
+            let next = join_location(&current, location.trim());
+            if self.url.starts_with("https://") && !next.starts_with("https://") {
+                return Err(HttpError::Refused(format!(
+                    "{} redirected to plain http {next}; not followed",
+                    self.url
+                )));
+            }
+            if !(next.starts_with("https://") || next.starts_with("http://")) {
+                return Err(HttpError::Refused(format!(
+                    "{} redirected to {next}; only http(s) is followed",
+                    self.url
+                )));
+            }
+            current = next;
+        }
+        Err(HttpError::Refused(format!(
+            "{}: more than {MAX_REDIRECTS} redirects",
+            self.url
+        )))
+    }
+}
+
+/// minreq's error text, with the likely cause named when the clock makes every certificate
+/// look invalid (a board without a battery-backed clock boots in 1970).
+fn network_text(e: &minreq::Error) -> String {
+    let text = format!("request failed: {e}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let built: u64 = env!("SVC_BUILD_EPOCH").parse().unwrap_or(0);
+    if (text.contains("NotValidYet") || text.contains("Expired")) && now < built {
+        format!("{text} (the system clock is before this agent's build date: waiting for time sync would fix this)")
+    } else {
+        text
+    }
+}
+
+/// An answer whose body has not been read yet.
+pub(crate) struct Response {
+    lazy: minreq::ResponseLazy,
+}
+
+impl Response {
+    pub(crate) fn status(&self) -> u16 {
+        self.lazy.status_code
+    }
+
+    pub(crate) fn reason(&self) -> &str {
+        &self.lazy.reason_phrase
+    }
+
+    pub(crate) fn headers(&self) -> &[(String, String)] {
+        &self.lazy.headers
+    }
+
+    /// The first header of that name (names compare without case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.lazy
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The whole body, at most `cap` bytes. 1xx, 204 and 304 answers have none (RFC 9110
+    /// §6.4.1), and a keep-alive server does not close the connection after them: reading
+    /// to EOF would wait for the deadline.
+    pub(crate) fn read_body(self, cap: u64) -> Result<Vec<u8>, HttpError> {
+        let status = self.status();
+        let mut body = Vec::new();
+        if (100..200).contains(&status) || status == 204 || status == 304 {
+            return Ok(body);
+        }
+        self.lazy
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut body)
+            .map_err(|e| HttpError::Network(format!("reading the answer: {e}")))?;
+        if body.len() as u64 > cap {
+            return Err(HttpError::TooLarge(cap));
+        }
+        Ok(body)
+    }
+}
+
+/// The body as a stream (downloads), for the caller to cap.
+impl Read for Response {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.lazy.read(buf)
+    }
+}
+
+/// A Location made absolute against the URL that answered it (RFC 9110 §10.2.2).
+fn join_location(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
+    let origin_end = rest.find('/').unwrap_or(rest.len());
+    let origin = format!("{scheme}://{}", &rest[..origin_end]);
+    if let Some(path) = location.strip_prefix("//") {
+        format!("{scheme}://{path}")
+    } else if location.starts_with('/') {
+        format!("{origin}{location}")
+    } else {
+        let path = &rest[origin_end..];
+        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        let dir = if dir.is_empty() { "/" } else { dir };
+        format!("{origin}{dir}{location}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_join_like_a_browser() {
+        let b = "https://app.example:8443/a/b/file?x=1";
+        assert_eq!(join_location(b, "https://cdn/x"), "https://cdn/x");
+        assert_eq!(join_location(b, "/root"), "https://app.example:8443/root");
+        assert_eq!(
+            join_location(b, "next"),
+            "https://app.example:8443/a/b/next"
+        );
+        assert_eq!(join_location(b, "//other/p"), "https://other/p");
+        assert_eq!(join_location("https://h", "x"), "https://h/x");
+    }
+
+    #[test]
+    fn origins() {
+        assert_eq!(origin_of("https://h:8443/a/b"), "https://h:8443");
+        assert_eq!(origin_of("https://h"), "https://h");
+        assert_eq!(origin_of("http://h/"), "http://h");
+    }
+}
