@@ -87,6 +87,10 @@ impl<B: NetworkBackend> Provisioning<B> {
             offline_timeout: self.settings.offline_timeout_secs,
             user_idle_timeout: self.settings.user_idle_timeout_secs,
             retry_networks: self.settings.retry_networks_secs,
+            hotspot_allowed: super::defaults::hotspot_password_problem(
+                &self.settings.hotspot_password,
+            )
+            .is_none(),
         }
     }
 
@@ -163,8 +167,10 @@ impl<B: NetworkBackend> Provisioning<B> {
             // A retry that found a network moved the state to Online: the hotspot stays down.
             Action::StartHotspot if !matches!(self.state.mode, Mode::Hotspot { .. }) => Ok(()),
             Action::StartHotspot => {
-                if self.settings.hotspot_password.len() < 8 {
-                    crate::error!("provisioning", "hotspot password shorter than 8 characters: hotspot not started (never open)");
+                if let Some(why) =
+                    super::defaults::hotspot_password_problem(&self.settings.hotspot_password)
+                {
+                    crate::error!("provisioning", "hotspot not started: {why}");
                     return;
                 }
                 let p = WifiProfile {
@@ -283,6 +289,31 @@ mod tests {
         p.tick(100);
         assert_eq!(p.status().mode, Mode::Online);
         assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_well_known_hotspot_password_never_brings_a_hotspot_up() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-weak-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The shipped defaults' password, and one that differs only in case.
+        for pw in ["change-me-per-device", "Change-Me-Per-Device", "password"] {
+            let settings = Settings {
+                hotspot_password: pw.into(),
+                ..Default::default()
+            };
+            let log = Fake::default();
+            let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+                .with_probe(Box::new(|_| false));
+            p.tick(1);
+            p.force(2);
+            p.tick(500);
+            let calls = log.0.borrow().clone();
+            assert!(
+                !calls.iter().any(|c| c.contains("svc-hotspot")),
+                "{pw}: {calls:?}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -35,6 +35,12 @@ pub trait PortalActions: Send {
     fn connect(&mut self, net: NetworkInput) -> Result<(), String>;
     /// Steps and their state, in order (for example `("network", "joining home")`).
     fn status(&mut self) -> Vec<(String, String)>;
+    /// Whether this hotspot session may replace existing machine credentials: only when
+    /// provisioning was forced on the device itself (`svc-agent provision --force` or the
+    /// root-only flag file), never because the machine merely lost its network.
+    fn may_replace_credentials(&mut self) -> bool {
+        false
+    }
 }
 
 /// Connections served at once; more wait in the kernel's backlog.
@@ -208,7 +214,6 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
                     return Err((403, "invalid or missing CSRF token".to_string()));
                 }
                 write_credentials(s, get("credentials").unwrap_or_default().as_bytes())
-                    .map_err(|e| (400, e))
             });
             match result {
                 Ok(()) => see_other(conn),
@@ -237,13 +242,15 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
                 );
             }
             let result = if path == "/api/connect" {
-                api_network(&req.body).and_then(|n| connect(s, n))
+                api_network(&req.body)
+                    .and_then(|n| connect(s, n))
+                    .map_err(|e| (400, e))
             } else {
                 write_credentials(s, req.body.as_bytes())
             };
             match result {
                 Ok(()) => respond(conn, 200, "application/json", r#"{"ok":true}"#, &[]),
-                Err(e) => api_error(conn, 400, &e),
+                Err((code, e)) => api_error(conn, code, &e),
             }
         }
         _ => {
@@ -311,15 +318,47 @@ fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
 
 /// The machine credentials pasted in the portal: checked like the agent reads them, then
 /// written atomically with mode 0600. The secret is registered before anything is logged.
-fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), String> {
+///
+/// Anyone who knows the hotspot password reaches this, so: existing credentials are only
+/// replaced when provisioning was forced on the device (the old file is kept as
+/// `svc.json.prev`), and the app must be https (the agent runs what that app sends, as root).
+fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
+    let file = s.paths.credentials();
+    let existing = match std::fs::read(&file) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err((500, format!("reading the current credentials: {e}"))),
+    };
+    if existing.is_some() && !lock(s).may_replace_credentials() {
+        return Err((
+            403,
+            "this machine already has credentials; replacing them needs provisioning forced on \
+             the machine itself (svc-agent provision --force, as root)"
+                .into(),
+        ));
+    }
     if bytes.len() > MAX_CREDENTIALS {
-        return Err(format!("credentials larger than {MAX_CREDENTIALS} bytes"));
+        return Err((
+            400,
+            format!("credentials larger than {MAX_CREDENTIALS} bytes"),
+        ));
     }
     // `parse` registers the secret with the log scrubber before anything can log it.
-    let creds = crate::credentials::Credentials::parse(bytes)?;
-    let text = serde_json::to_vec_pretty(&creds.to_json()).map_err(|e| e.to_string())?;
-    crate::fsutil::atomic_write(&s.paths.credentials(), &text, 0o600)
-        .map_err(|e| format!("writing the credentials: {e}"))?;
+    let creds = crate::credentials::Credentials::parse(bytes).map_err(|e| (400, e))?;
+    if !creds.app_address.starts_with("https://") {
+        return Err((
+            400,
+            "cloud.app_address must be an https:// URL when pasted in the portal".into(),
+        ));
+    }
+    let text = serde_json::to_vec_pretty(&creds.to_json()).map_err(|e| (500, e.to_string()))?;
+    if let Some(old) = existing {
+        let prev = file.with_file_name("svc.json.prev");
+        crate::fsutil::atomic_write(&prev, &old, 0o600)
+            .map_err(|e| (500, format!("keeping the old credentials: {e}")))?;
+    }
+    crate::fsutil::atomic_write(&file, &text, 0o600)
+        .map_err(|e| (500, format!("writing the credentials: {e}")))?;
     crate::info!(
         "provisioning",
         "portal: machine credentials saved (part {})",
@@ -425,6 +464,7 @@ fn respond(
         400 => "Bad Request",
         403 => "Forbidden",
         413 => "Payload Too Large",
+        500 => "Internal Server Error",
         _ => "Service Unavailable",
     };
     let mut head = format!(

@@ -36,8 +36,8 @@ pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
     const PREFIX: &str = "/agent/agent-provisioning/attributes";
     match crate::config::parse_value(&wrapped) {
         Ok((cfg, report)) => {
-            // For example a well-known default hotspot password: the device works, but the
-            // manufacturer should change it.
+            // For example a well-known default hotspot password: the rest of the file
+            // applies, the hotspot stays off (`defaults::hotspot_password_problem`).
             for w in &report.warnings {
                 let at = w.path.strip_prefix(PREFIX).unwrap_or(&w.path);
                 crate::warn!("provisioning", "{}: {at}: {}", p.display(), w.message);
@@ -128,6 +128,7 @@ struct Actions {
     tx: Sender<Msg>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
+    forced: Arc<AtomicBool>,
 }
 
 impl PortalActions for Actions {
@@ -144,6 +145,9 @@ impl PortalActions for Actions {
         let _ = self.tx.send(Msg::Activity);
         self.steps.lock().map(|v| v.clone()).unwrap_or_default()
     }
+    fn may_replace_credentials(&mut self) -> bool {
+        self.forced.load(Ordering::SeqCst)
+    }
 }
 
 /// The running service.
@@ -156,6 +160,8 @@ pub struct Service {
     rx: Receiver<Msg>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
+    /// The state machine's `forced`, for the portal.
+    forced: Arc<AtomicBool>,
     started: Instant,
     last_mode: Option<Mode>,
 }
@@ -192,6 +198,7 @@ impl Service {
             rx,
             visible: Arc::new(Mutex::new(Vec::new())),
             steps: Arc::new(Mutex::new(Vec::new())),
+            forced: Arc::new(AtomicBool::new(false)),
             started: Instant::now(),
             last_mode: None,
         }
@@ -235,6 +242,8 @@ impl Service {
                     Msg::Network(net) => self.join_user_network(net),
                 }
             }
+            self.forced
+                .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();
             let mode = self.driver.status().mode.clone();
             had_hotspot |= matches!(mode, Mode::Hotspot { .. });
@@ -285,11 +294,7 @@ impl Service {
         }
         let addr = format!("{}:{PORTAL_PORT}", super::dns::HOTSPOT_ADDR);
         let Ok(addr) = addr.parse() else { return };
-        let actions = Actions {
-            tx: self.tx.clone(),
-            visible: Arc::clone(&self.visible),
-            steps: Arc::clone(&self.steps),
-        };
+        let actions = self.actions();
         // The address appears when NetworkManager has the hotspot up: retry briefly.
         let mut actions = Some(actions);
         for _ in 0..15 {
@@ -300,16 +305,21 @@ impl Service {
                     return;
                 }
                 Err(_) => {
-                    actions = Some(Actions {
-                        tx: self.tx.clone(),
-                        visible: Arc::clone(&self.visible),
-                        steps: Arc::clone(&self.steps),
-                    });
+                    actions = Some(self.actions());
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }
         }
         crate::error!("provisioning", "portal: cannot listen on {addr}");
+    }
+
+    fn actions(&self) -> Actions {
+        Actions {
+            tx: self.tx.clone(),
+            visible: Arc::clone(&self.visible),
+            steps: Arc::clone(&self.steps),
+            forced: Arc::clone(&self.forced),
+        }
     }
 
     fn stop_portal(&mut self) {
@@ -371,11 +381,8 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
         return 1;
     }
     let settings = defaults::effective(&[&defaults]);
-    if settings.hotspot_password.len() < 8 {
-        crate::error!(
-            "provisioning",
-            "the hotspot password (defaults or config) must have at least 8 characters: the hotspot is never open"
-        );
+    if let Some(why) = defaults::hotspot_password_problem(&settings.hotspot_password) {
+        crate::error!("provisioning", "{why}");
         return 1;
     }
     if let Err(e) = super::dns::install(paths.root()) {

@@ -7,6 +7,9 @@ pub struct Timing {
     pub offline_timeout: u64,
     pub user_idle_timeout: u64,
     pub retry_networks: u64,
+    /// The hotspot password is fit for a hotspot (`defaults::hotspot_password_problem`):
+    /// without one the machine never enters hotspot mode.
+    pub hotspot_allowed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,9 @@ pub struct State {
     /// Last portal request (a phone mid-setup).
     pub last_user: Option<u64>,
     pub configured: bool,
+    /// Provisioning was forced on the device (root): only then may the portal replace
+    /// existing credentials. Ends with the hotspot session.
+    pub forced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +63,7 @@ impl State {
             mode: Mode::Offline { since: now },
             last_user: None,
             configured,
+            forced: false,
         }
     }
 }
@@ -72,7 +79,8 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
         Event::UserActivity => s.last_user = Some(now),
         Event::CredentialsWritten => s.configured = true,
         Event::ForceProvisioning => {
-            if !matches!(s.mode, Mode::Hotspot { .. }) {
+            s.forced = true;
+            if !matches!(s.mode, Mode::Hotspot { .. }) && t.hotspot_allowed {
                 s.mode = Mode::Hotspot {
                     since: now,
                     last_retry: now,
@@ -92,6 +100,7 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
             (Mode::Hotspot { .. }, true) => {
                 acts.push(Action::StopHotspot);
                 s.mode = Mode::Online;
+                s.forced = false;
             }
             (Mode::Hotspot { .. }, false) => {}
             (_, true) => s.mode = Mode::Online,
@@ -100,7 +109,8 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
         },
         Event::Tick => match s.mode {
             Mode::Offline { since } => {
-                if !s.configured || now.saturating_sub(since) >= t.offline_timeout {
+                let due = !s.configured || now.saturating_sub(since) >= t.offline_timeout;
+                if due && t.hotspot_allowed {
                     s.mode = Mode::Hotspot {
                         since: now,
                         last_retry: now,
@@ -146,6 +156,7 @@ mod tests {
         offline_timeout: 120,
         user_idle_timeout: 300,
         retry_networks: 60,
+        hotspot_allowed: true,
     };
 
     #[test]
@@ -156,6 +167,19 @@ mod tests {
         let (s, a) = step(s, Event::Tick, 120, &T);
         assert_eq!(a, vec![Action::StartHotspot]);
         assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn no_hotspot_mode_without_a_fit_password() {
+        let t = Timing {
+            hotspot_allowed: false,
+            ..T
+        };
+        let (s, a) = step(State::new(0, false), Event::Tick, 500, &t);
+        assert!(a.is_empty());
+        let (s, a) = step(s, Event::ForceProvisioning, 501, &t);
+        assert!(a.is_empty());
+        assert!(matches!(s.mode, Mode::Offline { .. }));
     }
 
     #[test]
@@ -197,6 +221,17 @@ mod tests {
         let (s, a) = step(s, Event::ForceProvisioning, 2, &T);
         assert_eq!(a, vec![Action::StartHotspot]);
         assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn only_a_forced_session_may_replace_credentials_and_it_ends_online() {
+        let (s, _) = step(State::new(0, true), Event::Tick, 120, &T);
+        assert!(matches!(s.mode, Mode::Hotspot { .. }));
+        assert!(!s.forced, "a lost network is not a local request");
+        let (s, _) = step(s, Event::ForceProvisioning, 130, &T);
+        assert!(s.forced);
+        let (s, _) = step(s, Event::Connectivity { online: true }, 140, &T);
+        assert!(!s.forced, "the permission ends with the session");
     }
 
     #[test]

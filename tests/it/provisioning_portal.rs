@@ -11,7 +11,7 @@ use svc::provisioning::portal::NetworkInput;
 use svc::provisioning::server::{Portal, PortalActions, Visible};
 
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<Vec<NetworkInput>>>);
+struct Fake(Arc<Mutex<Vec<NetworkInput>>>, bool);
 
 impl PortalActions for Fake {
     fn networks(&mut self) -> Vec<Visible> {
@@ -35,6 +35,9 @@ impl PortalActions for Fake {
             ("hotspot".into(), "up".into()),
             ("network".into(), "waiting".into()),
         ]
+    }
+    fn may_replace_credentials(&mut self) -> bool {
+        self.1
     }
 }
 
@@ -159,6 +162,11 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
         "nothing else was submitted"
     );
 
+    // Invalid credentials are refused with the reason and write nothing.
+    let body = format!("csrf={token}&credentials={}", pct(r#"{"cloud": {}}"#));
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 400);
+    assert!(!dir.join("etc/svc.json").exists());
+
     // Credentials pasted in the portal: written 0600, exactly the pasted content.
     let secret = "portal-s3cret-7d1f";
     let creds = format!(
@@ -177,9 +185,9 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
         written,
         serde_json::from_str::<serde_json::Value>(&creds).unwrap()
     );
-    // Invalid credentials change nothing.
+    // Now configured: a second paste is refused (provisioning was not forced).
     let body = format!("csrf={token}&credentials={}", pct(r#"{"cloud": {}}"#));
-    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 400);
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 403);
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&std::fs::read(&file).unwrap()).unwrap(),
         written
@@ -225,5 +233,106 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
     for s in [psk, secret, "api-pass-9c2e"] {
         assert!(!logs.contains(s), "{s} logged: {logs}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A temp dir with `etc/` and a portal on loopback; `replace` is whether provisioning was
+/// forced on the device.
+fn portal_in(name: &str, replace: bool) -> (std::path::PathBuf, Portal) {
+    let dir = std::env::temp_dir().join(format!("svc-portal-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    let portal = Portal::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Paths::new(&dir),
+        Box::new(Fake(Default::default(), replace)),
+    )
+    .unwrap();
+    (dir, portal)
+}
+
+/// The API token, as any phone on the hotspot gets it.
+fn api_token(addr: std::net::SocketAddr) -> String {
+    let (_, _, status) = http(addr, b"GET /api/status HTTP/1.1\r\n\r\n");
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
+
+const OWN: &str = r#"{"cloud": {"app_address": "https://app.example.com", "id": "p-own", "secret": "own-s3cret-a81c"}}"#;
+
+/// The takeover of issue 15: a configured machine's hotspot is up (it lost its network), a
+/// phone takes the token from /api/status and pastes credentials that point at its own app.
+#[test]
+fn a_phone_cannot_replace_the_credentials_of_a_configured_machine() {
+    let (dir, mut portal) = portal_in("takeover", false);
+    let file = dir.join("etc/svc.json");
+    std::fs::write(&file, OWN).unwrap();
+    let addr = portal.addr();
+    let token = api_token(addr);
+    let with = format!("X-Svc-Token: {token}\r\n");
+    for app in ["http://attacker.example", "https://attacker.example"] {
+        let evil = format!(
+            r#"{{"cloud": {{"app_address": "{app}", "id": "p-evil", "secret": "evil-secret-1"}}}}"#
+        );
+        let (code, _, body) = http(addr, &post("/api/credentials", &evil, &with));
+        assert_eq!(code, 403, "{app}: {body}");
+        assert!(body.contains("--force"), "the refusal says how: {body}");
+        // The form route too.
+        let (_, h, page) = http(addr, b"GET / HTTP/1.1\r\n\r\n");
+        let cookie = header(&h, "set-cookie")
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        let form = format!("csrf={token}&credentials={}", pct(&evil));
+        let (code, _, _) = http(
+            addr,
+            &post("/credentials", &form, &format!("Cookie: {cookie}\r\n")),
+        );
+        assert_eq!(code, 403, "{page}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), OWN, "{app}");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn credentials_from_the_portal_must_name_an_https_app() {
+    let (dir, mut portal) = portal_in("https-only", false);
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    for app in ["http://app.example.com", "file:///tmp/app"] {
+        let creds = format!(
+            r#"{{"cloud": {{"app_address": "{app}", "id": "p-1", "secret": "a-secret-1234"}}}}"#
+        );
+        let (code, _, body) = http(addr, &post("/api/credentials", &creds, &with));
+        assert_eq!(code, 400, "{app}: {body}");
+        assert!(body.contains("https://"), "{body}");
+        assert!(!dir.join("etc/svc.json").exists(), "{app} written");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_forced_session_may_replace_the_credentials_and_keeps_the_old_file() {
+    let (dir, mut portal) = portal_in("forced", true);
+    let file = dir.join("etc/svc.json");
+    std::fs::write(&file, OWN).unwrap();
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    let new = r#"{"cloud": {"app_address": "https://app.example.com", "id": "p-new", "secret": "new-s3cret-77e2"}}"#;
+    let (code, _, body) = http(addr, &post("/api/credentials", new, &with));
+    assert_eq!(code, 200, "{body}");
+    let got: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(got["cloud"]["id"], "p-new");
+    let prev = dir.join("etc/svc.json.prev");
+    assert_eq!(std::fs::read_to_string(&prev).unwrap(), OWN);
+    assert_eq!(
+        std::fs::metadata(&prev).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    portal.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
