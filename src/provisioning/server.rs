@@ -15,7 +15,7 @@
 use super::portal::{self, NetworkInput, ParseError, Request};
 use crate::paths::Paths;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,13 +64,32 @@ struct Shared {
 }
 
 impl Portal {
-    /// Listens on `addr` (the hotspot address, port 80, on a device).
+    /// Listens on `addr` (the hotspot address, port 80, on a device), answering only the
+    /// interface that holds that address and only peers inside its subnet: Linux accepts
+    /// packets for a local address on every interface, so a LAN neighbour routing to the
+    /// hotspot address through the machine would otherwise reach the portal without the
+    /// hotspot password. The address must be on an interface already (the caller retries
+    /// while NetworkManager brings the hotspot up).
     pub fn start(
         addr: SocketAddr,
         paths: Paths,
         actions: Box<dyn PortalActions>,
     ) -> std::io::Result<Portal> {
+        let std::net::IpAddr::V4(ip) = addr.ip() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the portal listens on an IPv4 address",
+            ));
+        };
+        let (ifname, mask) = crate::sys::ipv4_interface(ip)?.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                format!("no interface has the address {ip}"),
+            )
+        })?;
         let listener = TcpListener::bind(addr)?;
+        crate::sys::bind_to_device(std::os::unix::io::AsRawFd::as_raw_fd(&listener), &ifname)?;
+        let subnet = (ip, mask);
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
@@ -82,8 +101,11 @@ impl Portal {
         let stop2 = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("portal".into())
-            .spawn(move || accept_loop(listener, shared, stop2))?;
-        crate::info!("provisioning", "portal listening on http://{addr}/");
+            .spawn(move || accept_loop(listener, shared, stop2, subnet))?;
+        crate::info!(
+            "provisioning",
+            "portal listening on http://{addr}/ (interface {ifname})"
+        );
         Ok(Portal {
             addr,
             stop,
@@ -122,13 +144,33 @@ fn new_token() -> std::io::Result<String> {
 /// hotspot address may be gone when the portal stops (nothing could connect to wake it).
 const ACCEPT_POLL: Duration = Duration::from_millis(50);
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+/// Whether `peer` is inside the subnet `(addr, mask)`.
+fn in_subnet(peer: std::net::IpAddr, (addr, mask): (Ipv4Addr, Ipv4Addr)) -> bool {
+    let peer = match peer {
+        std::net::IpAddr::V4(p) => p,
+        std::net::IpAddr::V6(p) => match p.to_ipv4_mapped() {
+            Some(p) => p,
+            None => return false,
+        },
+    };
+    u32::from(peer) & u32::from(mask) == u32::from(addr) & u32::from(mask)
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    subnet: (Ipv4Addr, Ipv4Addr),
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         crate::error!("provisioning", "portal: {e}");
         return;
     }
     while !stop.load(Ordering::SeqCst) {
         let conn = match listener.accept() {
+            // Second line of defence behind SO_BINDTODEVICE (and for a connection queued
+            // before it was set): only the hotspot's own subnet; others are closed unanswered.
+            Ok((_, peer)) if !in_subnet(peer.ip(), subnet) => continue,
             Ok((conn, _)) => conn,
             Err(_) => {
                 std::thread::sleep(ACCEPT_POLL);
@@ -479,4 +521,23 @@ Cache-Control: no-store\r\nX-Frame-Options: DENY\r\nConnection: close\r\n",
     conn.write_all(head.as_bytes())?;
     conn.write_all(body.as_bytes())?;
     conn.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_outside_the_hotspot_subnet_are_not_served() {
+        let hot = (Ipv4Addr::new(10, 42, 0, 1), Ipv4Addr::new(255, 255, 255, 0));
+        for (peer, ok) in [
+            ("10.42.0.77", true),
+            ("10.42.1.2", false),
+            ("192.168.77.2", false),
+            ("::ffff:10.42.0.9", true),
+            ("fe80::1", false),
+        ] {
+            assert_eq!(in_subnet(peer.parse().unwrap(), hot), ok, "{peer}");
+        }
+    }
 }
