@@ -16,9 +16,9 @@ use super::portal::{self, NetworkInput, ParseError, Request};
 use crate::paths::Paths;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A network the machine can see.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -43,15 +43,20 @@ pub trait PortalActions: Send {
     }
 }
 
-/// Connections served at once; more wait in the kernel's backlog.
+/// Connections served at once. When all are taken, a new connection takes the slot of the
+/// oldest one still reading its request (slow-loris clients cannot lock phones out).
 const MAX_CONNECTIONS: usize = 8;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole request must arrive within this, however it is dribbled (a per-read timeout
+/// alone is reset by every byte).
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest credentials file accepted from the portal.
 const MAX_CREDENTIALS: usize = 4096;
 
 /// A running portal; dropping it (or `stop`) closes the listener.
 pub struct Portal {
     addr: SocketAddr,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -60,7 +65,16 @@ struct Shared {
     paths: Paths,
     token: String,
     actions: Mutex<Box<dyn PortalActions>>,
-    busy: AtomicUsize,
+    slots: Mutex<Vec<Slot>>,
+    next_id: AtomicU64,
+}
+
+/// A connection being served; `reading` (a handle on the socket) while its request is
+/// still arriving, so that it can be cut off for a newer one.
+struct Slot {
+    id: u64,
+    since: Instant,
+    reading: Option<TcpStream>,
 }
 
 impl Portal {
@@ -96,9 +110,11 @@ impl Portal {
             paths,
             token: new_token()?,
             actions: Mutex::new(actions),
-            busy: AtomicUsize::new(0),
+            slots: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
         });
         let stop2 = Arc::clone(&stop);
+        let shared2 = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("portal".into())
             .spawn(move || accept_loop(listener, shared, stop2, subnet))?;
@@ -108,6 +124,7 @@ impl Portal {
         );
         Ok(Portal {
             addr,
+            shared: shared2,
             stop,
             thread: Some(thread),
         })
@@ -115,6 +132,11 @@ impl Portal {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections being served now.
+    pub fn open_connections(&self) -> usize {
+        slots(&self.shared).len()
     }
 
     /// Stops accepting (within `ACCEPT_POLL`) and closes the listener. Connections being
@@ -178,8 +200,8 @@ fn accept_loop(
             }
         };
         let _ = conn.set_nonblocking(false);
-        if shared.busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            shared.busy.fetch_sub(1, Ordering::SeqCst);
+        let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+        if !admit(&shared, id, &conn) {
             let _ = respond(&conn, 503, "text/plain", "busy, try again", &[]);
             continue;
         }
@@ -187,25 +209,86 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name("portal-conn".into())
             .spawn(move || {
-                handle(conn, &s);
-                s.busy.fetch_sub(1, Ordering::SeqCst);
+                handle(conn, &s, id);
+                release(&s, id);
             });
         if spawned.is_err() {
-            shared.busy.fetch_sub(1, Ordering::SeqCst);
+            release(&shared, id);
         }
     }
 }
 
-/// Reads one request (bounded by the parser's limits and a timeout) and answers it.
-fn handle(mut conn: TcpStream, s: &Shared) {
-    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
+fn slots(s: &Shared) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+    s.slots
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Takes a slot for connection `id`; when all are taken, the oldest connection still reading
+/// its request is cut off (shut down: its thread sees the end and leaves) to make room.
+/// False when every slot is answering a complete request (that is short).
+fn admit(s: &Shared, id: u64, conn: &TcpStream) -> bool {
+    let mut v = slots(s);
+    if v.len() >= MAX_CONNECTIONS {
+        let oldest = v
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.reading.is_some())
+            .min_by_key(|(_, c)| c.since)
+            .map(|(i, _)| i);
+        if let Some(i) = oldest {
+            if let Some(c) = v.remove(i).reading {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+    if v.len() >= MAX_CONNECTIONS {
+        return false;
+    }
+    v.push(Slot {
+        id,
+        since: Instant::now(),
+        reading: conn.try_clone().ok(),
+    });
+    true
+}
+
+fn release(s: &Shared, id: u64) {
+    slots(s).retain(|c| c.id != id);
+}
+
+/// The request is in: this connection can no longer be cut off for a newer one.
+fn request_read(s: &Shared, id: u64) {
+    if let Some(c) = slots(s).iter_mut().find(|c| c.id == id) {
+        c.reading = None;
+    }
+}
+
+/// Reads one request (bounded by the parser's limits and an overall deadline) and answers it.
+fn handle(mut conn: TcpStream, s: &Shared, id: u64) {
     let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
+    let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     let req = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = respond(&conn, 408, "text/plain", "request took too long", &[]);
+            return;
+        }
+        let _ = conn.set_read_timeout(Some(left.min(IO_TIMEOUT)));
         match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+            Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
         }
         match portal::parse_request(&buf) {
             Err(ParseError::Incomplete) => continue,
@@ -231,6 +314,7 @@ fn handle(mut conn: TcpStream, s: &Shared) {
             Ok(r) => break r,
         }
     };
+    request_read(s, id);
     let _ = route(&conn, s, &req);
 }
 
@@ -505,6 +589,7 @@ fn respond(
         303 => "See Other",
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         413 => "Payload Too Large",
         500 => "Internal Server Error",
         _ => "Service Unavailable",

@@ -336,3 +336,68 @@ fn a_forced_session_may_replace_the_credentials_and_keeps_the_old_file() {
     portal.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Slow-loris: eight connections that dribble a request held every slot (a per-read timeout
+/// and no overall deadline), and every phone got `503`. Now a new connection takes the slot
+/// of the oldest one still reading its request, and a real client is served.
+#[test]
+fn a_real_client_is_served_while_slow_connections_hold_every_slot() {
+    let (dir, mut portal) = portal_in("loris", false);
+    let addr = portal.addr();
+    let mut loris = Vec::new();
+    for _ in 0..8 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        loris.push(c);
+    }
+    // Wait (a condition, not a time) until the portal holds all eight.
+    for _ in 0..500 {
+        if portal.open_connections() >= 8 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(portal.open_connections(), 8);
+    for round in 0..3 {
+        let (code, _, body) = http(addr, b"GET /api/status HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 200, "round {round}: {body}");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One slow connection is closed at the overall request deadline (10 s), however steadily it
+/// dribbles: before, each byte reset the per-read timeout and the slot was held for ever.
+#[test]
+fn a_dribbling_request_is_cut_off_at_the_deadline() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (dir, mut portal) = portal_in("dribble", false);
+    let mut c = TcpStream::connect(portal.addr()).unwrap();
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut reader = c.try_clone().unwrap();
+    let closed2 = Arc::clone(&closed);
+    let t = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = reader.read_to_end(&mut out);
+        closed2.store(true, Ordering::SeqCst);
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut sent = 0;
+    // 60 bytes at 2 a second is 30 s: three times the deadline.
+    while sent < 60 && !closed.load(Ordering::SeqCst) {
+        if c.write_all(b"X").is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let _ = c.shutdown(std::net::Shutdown::Both);
+    let answer = t.join().unwrap();
+    assert!(sent < 60, "still open after {sent} bytes: {answer}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
