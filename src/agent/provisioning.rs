@@ -39,9 +39,9 @@ impl Runner {
             return json!({"state": "idle", "reason": "no Wi-Fi device managed by NetworkManager"});
         }
         if fetched_online {
-            let mut nm = crate::provisioning::nm::Nmcli {
-                connections_dir: paths.device("/etc/NetworkManager/system-connections"),
-            };
+            let mut nm = crate::provisioning::nm::Nmcli::new(
+                paths.device("/etc/NetworkManager/system-connections"),
+            );
             for p in crate::provisioning::apply_networks(section, true) {
                 match nm.save_wifi(&p) {
                     Ok(()) => crate::info!(

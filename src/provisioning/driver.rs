@@ -19,7 +19,13 @@ pub struct Provisioning<B: NetworkBackend> {
     known: Vec<(i32, String)>,
     /// When roaming last went through the known networks.
     last_roam: Option<u64>,
+    /// Profiles of networks from the portal that worked, oldest first.
+    user_nets: Vec<String>,
 }
+
+/// Networks from the portal kept as profiles (autoconnect at the top priority); a newer one
+/// replaces the oldest, so a flood of submissions cannot pile up profiles.
+pub(crate) const MAX_USER_NETWORKS: usize = 4;
 
 /// How often roaming goes through the known networks again while offline.
 const ROAM_EVERY: u64 = 30;
@@ -38,6 +44,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             hostname: hostname(),
             known: Vec::new(),
             last_roam: None,
+            user_nets: Vec::new(),
         }
         .with_known_from_settings()
     }
@@ -222,14 +229,33 @@ impl<B: NetworkBackend> Provisioning<B> {
             crate::error!("provisioning", "saving network {:?}: {e}", profile.ssid);
             return false;
         }
-        self.add_known(profile.priority, &profile.id);
+        // First among equals: the known networks are tried now (the state machine's
+        // TryNetworks), and the one just entered is tried first. One `up` per submission.
+        self.known.retain(|(_, k)| k != &profile.id);
+        self.known.insert(0, (profile.priority, profile.id.clone()));
         self.event(Event::UserNetwork, now);
-        if let Err(e) = self.backend.up(&profile.id) {
-            crate::warn!("provisioning", "joining {:?}: {e}", profile.ssid);
+        let online = self.state.mode == Mode::Online;
+        self.user_nets.retain(|id| id != &profile.id);
+        if online {
+            self.user_nets.push(profile.id.clone());
+            while self.user_nets.len() > MAX_USER_NETWORKS {
+                let oldest = self.user_nets.remove(0);
+                self.forget(&oldest);
+            }
+        } else {
+            // A network that did not work (a wrong key, out of range) is not kept: it would
+            // autoconnect at the top priority and be retried for ever. The phone can try again.
+            self.forget(&profile.id);
         }
-        let online = (self.probe)(&self.settings);
-        self.event(Event::Connectivity { online }, now);
         online
+    }
+
+    /// Removes a profile from NetworkManager and from the networks tried.
+    fn forget(&mut self, id: &str) {
+        self.known.retain(|(_, k)| k != id);
+        if let Err(e) = self.backend.delete(id) {
+            crate::warn!("provisioning", "removing network {id:?}: {e}");
+        }
     }
 
     pub fn status(&self) -> &State {
@@ -263,6 +289,10 @@ mod tests {
         }
         fn down(&mut self, id: &str) -> Result<(), NmError> {
             self.0.borrow_mut().push(format!("down {id}"));
+            Ok(())
+        }
+        fn delete(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("delete {id}"));
             Ok(())
         }
     }

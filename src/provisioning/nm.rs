@@ -25,6 +25,8 @@ pub trait NetworkBackend {
     fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError>;
     fn up(&mut self, id: &str) -> Result<(), NmError>;
     fn down(&mut self, id: &str) -> Result<(), NmError>;
+    /// Removes the profile (NetworkManager's and its keyfile).
+    fn delete(&mut self, id: &str) -> Result<(), NmError>;
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -129,11 +131,20 @@ pub fn wifi_device_present() -> bool {
 
 pub struct Nmcli {
     pub connections_dir: PathBuf,
+    /// `nmcli`, or a stand-in in tests.
+    pub program: PathBuf,
 }
 
 impl Nmcli {
+    pub fn new(connections_dir: PathBuf) -> Nmcli {
+        Nmcli {
+            connections_dir,
+            program: PathBuf::from("nmcli"),
+        }
+    }
+
     fn run(&self, args: &[&str]) -> Result<(), NmError> {
-        let out = Command::new("nmcli")
+        let out = Command::new(&self.program)
             .args(args)
             .output()
             .map_err(NmError::Io)?;
@@ -161,6 +172,14 @@ impl NetworkBackend for Nmcli {
     }
     fn down(&mut self, id: &str) -> Result<(), NmError> {
         self.run(&["connection", "down", "id", id])
+    }
+    fn delete(&mut self, id: &str) -> Result<(), NmError> {
+        let r = self.run(&["connection", "delete", "id", id]);
+        // NetworkManager removes the file it loaded; a profile it never loaded leaves it.
+        match std::fs::remove_file(self.connections_dir.join(keyfile_name(id))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NmError::Io(e)),
+            _ => r,
+        }
     }
 }
 

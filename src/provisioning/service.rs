@@ -10,9 +10,11 @@ use super::state::Mode;
 use crate::config::model::ProvisioningAttributes;
 use crate::paths::Paths;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+type Probe = Box<dyn FnMut(&Settings) -> bool>;
 
 /// Priority of a network entered in the portal: above configured networks (-999..999 are
 /// the config's range), since the person at the machine chose it just now.
@@ -116,16 +118,17 @@ fn scan() -> Vec<Visible> {
     }
 }
 
-/// What the portal tells the service: a phone is using it (the hotspot must not be cycled
-/// under it), or a network to join.
-enum Msg {
-    Activity,
-    Network(NetworkInput),
-}
+/// A phone is using the portal (the hotspot must not be cycled under it). Bounded: a flood
+/// of requests drops activity marks, which are all alike.
+struct Activity;
+const ACTIVITY_QUEUE: usize = 16;
 
 /// What the portal sees of the service.
 struct Actions {
-    tx: Sender<Msg>,
+    tx: SyncSender<Activity>,
+    /// The one network waiting to be joined: a second submission is refused until the
+    /// first was tried (each try takes the hotspot down and runs nmcli).
+    pending: Arc<Mutex<Option<NetworkInput>>>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
     forced: Arc<AtomicBool>,
@@ -133,16 +136,22 @@ struct Actions {
 
 impl PortalActions for Actions {
     fn networks(&mut self) -> Vec<Visible> {
-        let _ = self.tx.send(Msg::Activity);
+        let _ = self.tx.try_send(Activity);
         self.visible.lock().map(|v| v.clone()).unwrap_or_default()
     }
     fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
-        self.tx
-            .send(Msg::Network(net))
-            .map_err(|_| "provisioning is stopping".to_string())
+        let mut p = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if p.is_some() {
+            return Err("a network is already being tried: wait for the result".into());
+        }
+        *p = Some(net);
+        Ok(())
     }
     fn status(&mut self) -> Vec<(String, String)> {
-        let _ = self.tx.send(Msg::Activity);
+        let _ = self.tx.try_send(Activity);
         self.steps.lock().map(|v| v.clone()).unwrap_or_default()
     }
     fn may_replace_credentials(&mut self) -> bool {
@@ -156,8 +165,9 @@ pub struct Service {
     settings: Settings,
     driver: Provisioning<Nmcli>,
     portal: Option<Portal>,
-    tx: Sender<Msg>,
-    rx: Receiver<Msg>,
+    tx: SyncSender<Activity>,
+    rx: Receiver<Activity>,
+    pending: Arc<Mutex<Option<NetworkInput>>>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
     /// The state machine's `forced`, for the portal.
@@ -174,21 +184,32 @@ impl Service {
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
     ) -> Service {
-        let backend = Nmcli {
-            connections_dir: paths.device("/etc/NetworkManager/system-connections"),
-        };
-        let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
-        if let Some(flag) = app_reachable {
-            driver = driver.with_probe(Box::new(move |s: &Settings| {
+        let backend = Nmcli::new(paths.device("/etc/NetworkManager/system-connections"));
+        let probe: Option<Probe> = app_reachable.map(|flag| -> Probe {
+            Box::new(move |s: &Settings| {
                 if s.check_url.is_empty() {
                     flag.load(Ordering::SeqCst)
                 } else {
                     super::check::online(&s.check_url, Duration::from_secs(10))
                 }
-            }));
+            })
+        });
+        Service::with_backend(paths, settings, backend, probe)
+    }
+
+    /// The service over a given `nmcli` (a stand-in in tests) and connectivity probe.
+    pub(crate) fn with_backend(
+        paths: Paths,
+        settings: Settings,
+        backend: Nmcli,
+        probe: Option<Probe>,
+    ) -> Service {
+        let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
+        if let Some(p) = probe {
+            driver = driver.with_probe(p);
         }
         driver.save_settings_networks();
-        let (tx, rx) = channel();
+        let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         Service {
             paths,
             settings,
@@ -196,6 +217,7 @@ impl Service {
             portal: None,
             tx,
             rx,
+            pending: Arc::new(Mutex::new(None)),
             visible: Arc::new(Mutex::new(Vec::new())),
             steps: Arc::new(Mutex::new(Vec::new())),
             forced: Arc::new(AtomicBool::new(false)),
@@ -233,15 +255,7 @@ impl Service {
                 }
             }
             self.driver.tick(self.now());
-            while let Ok(msg) = self.rx.try_recv() {
-                match msg {
-                    Msg::Activity => {
-                        let now = self.now();
-                        self.driver.event(super::state::Event::UserActivity, now);
-                    }
-                    Msg::Network(net) => self.join_user_network(net),
-                }
-            }
+            self.handle_portal_messages();
             self.forced
                 .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();
@@ -254,6 +268,23 @@ impl Service {
         }
         self.stop_portal();
         self.driver.status().mode == Mode::Online
+    }
+
+    /// What the portal sent since the last tick.
+    fn handle_portal_messages(&mut self) {
+        if self.rx.try_recv().is_ok() {
+            while self.rx.try_recv().is_ok() {}
+            let now = self.now();
+            self.driver.event(super::state::Event::UserActivity, now);
+        }
+        let net = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(net) = net {
+            self.join_user_network(net);
+        }
     }
 
     /// Portal up exactly while the hotspot is; one log line per state change.
@@ -316,6 +347,7 @@ impl Service {
     fn actions(&self) -> Actions {
         Actions {
             tx: self.tx.clone(),
+            pending: Arc::clone(&self.pending),
             visible: Arc::clone(&self.visible),
             steps: Arc::clone(&self.steps),
             forced: Arc::clone(&self.forced),
@@ -406,6 +438,129 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stand-in `nmcli` that logs each call (one line of arguments) and succeeds.
+    fn stand_in_nmcli(dir: &std::path::Path) -> Nmcli {
+        use std::os::unix::fs::PermissionsExt;
+        let prog = dir.join("nmcli");
+        let log = dir.join("nmcli.calls");
+        std::fs::write(
+            &prog,
+            format!("#!/bin/sh\necho \"$*\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut nm = Nmcli::new(dir.join("system-connections"));
+        nm.program = prog;
+        nm
+    }
+
+    fn calls(dir: &std::path::Path, what: &str) -> usize {
+        std::fs::read_to_string(dir.join("nmcli.calls"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(what))
+            .count()
+    }
+
+    fn user_keyfiles(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("system-connections"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("svc-user-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    fn flood_service(name: &str, online: bool) -> (std::path::PathBuf, Service) {
+        let dir = std::env::temp_dir().join(format!("svc-flood-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let nm = stand_in_nmcli(&dir);
+        let svc = Service::with_backend(
+            Paths::new(&dir),
+            settings,
+            nm,
+            Some(Box::new(move |_: &Settings| online)),
+        );
+        (dir, svc)
+    }
+
+    /// ~100 submissions in a few seconds wrote ~100 autoconnect keyfiles at priority 999 and
+    /// ran `nmcli connection up` for each (and for every one of them on each retry after).
+    #[test]
+    fn a_flood_of_network_submissions_is_bounded_and_failed_networks_are_dropped() {
+        let (dir, mut svc) = flood_service("fail", false);
+        let mut portal_side = svc.actions();
+        for round in 0..5 {
+            let accepted = (0..100)
+                .filter(|i| {
+                    portal_side
+                        .connect(NetworkInput {
+                            ssid: format!("net-{round}-{i}"),
+                            psk: "password1".into(),
+                        })
+                        .is_ok()
+                })
+                .count();
+            assert!(accepted <= 1, "round {round}: {accepted} accepted at once");
+            svc.handle_portal_messages();
+        }
+        assert!(
+            calls(&dir, "connection up") <= 5,
+            "{}",
+            calls(&dir, "connection up")
+        );
+        // None of them had internet: none is kept to autoconnect at priority 999.
+        assert_eq!(user_keyfiles(&dir), Vec::<String>::new());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn at_most_a_few_networks_from_the_portal_are_kept() {
+        let (dir, mut svc) = flood_service("keep", true);
+        let mut portal_side = svc.actions();
+        for i in 0..10 {
+            portal_side
+                .connect(NetworkInput {
+                    ssid: format!("home-{i}"),
+                    psk: "password1".into(),
+                })
+                .unwrap();
+            svc.handle_portal_messages();
+        }
+        // The same SSID again replaces its profile.
+        portal_side
+            .connect(NetworkInput {
+                ssid: "home-9".into(),
+                psk: "password2".into(),
+            })
+            .unwrap();
+        svc.handle_portal_messages();
+        let kept = user_keyfiles(&dir);
+        assert_eq!(
+            kept.len(),
+            crate::provisioning::driver::MAX_USER_NETWORKS,
+            "{kept:?}"
+        );
+        assert!(
+            kept.contains(&"svc-user-home-9.nmconnection".to_string()),
+            "{kept:?}"
+        );
+        assert!(
+            !kept.contains(&"svc-user-home-0.nmconnection".to_string()),
+            "{kept:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn scan_output_is_parsed_with_escapes_and_deduplicated() {
