@@ -161,7 +161,8 @@ impl Nmcli {
 
 impl NetworkBackend for Nmcli {
     fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError> {
-        crate::logging::register_secret(&p.psk);
+        // No scrubber registration here: a config's keys were registered when it was
+        // checked, and a key from the portal must not be (see `logging::register_secret`).
         let path: PathBuf = self.connections_dir.join(keyfile_name(&p.id));
         crate::fsutil::atomic_write(&path, keyfile(p).as_bytes(), 0o600).map_err(NmError::Io)?;
         let file: &Path = &path;

@@ -437,7 +437,9 @@ fn api_network(body: &str) -> Result<NetworkInput, String> {
 }
 
 fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
-    crate::logging::register_secret(&net.psk);
+    // The pass key is not registered with the log scrubber: it is never logged (only the
+    // 0600 keyfile holds it), and a registered value from a phone would blank that word in
+    // every later log line.
     crate::info!("provisioning", "portal: network {:?} submitted", net.ssid);
     lock(s).connect(net)
 }
@@ -469,8 +471,9 @@ fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
             format!("credentials larger than {MAX_CREDENTIALS} bytes"),
         ));
     }
-    // `parse` registers the secret with the log scrubber before anything can log it.
-    let creds = crate::credentials::Credentials::parse(bytes).map_err(|e| (400, e))?;
+    // Not registered with the log scrubber until accepted (a phone's rejected input must not
+    // blank words in the logs); the errors never quote the values, and are not logged.
+    let creds = crate::credentials::Credentials::parse_untrusted(bytes).map_err(|e| (400, e))?;
     if !creds.app_address.starts_with("https://") {
         return Err((
             400,
@@ -485,6 +488,7 @@ fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
     }
     crate::fsutil::atomic_write(&file, &text, 0o600)
         .map_err(|e| (500, format!("writing the credentials: {e}")))?;
+    creds.register_secret();
     crate::info!(
         "provisioning",
         "portal: machine credentials saved (part {})",

@@ -401,3 +401,33 @@ fn a_dribbling_request_is_cut_off_at_the_deadline() {
     portal.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Portal input went to the log scrubber, so a phone could blank any word of at least 4
+/// bytes in every later log line (its own address, "credentials", a part id ...). Only the
+/// secret of credentials that were accepted is registered, and only real secret fields.
+#[test]
+fn a_phone_cannot_blank_words_in_the_logs() {
+    let (dir, mut portal) = portal_in("scrub", false);
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    let line = "portal: request from 10.42.0.23 (tamper-word-one, tamper-word-two)";
+    // A network whose pass key is a word of the logs.
+    let net = r#"{"ssid": "home", "psk": "tamper-word-one"}"#;
+    assert_eq!(http(addr, &post("/api/connect", net, &with)).0, 200);
+    // Credentials that are refused, with a string where the key stands.
+    let bad = r#"{"cloud": {"app_address": "https://a.example", "id": "p-1", "api_key": "tamper-word-two"}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", bad, &with)).0, 400);
+    let bad =
+        r#"{"cloud": {"app_address": "http://a.example", "id": "p-1", "secret": "10.42.0.23"}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", bad, &with)).0, 400);
+    assert_eq!(svc::logging::scrub(line), line);
+    // Accepted credentials: the key is a secret now, the key's id is not.
+    let good = r#"{"cloud": {"app_address": "https://a.example", "id": "p-1", "api_key": {"id": "visible-key-id-4", "key": "real-key-0f9e2d"}}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", good, &with)).0, 200);
+    assert_eq!(
+        svc::logging::scrub("visible-key-id-4 real-key-0f9e2d"),
+        "visible-key-id-4 ***"
+    );
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
