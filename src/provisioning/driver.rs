@@ -49,14 +49,14 @@ impl<B: NetworkBackend> Provisioning<B> {
         .with_known_from_settings()
     }
 
-    /// The settings' networks (their profiles are named by SSID, as the daemon saves them).
+    /// The settings' networks (profiles `net-<ssid>`, as the daemon saves them).
     fn with_known_from_settings(mut self) -> Self {
         let nets: Vec<(i32, String)> = self
             .settings
             .networks
             .iter()
             .filter(|n| n.net_type == "wifi")
-            .map(|n| (n.priority, n.ssid.clone()))
+            .map(|n| (n.priority, super::nm::config_id(&n.ssid)))
             .collect();
         for (p, id) in nets {
             self.add_known(p, &id);
@@ -376,7 +376,7 @@ mod tests {
                     .rev()
                     .find(|l| l.starts_with("up "))
                     .map(String::as_str)
-                    == Some("up mid")
+                    == Some("up net-mid")
             }),
         );
         p.tick(1);
@@ -389,7 +389,7 @@ mod tests {
             .collect();
         assert_eq!(
             ups,
-            vec!["up top", "up mid"],
+            vec!["up net-top", "up net-mid"],
             "highest first, stop at internet"
         );
         p.tick(2);

@@ -100,18 +100,30 @@ pub fn keyfile(p: &WifiProfile) -> String {
     k
 }
 
-/// Profile file name: the id reduced to safe characters.
+/// The id of a network entered in the portal.
+pub fn user_id(ssid: &str) -> String {
+    format!("user-{ssid}")
+}
+
+/// The id of a network from a config (or the manufacturer's defaults). Ids of each kind have
+/// their own prefix (`net-`, `user-`, the hotspot's `svc-hotspot`), so no SSID can name
+/// another kind's profile.
+pub fn config_id(ssid: &str) -> String {
+    format!("net-{ssid}")
+}
+
+/// Profile file name: `svc-` and the id with every byte outside `[A-Za-z0-9-]` written as
+/// `_XX` (hex). Injective (`_` only ever starts an escape), so `Lab WiFi` and `Lab.WiFi`
+/// get files of their own, and plain names stay readable (`svc-user-lab-home`).
 pub fn keyfile_name(id: &str) -> String {
-    let s: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut s = String::with_capacity(id.len() + 20);
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' {
+            s.push(char::from(b));
+        } else {
+            s.push_str(&format!("_{b:02X}"));
+        }
+    }
     format!("svc-{s}.nmconnection")
 }
 
@@ -224,6 +236,59 @@ mod tests {
         ] {
             assert!(k.contains(want), "{want}");
         }
-        assert_eq!(keyfile_name("a/../b c"), "svc-a____b_c.nmconnection");
+        assert!(!keyfile_name("a/../b c").contains('/'));
+    }
+
+    /// `Lab WiFi` and `Lab.WiFi` shared one keyfile; a config SSID `svc-hotspot` was the
+    /// hotspot's id and file. Names are injective now, and each kind has its own namespace.
+    #[test]
+    fn keyfile_names_and_ids_never_collide() {
+        use crate::provisioning::driver::HOTSPOT_ID;
+        let ssids = [
+            "Lab WiFi",
+            "Lab.WiFi",
+            "Lab_WiFi",
+            "Lab_20WiFi",
+            "svc-hotspot",
+            "hotspot",
+            "user-home",
+            "home",
+            "net-home",
+            "a/../b",
+            "ä",
+            "_",
+            "-",
+            "a_2Fb",
+            "a/b",
+        ];
+        let mut ids = vec![HOTSPOT_ID.to_string()];
+        for s in ssids {
+            let n = crate::config::model::Network {
+                net_type: "wifi".into(),
+                ssid: s.into(),
+                psk: None,
+                priority: 0,
+                extra: Default::default(),
+            };
+            ids.push(crate::provisioning::client_profile(&n).id);
+            ids.push(user_id(s));
+        }
+        let names: std::collections::HashSet<String> =
+            ids.iter().map(|i| keyfile_name(i)).collect();
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "ids: {ids:?}");
+        assert_eq!(names.len(), ids.len(), "names: {names:?}");
+        for n in &names {
+            let stem = n.strip_suffix(".nmconnection").unwrap();
+            assert!(
+                stem.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            keyfile_name(&user_id("lab-home")),
+            "svc-user-lab-home.nmconnection"
+        );
     }
 }

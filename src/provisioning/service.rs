@@ -365,7 +365,7 @@ impl Service {
     /// way, the network is brought up and checked for internet.
     fn join_user_network(&mut self, net: NetworkInput) {
         let profile = WifiProfile {
-            id: format!("user-{}", net.ssid),
+            id: super::nm::user_id(&net.ssid),
             ssid: net.ssid.clone(),
             psk: net.psk,
             priority: USER_PRIORITY,
