@@ -6,7 +6,7 @@ use super::driver::Provisioning;
 use super::nm::{Nmcli, WifiProfile};
 use super::portal::NetworkInput;
 use super::server::{Portal, PortalActions, Visible};
-use super::state::Mode;
+use super::state::{Mode, NmConnectivity, Observed};
 use crate::config::model::ProvisioningAttributes;
 use crate::paths::Paths;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +61,55 @@ pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
             .collect::<Vec<_>>()
             .join("; ")),
     }
+}
+
+/// Whether the machine is online, for the state machine (`state::is_online` decides; this
+/// gathers what it needs): the check URL if one is configured, NetworkManager's connectivity,
+/// a default route, and whether the daemon's last poll reached the app.
+pub(crate) fn online_probe(
+    app_reachable: Option<Arc<AtomicBool>>,
+    nmcli: std::path::PathBuf,
+) -> Probe {
+    Box::new(move |s: &Settings| {
+        let check_url = (!s.check_url.is_empty())
+            .then(|| super::check::online(&s.check_url, Duration::from_secs(10)));
+        let nm = std::process::Command::new(&nmcli)
+            .args(["-t", "networking", "connectivity"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| NmConnectivity::parse(&String::from_utf8_lossy(&o.stdout)))
+            .unwrap_or(NmConnectivity::Unknown);
+        super::state::is_online(&Observed {
+            check_url,
+            nm,
+            default_route: has_default_route(),
+            app_reachable: app_reachable
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::SeqCst)),
+        })
+    })
+}
+
+/// A default route in the kernel's tables (`/proc/net/route`, `/proc/net/ipv6_route`).
+fn has_default_route() -> bool {
+    let v4 = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let v6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+    default_route_in(&v4, &v6)
+}
+
+/// IPv4: destination and mask 00000000; IPv6: destination ::/0 (not the loopback
+/// interface, which carries the unreachable default of an empty table).
+fn default_route_in(v4: &str, v6: &str) -> bool {
+    let four = v4.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 7 && f[1] == "00000000" && f[7] == "00000000"
+    });
+    let six = v6.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" && f[9] != "lo"
+    });
+    four || six
 }
 
 /// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
@@ -177,24 +226,16 @@ pub struct Service {
 }
 
 impl Service {
-    /// `app_reachable`: the daemon's last poll reached the management app; the internet
-    /// check when no `check_url` is configured (without it, only the check URL counts).
+    /// `app_reachable`: the daemon's last poll reached the management app, one sign of being
+    /// online among others (`online_probe`); its absence alone is never "offline".
     pub fn new(
         paths: Paths,
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
     ) -> Service {
         let backend = Nmcli::new(paths.device("/etc/NetworkManager/system-connections"));
-        let probe: Option<Probe> = app_reachable.map(|flag| -> Probe {
-            Box::new(move |s: &Settings| {
-                if s.check_url.is_empty() {
-                    flag.load(Ordering::SeqCst)
-                } else {
-                    super::check::online(&s.check_url, Duration::from_secs(10))
-                }
-            })
-        });
-        Service::with_backend(paths, settings, backend, probe)
+        let probe = online_probe(app_reachable, backend.program.clone());
+        Service::with_backend(paths, settings, backend, Some(probe))
     }
 
     /// The service over a given `nmcli` (a stand-in in tests) and connectivity probe.
@@ -438,6 +479,57 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_routes_are_read_from_the_kernel_tables() {
+        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n\
+                  wlan0\t00000000\t0100A8C0\t0003\t0\t0\t600\t00000000\n";
+        assert!(default_route_in(v4, ""));
+        let lan_only = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n\
+                        wlan0\t0000A8C0\t00000000\t0001\t0\t0\t600\t00FFFFFF\n";
+        assert!(!default_route_in(lan_only, ""));
+        let lo6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
+        assert!(!default_route_in("", lo6));
+        let wl6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003    wlan0\n";
+        assert!(default_route_in("", wl6));
+    }
+
+    /// The management app is down (its polls fail), the network is up: NetworkManager says
+    /// "full". Before, without check_url, "online" was "the last poll reached the app", so an
+    /// app outage raised the hotspot on every machine of the fleet.
+    #[test]
+    fn an_app_outage_with_the_network_up_is_online() {
+        let dir = std::env::temp_dir().join(format!("svc-outage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(dir.join("etc/svc.json"), "{}").unwrap(); // configured
+        let mut nm = stand_in_nmcli(&dir);
+        std::fs::write(
+            &nm.program,
+            "#!/bin/sh\ncase \"$*\" in *connectivity*) echo full;; esac\n",
+        )
+        .unwrap();
+        let app = Arc::new(AtomicBool::new(false));
+        let probe = online_probe(Some(Arc::clone(&app)), nm.program.clone());
+        nm.connections_dir = dir.join("system-connections");
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = std::cell::RefCell::new(Vec::<String>::new());
+        let mut driver = Provisioning::new(Paths::new(&dir), nm, settings, 0).with_probe(probe);
+        for now in (0..1000).step_by(2) {
+            driver.tick(now);
+            log.borrow_mut().push(format!("{:?}", driver.status().mode));
+        }
+        assert_eq!(
+            driver.status().mode,
+            Mode::Online,
+            "{:?}",
+            log.borrow().last()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A stand-in `nmcli` that logs each call (one line of arguments) and succeeds.
     fn stand_in_nmcli(dir: &std::path::Path) -> Nmcli {

@@ -137,6 +137,57 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
     (s, acts)
 }
 
+/// NetworkManager's own connectivity state (`nmcli networking connectivity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NmConnectivity {
+    Full,
+    Limited,
+    Portal,
+    None,
+    /// Checks disabled or not run yet (or nmcli missing).
+    Unknown,
+}
+
+impl NmConnectivity {
+    pub fn parse(s: &str) -> NmConnectivity {
+        match s.trim() {
+            "full" => NmConnectivity::Full,
+            "limited" => NmConnectivity::Limited,
+            "portal" => NmConnectivity::Portal,
+            "none" => NmConnectivity::None,
+            _ => NmConnectivity::Unknown,
+        }
+    }
+}
+
+/// What the connectivity check saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    /// The configured check URL answered 2xx (`None`: no check URL).
+    pub check_url: Option<bool>,
+    pub nm: NmConnectivity,
+    /// The machine has a default route (IPv4 or IPv6).
+    pub default_route: bool,
+    /// The daemon's last poll reached the management app.
+    pub app_reachable: bool,
+}
+
+/// Online, judged by the network, not by the management app: a configured check URL decides;
+/// without one, NetworkManager's "full", or (its checks disabled) a default route, is online,
+/// and so is an app that answered. An app outage alone never makes the machine offline (it
+/// would raise the hotspot fleet-wide and take single-radio devices off their uplink).
+pub fn is_online(o: &Observed) -> bool {
+    if let Some(ok) = o.check_url {
+        return ok;
+    }
+    o.app_reachable
+        || match o.nm {
+            NmConnectivity::Full => true,
+            NmConnectivity::Unknown => o.default_route,
+            NmConnectivity::Limited | NmConnectivity::Portal | NmConnectivity::None => false,
+        }
+}
+
 /// Roaming order: highest priority first; ties keep config order.
 pub fn roaming_order<T: Clone>(nets: &[(i32, T)]) -> Vec<T> {
     let mut v: Vec<(usize, &(i32, T))> = nets.iter().enumerate().collect();
@@ -232,6 +283,53 @@ mod tests {
         assert!(s.forced);
         let (s, _) = step(s, Event::Connectivity { online: true }, 140, &T);
         assert!(!s.forced, "the permission ends with the session");
+    }
+
+    #[test]
+    fn an_app_outage_with_the_network_up_does_not_raise_the_hotspot() {
+        let app_down = |nm, default_route| Observed {
+            check_url: None,
+            nm,
+            default_route,
+            app_reachable: false,
+        };
+        for up in [
+            app_down(NmConnectivity::Full, true),
+            app_down(NmConnectivity::Unknown, true),
+        ] {
+            let mut s = State::new(0, true);
+            for now in (0..2000).step_by(2) {
+                let (s2, a) = step(
+                    s,
+                    Event::Connectivity {
+                        online: is_online(&up),
+                    },
+                    now,
+                    &T,
+                );
+                assert!(a.is_empty());
+                let (s2, a) = step(s2, Event::Tick, now, &T);
+                assert!(!a.contains(&Action::StartHotspot), "{up:?} at {now}");
+                s = s2;
+            }
+            assert_eq!(s.mode, Mode::Online);
+        }
+        // The network itself down: offline, whatever the app did last.
+        for down in [
+            app_down(NmConnectivity::None, false),
+            app_down(NmConnectivity::Limited, true),
+            app_down(NmConnectivity::Unknown, false),
+        ] {
+            assert!(!is_online(&down), "{down:?}");
+        }
+        // A check URL, when configured, decides.
+        let checked = Observed {
+            check_url: Some(false),
+            ..app_down(NmConnectivity::Full, true)
+        };
+        assert!(!is_online(&checked));
+        assert_eq!(NmConnectivity::parse("full\n"), NmConnectivity::Full);
+        assert_eq!(NmConnectivity::parse(""), NmConnectivity::Unknown);
     }
 
     #[test]
