@@ -42,6 +42,7 @@ lab_check "invalid UTF-8 is refused (400)" test "$(phone --data "csrf=$token&ssi
 lab_check "no CSRF token: refused (403)" test "$(phone --data "ssid=home&psk=password1" http://10.42.0.1/connect)" = 403
 lab_check "a too-short pass key is refused (400)" test "$(phone --data "csrf=$token&ssid=home&psk=short" http://10.42.0.1/connect)" = 400
 lab_check "invalid credentials are refused (400)" test "$(phone --data-urlencode "csrf=$token" --data-urlencode 'credentials={"cloud": {}}' http://10.42.0.1/credentials)" = 400
+lab_check "a plain http:// app address is refused (400)" test "$(phone --data-urlencode "csrf=$token" --data-urlencode 'credentials={"cloud": {"app_address": "http://192.168.200.1:8080", "id": "p", "secret": "lab-secret-1234"}}' http://10.42.0.1/credentials)" = 400
 lab_check "no credentials file was written" test ! -e /etc/svc.json
 lab_check "no network was saved" sh -c '! ls /etc/NetworkManager/system-connections/svc-user-* 2>/dev/null'
 lab_check "the hotspot stayed up" sh -c 'iw dev wlan0 info | grep -q "type AP"'
