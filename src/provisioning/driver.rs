@@ -250,6 +250,20 @@ impl<B: NetworkBackend> Provisioning<B> {
         online
     }
 
+    /// Networks from the portal saved before a restart (oldest first): they count toward
+    /// `MAX_USER_NETWORKS` and are tried like the others.
+    pub(crate) fn adopt_user_networks(&mut self, ids: Vec<(i32, String)>) {
+        for (priority, id) in ids {
+            self.user_nets.retain(|u| u != &id);
+            self.user_nets.push(id.clone());
+            self.add_known(priority, &id);
+        }
+        while self.user_nets.len() > MAX_USER_NETWORKS {
+            let oldest = self.user_nets.remove(0);
+            self.forget(&oldest);
+        }
+    }
+
     /// Removes a profile from NetworkManager and from the networks tried.
     fn forget(&mut self, id: &str) {
         self.known.retain(|(_, k)| k != id);

@@ -127,6 +127,29 @@ pub fn keyfile_name(id: &str) -> String {
     format!("svc-{s}.nmconnection")
 }
 
+/// The id a keyfile name stands for (the inverse of `keyfile_name`); `None` for a name it
+/// cannot have made.
+pub fn id_from_keyfile_name(name: &str) -> Option<String> {
+    let enc = name.strip_prefix("svc-")?.strip_suffix(".nmconnection")?;
+    let b = enc.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'_' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else if b[i].is_ascii_alphanumeric() || b[i] == b'-' {
+            out.push(b[i]);
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    let id = String::from_utf8(out).ok()?;
+    (keyfile_name(&id) == name).then_some(id)
+}
+
 /// Whether NetworkManager manages a Wi-Fi device (false when nmcli is missing too).
 pub fn wifi_device_present() -> bool {
     Command::new("nmcli")

@@ -112,6 +112,23 @@ fn default_route_in(v4: &str, v6: &str) -> bool {
     four || six
 }
 
+/// Profiles of networks from the portal already on disk (`svc-user-*`), oldest first.
+fn saved_user_networks(dir: &std::path::Path) -> Vec<(i32, String)> {
+    let mut v: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let id = super::nm::id_from_keyfile_name(&e.file_name().to_string_lossy())?;
+                    let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+                    id.starts_with("user-").then_some((modified, id))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|(_, id)| (USER_PRIORITY, id)).collect()
+}
+
 /// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
 /// `\:` and `\\` escape). Strongest first, one entry per SSID, hidden networks left out.
 pub fn parse_scan(out: &str) -> Vec<Visible> {
@@ -245,10 +262,12 @@ impl Service {
         backend: Nmcli,
         probe: Option<Probe>,
     ) -> Service {
+        let saved = saved_user_networks(&backend.connections_dir);
         let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
         }
+        driver.adopt_user_networks(saved);
         driver.save_settings_networks();
         let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         Service {
@@ -571,6 +590,11 @@ mod tests {
     fn flood_service(name: &str, online: bool) -> (std::path::PathBuf, Service) {
         let dir = std::env::temp_dir().join(format!("svc-flood-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        flood_service_in(&dir, online)
+    }
+
+    fn flood_service_in(dir: &std::path::Path, online: bool) -> (std::path::PathBuf, Service) {
+        let dir = dir.to_path_buf();
         std::fs::create_dir_all(dir.join("etc")).unwrap();
         let settings = Settings {
             hotspot_password: "per-device-9f3k".into(),
@@ -651,6 +675,24 @@ mod tests {
             !kept.contains(&"svc-user-home-0.nmconnection".to_string()),
             "{kept:?}"
         );
+        // After a restart the saved ones still count.
+        drop(svc);
+        let (_, mut svc) = flood_service_in(&dir, true);
+        let mut portal_side = svc.actions();
+        portal_side
+            .connect(NetworkInput {
+                ssid: "after-restart".into(),
+                psk: "password1".into(),
+            })
+            .unwrap();
+        svc.handle_portal_messages();
+        let kept = user_keyfiles(&dir);
+        assert_eq!(
+            kept.len(),
+            crate::provisioning::driver::MAX_USER_NETWORKS,
+            "{kept:?}"
+        );
+        assert!(kept.contains(&"svc-user-after-restart.nmconnection".to_string()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
