@@ -461,7 +461,8 @@ fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
         return Err((
             403,
             "this machine already has credentials; replacing them needs provisioning forced on \
-             the machine itself (svc-agent provision --force, as root)"
+             the machine itself, as root (touch /opt/svc/force-provisioning, or svc-agent \
+             provision --force)"
                 .into(),
         ));
     }
