@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
             let mut other = c.clone();
             other.secret = match &c.secret {
                 Secret::PartSecret(_) => Secret::PartSecret("x".into()),
-                Secret::ApiKey(k) => Secret::ApiKey(ApiKey { id: k.id.clone(), key: "x".into() }),
+                Secret::ApiKey(k) => Secret::ApiKey(ApiKey {
+                    id: k.id.clone(),
+                    key: "x".into(),
+                }),
             };
             assert_eq!(format!("{c:?}"), format!("{other:?}"));
         }
