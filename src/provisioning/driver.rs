@@ -21,6 +21,9 @@ pub struct Provisioning<B: NetworkBackend> {
     last_roam: Option<u64>,
     /// Profiles of networks from the portal that worked, oldest first.
     user_nets: Vec<String>,
+    /// The last network from the portal that did not work: kept (so that what was entered
+    /// can be looked at) but never autoconnected nor retried; the next failure replaces it.
+    failed_net: Option<String>,
 }
 
 /// Networks from the portal kept as profiles (autoconnect at the top priority); a newer one
@@ -45,6 +48,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             known: Vec::new(),
             last_roam: None,
             user_nets: Vec::new(),
+            failed_net: None,
         }
         .with_known_from_settings()
     }
@@ -242,17 +246,37 @@ impl<B: NetworkBackend> Provisioning<B> {
                 let oldest = self.user_nets.remove(0);
                 self.forget(&oldest);
             }
+            if self.failed_net.as_deref() == Some(profile.id.as_str()) {
+                self.failed_net = None;
+            }
         } else {
-            // A network that did not work (a wrong key, out of range) is not kept: it would
-            // autoconnect at the top priority and be retried for ever. The phone can try again.
-            self.forget(&profile.id);
+            // A network that did not work (a wrong key, out of range) must not autoconnect
+            // at the top priority and be retried for ever, nor push out networks that work:
+            // it is disabled, and only the last one is kept. The phone can try again.
+            self.known.retain(|(_, k)| k != &profile.id);
+            if let Some(prev) = self.failed_net.replace(profile.id.clone()) {
+                if prev != profile.id {
+                    self.forget(&prev);
+                }
+            }
+            if let Err(e) = self.backend.disable(&profile.id) {
+                crate::warn!("provisioning", "disabling network {:?}: {e}", profile.id);
+                self.forget(&profile.id);
+                self.failed_net = None;
+            }
         }
         online
     }
 
     /// Networks from the portal saved before a restart (oldest first): they count toward
     /// `MAX_USER_NETWORKS` and are tried like the others.
-    pub(crate) fn adopt_user_networks(&mut self, ids: Vec<(i32, String)>) {
+    /// `failed`: disabled ones (networks that did not work), oldest first; the last is kept.
+    pub(crate) fn adopt_user_networks(&mut self, ids: Vec<(i32, String)>, failed: Vec<String>) {
+        for id in failed {
+            if let Some(prev) = self.failed_net.replace(id) {
+                self.forget(&prev);
+            }
+        }
         for (priority, id) in ids {
             self.user_nets.retain(|u| u != &id);
             self.user_nets.push(id.clone());
@@ -309,6 +333,10 @@ mod tests {
             self.0.borrow_mut().push(format!("delete {id}"));
             Ok(())
         }
+        fn disable(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("disable {id}"));
+            Ok(())
+        }
     }
 
     #[test]
@@ -333,6 +361,55 @@ mod tests {
         p.tick(100);
         assert_eq!(p.status().mode, Mode::Online);
         assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn networks_that_fail_never_push_out_networks_that_work() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = Fake::default();
+        let works = Rc::new(RefCell::new(true));
+        let w2 = works.clone();
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+            .with_probe(Box::new(move |_| *w2.borrow()));
+        let profile = |ssid: &str| WifiProfile {
+            id: crate::provisioning::nm::user_id(ssid),
+            ssid: ssid.into(),
+            psk: "password1".into(),
+            priority: 999,
+            hotspot: false,
+            ifname: None,
+        };
+        for i in 0..MAX_USER_NETWORKS {
+            assert!(p.join(&profile(&format!("good-{i}")), 10));
+        }
+        *works.borrow_mut() = false;
+        for i in 0..10 {
+            assert!(!p.join(&profile(&format!("bad-{i}")), 20));
+        }
+        let calls = log.0.borrow().clone();
+        assert!(
+            !calls.iter().any(|c| c.starts_with("delete user-good")),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls.iter().filter(|c| c.starts_with("disable ")).count(),
+            10
+        );
+        // Every failed one but the last is deleted again.
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| c.starts_with("delete user-bad"))
+                .count(),
+            9
+        );
+        assert!(!p.known.iter().any(|(_, id)| id.starts_with("user-bad")));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -27,6 +27,8 @@ pub trait NetworkBackend {
     fn down(&mut self, id: &str) -> Result<(), NmError>;
     /// Removes the profile (NetworkManager's and its keyfile).
     fn delete(&mut self, id: &str) -> Result<(), NmError>;
+    /// Keeps the profile but never connects it on its own.
+    fn disable(&mut self, id: &str) -> Result<(), NmError>;
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -208,6 +210,16 @@ impl NetworkBackend for Nmcli {
     }
     fn down(&mut self, id: &str) -> Result<(), NmError> {
         self.run(&["connection", "down", "id", id])
+    }
+    fn disable(&mut self, id: &str) -> Result<(), NmError> {
+        self.run(&[
+            "connection",
+            "modify",
+            "id",
+            id,
+            "connection.autoconnect",
+            "no",
+        ])
     }
     fn delete(&mut self, id: &str) -> Result<(), NmError> {
         let r = self.run(&["connection", "delete", "id", id]);

@@ -112,21 +112,30 @@ fn default_route_in(v4: &str, v6: &str) -> bool {
     four || six
 }
 
-/// Profiles of networks from the portal already on disk (`svc-user-*`), oldest first.
-fn saved_user_networks(dir: &std::path::Path) -> Vec<(i32, String)> {
-    let mut v: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(dir)
+/// Profiles of networks from the portal already on disk (`svc-user-*`), oldest first: those
+/// that worked, and the disabled ones (`autoconnect=false`: networks that did not work).
+fn saved_user_networks(dir: &std::path::Path) -> (Vec<(i32, String)>, Vec<String>) {
+    let mut v: Vec<(std::time::SystemTime, String, bool)> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .filter_map(|e| {
                     let id = super::nm::id_from_keyfile_name(&e.file_name().to_string_lossy())?;
                     let modified = e.metadata().and_then(|m| m.modified()).ok()?;
-                    id.starts_with("user-").then_some((modified, id))
+                    let text = std::fs::read_to_string(e.path()).ok()?;
+                    let disabled = text.lines().any(|l| l.trim() == "autoconnect=false");
+                    id.starts_with("user-").then_some((modified, id, disabled))
                 })
                 .collect()
         })
         .unwrap_or_default();
     v.sort();
-    v.into_iter().map(|(_, id)| (USER_PRIORITY, id)).collect()
+    let (failed, good): (Vec<_>, Vec<_>) = v.into_iter().partition(|(_, _, d)| *d);
+    (
+        good.into_iter()
+            .map(|(_, id, _)| (USER_PRIORITY, id))
+            .collect(),
+        failed.into_iter().map(|(_, id, _)| id).collect(),
+    )
 }
 
 /// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
@@ -267,7 +276,7 @@ impl Service {
         if let Some(p) = probe {
             driver = driver.with_probe(p);
         }
-        driver.adopt_user_networks(saved);
+        driver.adopt_user_networks(saved.0, saved.1);
         driver.save_settings_networks();
         let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         Service {
@@ -635,8 +644,19 @@ mod tests {
             "{}",
             calls(&dir, "connection up")
         );
-        // None of them had internet: none is kept to autoconnect at priority 999.
-        assert_eq!(user_keyfiles(&dir), Vec::<String>::new());
+        // None of them had internet: only the last is kept, and never autoconnects.
+        assert_eq!(
+            user_keyfiles(&dir),
+            vec!["svc-user-net-4-0.nmconnection".to_string()]
+        );
+        assert_eq!(
+            calls(
+                &dir,
+                "connection modify id user-net-4-0 connection.autoconnect no"
+            ),
+            1
+        );
+        assert_eq!(calls(&dir, "connection delete id user-net-3-0"), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
