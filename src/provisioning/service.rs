@@ -73,6 +73,14 @@ pub(crate) fn online_probe(
     Box::new(move |s: &Settings| {
         let check_url = (!s.check_url.is_empty())
             .then(|| super::check::online(&s.check_url, Duration::from_secs(10)));
+        let app = app_reachable
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst));
+        if check_url.is_none() && app {
+            // Online whatever NetworkManager says (`is_online`): no nmcli every tick while
+            // the app answers, which is nearly always.
+            return true;
+        }
         let nm = std::process::Command::new(&nmcli)
             .args(["-t", "networking", "connectivity"])
             .output()
@@ -84,9 +92,7 @@ pub(crate) fn online_probe(
             check_url,
             nm,
             default_route: has_default_route(),
-            app_reachable: app_reachable
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::SeqCst)),
+            app_reachable: app,
         })
     })
 }
