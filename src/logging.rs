@@ -75,7 +75,7 @@ fn early() -> &'static std::sync::Mutex<std::collections::VecDeque<Record>> {
 
 /// Shorter strings are never registered: they would redact ordinary words, and no secret the
 /// agent handles is shorter (WPA keys and the hotspot password have 8 at least).
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// Registers a secret that must never appear in any log line (psk, keys, passwords).
 ///

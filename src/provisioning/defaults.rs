@@ -71,7 +71,7 @@ pub fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Settings {
 /// Why the hotspot must not come up with this password, if it must not: shorter than 8
 /// characters (the hotspot is never open) or a well-known default (anyone in radio range
 /// knows it). The one check the daemon, `svc-agent provision` and the driver share.
-pub fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
+pub(crate) fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
     if pw.len() < 8 {
         Some("the hotspot password (defaults or config) is missing or shorter than 8 characters: the hotspot is never open")
     } else if crate::config::validate::is_well_known_password(pw) {

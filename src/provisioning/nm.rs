@@ -103,14 +103,14 @@ pub fn keyfile(p: &WifiProfile) -> String {
 }
 
 /// The id of a network entered in the portal.
-pub fn user_id(ssid: &str) -> String {
+pub(crate) fn user_id(ssid: &str) -> String {
     format!("user-{ssid}")
 }
 
 /// The id of a network from a config (or the manufacturer's defaults). Ids of each kind have
 /// their own prefix (`net-`, `user-`, the hotspot's `svc-hotspot`), so no SSID can name
 /// another kind's profile.
-pub fn config_id(ssid: &str) -> String {
+pub(crate) fn config_id(ssid: &str) -> String {
     format!("net-{ssid}")
 }
 
@@ -131,7 +131,7 @@ pub fn keyfile_name(id: &str) -> String {
 
 /// The id a keyfile name stands for (the inverse of `keyfile_name`); `None` for a name it
 /// cannot have made.
-pub fn id_from_keyfile_name(name: &str) -> Option<String> {
+pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
     let enc = name.strip_prefix("svc-")?.strip_suffix(".nmconnection")?;
     let b = enc.as_bytes();
     let mut out = Vec::with_capacity(b.len());

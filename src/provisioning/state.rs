@@ -139,7 +139,7 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
 
 /// NetworkManager's own connectivity state (`nmcli networking connectivity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NmConnectivity {
+pub(crate) enum NmConnectivity {
     Full,
     Limited,
     Portal,
@@ -162,7 +162,7 @@ impl NmConnectivity {
 
 /// What the connectivity check saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The configured check URL answered 2xx (`None`: no check URL).
     pub check_url: Option<bool>,
     pub nm: NmConnectivity,
@@ -176,7 +176,7 @@ pub struct Observed {
 /// without one, NetworkManager's "full", or (its checks disabled) a default route, is online,
 /// and so is an app that answered. An app outage alone never makes the machine offline (it
 /// would raise the hotspot fleet-wide and take single-radio devices off their uplink).
-pub fn is_online(o: &Observed) -> bool {
+pub(crate) fn is_online(o: &Observed) -> bool {
     if let Some(ok) = o.check_url {
         return ok;
     }
