@@ -83,7 +83,29 @@ impl Credentials {
         Self::parse(&bytes).map_err(|why| CredentialsError::Invalid(path.to_path_buf(), why))
     }
 
+    /// The machine's own file: every string where a secret may stand is registered with the
+    /// log scrubber before any check, so that no error or log line about a malformed file can
+    /// carry it.
     pub fn parse(bytes: &[u8]) -> Result<Credentials, String> {
+        Self::parse_with(bytes, true)
+    }
+
+    /// Credentials from outside (pasted in the portal): nothing is registered with the log
+    /// scrubber (whoever submits could otherwise blank any word in the logs); the errors
+    /// never quote a value. `register_secret` once they are accepted.
+    pub(crate) fn parse_untrusted(bytes: &[u8]) -> Result<Credentials, String> {
+        Self::parse_with(bytes, false)
+    }
+
+    /// Registers the secret (not the part id, not an API key's id) with the log scrubber.
+    pub(crate) fn register_secret(&self) {
+        match &self.secret {
+            Secret::PartSecret(s) => crate::logging::register_secret(s),
+            Secret::ApiKey(k) => crate::logging::register_secret(&k.key),
+        }
+    }
+
+    fn parse_with(bytes: &[u8], register: bool) -> Result<Credentials, String> {
         // serde_json's syntax errors name a position, never the text; its type errors quote
         // the value ("invalid type: string \"...\""), so shapes are checked by hand below.
         let v: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
@@ -91,11 +113,18 @@ impl Credentials {
             .get("cloud")
             .and_then(Value::as_object)
             .ok_or("cloud must be an object")?;
-        // Every string where a secret may stand is registered before any check, so that no
-        // error or log line about a malformed file can carry it.
-        for key in ["secret", "api_key"] {
-            if let Some(v) = cloud.get(key) {
+        if register {
+            if let Some(v) = cloud.get("secret") {
                 register_strings(v);
+            }
+            // The key, however malformed the object is; an API key's id is not a secret.
+            match cloud.get("api_key") {
+                Some(Value::Object(o)) => o
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "id")
+                    .for_each(|(_, v)| register_strings(v)),
+                Some(v) => register_strings(v),
+                None => {}
             }
         }
         let text = |key: &str| match cloud.get(key) {

@@ -73,10 +73,17 @@ fn early() -> &'static std::sync::Mutex<std::collections::VecDeque<Record>> {
     EARLY.get_or_init(Default::default)
 }
 
+/// Shorter strings are never registered: they would redact ordinary words, and no secret the
+/// agent handles is shorter (WPA keys and the hotspot password have 8 at least).
+pub(crate) const MIN_SECRET_LEN: usize = 8;
+
 /// Registers a secret that must never appear in any log line (psk, keys, passwords).
+///
+/// Only for secrets the machine really holds (its credentials, a config's keys): a value
+/// from outside that is merely submitted (a portal form) must not be registered, or whoever
+/// submits it can blank any word in every later log line.
 pub fn register_secret(secret: &str) {
-    // Very short strings would redact ordinary words; they are not meaningful secrets.
-    if secret.len() < 4 {
+    if secret.len() < MIN_SECRET_LEN {
         return;
     }
     if let Ok(mut s) = secrets().write() {
@@ -281,6 +288,12 @@ macro_rules! debug { ($sub:expr, $($arg:tt)*) => { $crate::logging::log($crate::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_strings_are_never_registered() {
+        register_secret("seven77");
+        assert_eq!(scrub("seven77 words"), "seven77 words");
+    }
 
     #[test]
     fn scrubs_registered_secrets() {

@@ -3,6 +3,7 @@
 //! `[lints]`), so an unsafe block anywhere else does not build.
 #![allow(unsafe_code)]
 
+use std::net::Ipv4Addr;
 use std::os::unix::io::RawFd;
 use std::path::Path;
 use std::time::Duration;
@@ -71,6 +72,66 @@ pub fn local_weekday_minute() -> Option<(u8, u16)> {
     ))
 }
 
+/// SO_BINDTODEVICE: the socket only sees traffic that arrives on interface `ifname` (Linux
+/// otherwise accepts packets for a local address on every interface).
+pub fn bind_to_device(fd: RawFd, ifname: &str) -> std::io::Result<()> {
+    let name = std::ffi::CString::new(ifname)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let bytes = name.as_bytes_with_nul();
+    // SAFETY: setsockopt(2) reads `bytes.len()` bytes from a buffer that lives for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            bytes.as_ptr().cast(),
+            bytes.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The interface that holds the IPv4 address `addr`, with its netmask (getifaddrs(3)).
+pub fn ipv4_interface(addr: Ipv4Addr) -> std::io::Result<Option<(String, Ipv4Addr)>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a pointer to a list it allocates; freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let v4 = |sa: *const libc::sockaddr| -> Option<Ipv4Addr> {
+        // SAFETY: a non-null sockaddr from getifaddrs is valid while the list lives; its
+        // family says whether it is a sockaddr_in.
+        unsafe {
+            if sa.is_null() || i32::from((*sa).sa_family) != libc::AF_INET {
+                return None;
+            }
+            let sin = &*sa.cast::<libc::sockaddr_in>();
+            Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+        }
+    };
+    let mut found = None;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is an entry of the list getifaddrs returned, not freed yet.
+        let ifa = unsafe { &*cur };
+        if v4(ifa.ifa_addr) == Some(addr) && !ifa.ifa_name.is_null() {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            let mask = v4(ifa.ifa_netmask).unwrap_or(Ipv4Addr::BROADCAST);
+            found = Some((name.to_string_lossy().into_owned(), mask));
+            break;
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once; no reference outlives it.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +142,16 @@ mod tests {
         assert!(!kill(i32::MAX, 0), "no such process");
         assert!(free_bytes(Path::new("/")).unwrap() > 0);
         assert!(free_bytes(Path::new("/nonexistent/svc")).is_err());
+        let (lo, mask) = ipv4_interface(Ipv4Addr::LOCALHOST).unwrap().unwrap();
+        assert_eq!((lo.as_str(), mask), ("lo", Ipv4Addr::new(255, 0, 0, 0)));
+        assert_eq!(
+            ipv4_interface(Ipv4Addr::new(203, 0, 113, 77)).unwrap(),
+            None
+        );
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        use std::os::unix::io::AsRawFd;
+        assert!(bind_to_device(l.as_raw_fd(), "lo").is_ok());
+        assert!(bind_to_device(l.as_raw_fd(), "no-such-if0").is_err());
         let (day, minute) = local_weekday_minute().unwrap();
         assert!(day < 7 && minute < 24 * 60);
     }

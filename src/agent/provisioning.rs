@@ -39,9 +39,9 @@ impl Runner {
             return json!({"state": "idle", "reason": "no Wi-Fi device managed by NetworkManager"});
         }
         if fetched_online {
-            let mut nm = crate::provisioning::nm::Nmcli {
-                connections_dir: paths.device("/etc/NetworkManager/system-connections"),
-            };
+            let mut nm = crate::provisioning::nm::Nmcli::new(
+                paths.device("/etc/NetworkManager/system-connections"),
+            );
             for p in crate::provisioning::apply_networks(section, true) {
                 match nm.save_wifi(&p) {
                     Ok(()) => crate::info!(
@@ -67,12 +67,9 @@ impl Runner {
         }
         // New settings: the old service stops at its next tick and a new one starts.
         self.stop();
-        if settings.hotspot_password.len() < 8 {
-            crate::error!(
-                "provisioning",
-                "no hotspot password of at least 8 characters (defaults or config): provisioning is off; the hotspot is never open"
-            );
-            return json!({"state": "error", "reason": "hotspot password missing or shorter than 8 characters"});
+        if let Some(why) = defaults::hotspot_password_problem(&settings.hotspot_password) {
+            crate::error!("provisioning", "provisioning is off: {why}");
+            return json!({"state": "error", "reason": why});
         }
         if let Err(e) = crate::provisioning::dns::install(paths.root()) {
             crate::warn!("provisioning", "DNS redirect for the portal: {e}");

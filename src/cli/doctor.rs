@@ -79,7 +79,26 @@ pub fn run_checks(paths: &Paths) -> Vec<Check> {
         ),
     });
     out.push(radio_check());
+    out.extend(hotspot_check(paths));
     out
+}
+
+/// The manufacturer's hotspot password (`/etc/svc-defaults.json`), when it sets one: a
+/// short or well-known one keeps the provisioning hotspot off (a config may still set
+/// another, so a warning).
+fn hotspot_check(paths: &Paths) -> Option<Check> {
+    let attrs = crate::provisioning::service::load_defaults(paths).ok()?;
+    let pw = attrs.hotspot_password?;
+    Some(
+        match crate::provisioning::defaults::hotspot_password_problem(&pw) {
+            Some(why) => check("hotspot", Verdict::Warn, why),
+            None => check(
+                "hotspot",
+                Verdict::Ok,
+                "the manufacturer's hotspot password is fit for a hotspot",
+            ),
+        },
+    )
 }
 
 fn which(cmd: &str) -> Option<std::path::PathBuf> {
@@ -253,4 +272,33 @@ pub fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
         }
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_well_known_hotspot_password_is_reported() {
+        let dir = std::env::temp_dir().join(format!("svc-doctor-hot-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        let paths = Paths::new(&dir);
+        assert!(
+            hotspot_check(&paths).is_none(),
+            "no defaults file: nothing to say"
+        );
+        for (pw, verdict) in [
+            ("change-me-per-device", Verdict::Warn),
+            ("q7-Rt2mKx9pL", Verdict::Ok),
+        ] {
+            std::fs::write(
+                dir.join("etc/svc-defaults.json"),
+                format!(r#"{{"hotspot_password": "{pw}"}}"#),
+            )
+            .unwrap();
+            let c = hotspot_check(&paths).unwrap();
+            assert_eq!(c.verdict, verdict, "{pw}: {}", c.detail);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -863,6 +863,12 @@ const DAY_FULL: [&str; 7] = [
     "sunday",
 ];
 
+/// Whether `pw` is one of the well-known default passwords (any case): the provisioning
+/// hotspot never comes up with one (anyone in radio range would know it).
+pub(crate) fn is_well_known_password(pw: &str) -> bool {
+    WEAK_PASSWORDS.contains(&pw.to_ascii_lowercase().as_str())
+}
+
 /// Well-known default passwords that must be changed on a real device.
 const WEAK_PASSWORDS: [&str; 8] = [
     "password",
@@ -892,10 +898,12 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
                     &a.at("hotspot_password"),
                     "the hotspot password must be 8 to 63 printable ASCII characters (WPA2)",
                 );
-            } else if WEAK_PASSWORDS.contains(&pw.to_ascii_lowercase().as_str()) {
+            } else if is_well_known_password(&pw) {
+                // A warning, not an error: the rest of the file still applies (a shipped
+                // image keeps its manufacturer settings); the hotspot alone stays off.
                 r.warn(
                     &a.at("hotspot_password"),
-                    "the hotspot password is a well-known default: change it for security",
+                    "the hotspot password is a well-known default: the provisioning hotspot will not start with it; set a per-device password (docs/provisioning.md)",
                 );
             }
             at.hotspot_password = Some(pw);

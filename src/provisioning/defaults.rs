@@ -68,6 +68,19 @@ pub fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Settings {
     base
 }
 
+/// Why the hotspot must not come up with this password, if it must not: shorter than 8
+/// characters (the hotspot is never open) or a well-known default (anyone in radio range
+/// knows it). The one check the daemon, `svc-agent provision` and the driver share.
+pub(crate) fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
+    if pw.len() < 8 {
+        Some("the hotspot password (defaults or config) is missing or shorter than 8 characters: the hotspot is never open")
+    } else if crate::config::validate::is_well_known_password(pw) {
+        Some("the hotspot password is a well-known default: the hotspot stays off until a per-device password is set (docs/provisioning.md)")
+    } else {
+        None
+    }
+}
+
 /// Layers in increasing precedence (manufacturer file, config attributes, cloud config).
 pub fn effective(layers: &[&ProvisioningAttributes]) -> Settings {
     layers

@@ -19,7 +19,16 @@ pub struct Provisioning<B: NetworkBackend> {
     known: Vec<(i32, String)>,
     /// When roaming last went through the known networks.
     last_roam: Option<u64>,
+    /// Profiles of networks from the portal that worked, oldest first.
+    user_nets: Vec<String>,
+    /// The last network from the portal that did not work: kept (so that what was entered
+    /// can be looked at) but never autoconnected nor retried; the next failure replaces it.
+    failed_net: Option<String>,
 }
+
+/// Networks from the portal kept as profiles (autoconnect at the top priority); a newer one
+/// replaces the oldest, so a flood of submissions cannot pile up profiles.
+pub(crate) const MAX_USER_NETWORKS: usize = 4;
 
 /// How often roaming goes through the known networks again while offline.
 const ROAM_EVERY: u64 = 30;
@@ -38,18 +47,20 @@ impl<B: NetworkBackend> Provisioning<B> {
             hostname: hostname(),
             known: Vec::new(),
             last_roam: None,
+            user_nets: Vec::new(),
+            failed_net: None,
         }
         .with_known_from_settings()
     }
 
-    /// The settings' networks (their profiles are named by SSID, as the daemon saves them).
+    /// The settings' networks (profiles `net-<ssid>`, as the daemon saves them).
     fn with_known_from_settings(mut self) -> Self {
         let nets: Vec<(i32, String)> = self
             .settings
             .networks
             .iter()
             .filter(|n| n.net_type == "wifi")
-            .map(|n| (n.priority, n.ssid.clone()))
+            .map(|n| (n.priority, super::nm::config_id(&n.ssid)))
             .collect();
         for (p, id) in nets {
             self.add_known(p, &id);
@@ -87,6 +98,10 @@ impl<B: NetworkBackend> Provisioning<B> {
             offline_timeout: self.settings.offline_timeout_secs,
             user_idle_timeout: self.settings.user_idle_timeout_secs,
             retry_networks: self.settings.retry_networks_secs,
+            hotspot_allowed: super::defaults::hotspot_password_problem(
+                &self.settings.hotspot_password,
+            )
+            .is_none(),
         }
     }
 
@@ -163,8 +178,10 @@ impl<B: NetworkBackend> Provisioning<B> {
             // A retry that found a network moved the state to Online: the hotspot stays down.
             Action::StartHotspot if !matches!(self.state.mode, Mode::Hotspot { .. }) => Ok(()),
             Action::StartHotspot => {
-                if self.settings.hotspot_password.len() < 8 {
-                    crate::error!("provisioning", "hotspot password shorter than 8 characters: hotspot not started (never open)");
+                if let Some(why) =
+                    super::defaults::hotspot_password_problem(&self.settings.hotspot_password)
+                {
+                    crate::error!("provisioning", "hotspot not started: {why}");
                     return;
                 }
                 let p = WifiProfile {
@@ -216,14 +233,67 @@ impl<B: NetworkBackend> Provisioning<B> {
             crate::error!("provisioning", "saving network {:?}: {e}", profile.ssid);
             return false;
         }
-        self.add_known(profile.priority, &profile.id);
+        // First among equals: the known networks are tried now (the state machine's
+        // TryNetworks), and the one just entered is tried first. One `up` per submission.
+        self.known.retain(|(_, k)| k != &profile.id);
+        self.known.insert(0, (profile.priority, profile.id.clone()));
         self.event(Event::UserNetwork, now);
-        if let Err(e) = self.backend.up(&profile.id) {
-            crate::warn!("provisioning", "joining {:?}: {e}", profile.ssid);
+        let online = self.state.mode == Mode::Online;
+        self.user_nets.retain(|id| id != &profile.id);
+        if online {
+            self.user_nets.push(profile.id.clone());
+            while self.user_nets.len() > MAX_USER_NETWORKS {
+                let oldest = self.user_nets.remove(0);
+                self.forget(&oldest);
+            }
+            if self.failed_net.as_deref() == Some(profile.id.as_str()) {
+                self.failed_net = None;
+            }
+        } else {
+            // A network that did not work (a wrong key, out of range) must not autoconnect
+            // at the top priority and be retried for ever, nor push out networks that work:
+            // it is disabled, and only the last one is kept. The phone can try again.
+            self.known.retain(|(_, k)| k != &profile.id);
+            if let Some(prev) = self.failed_net.replace(profile.id.clone()) {
+                if prev != profile.id {
+                    self.forget(&prev);
+                }
+            }
+            if let Err(e) = self.backend.disable(&profile.id) {
+                crate::warn!("provisioning", "disabling network {:?}: {e}", profile.id);
+                self.forget(&profile.id);
+                self.failed_net = None;
+            }
         }
-        let online = (self.probe)(&self.settings);
-        self.event(Event::Connectivity { online }, now);
         online
+    }
+
+    /// Networks from the portal saved before a restart (oldest first): they count toward
+    /// `MAX_USER_NETWORKS` and are tried like the others.
+    /// `failed`: disabled ones (networks that did not work), oldest first; the last is kept.
+    pub(crate) fn adopt_user_networks(&mut self, ids: Vec<(i32, String)>, failed: Vec<String>) {
+        for id in failed {
+            if let Some(prev) = self.failed_net.replace(id) {
+                self.forget(&prev);
+            }
+        }
+        for (priority, id) in ids {
+            self.user_nets.retain(|u| u != &id);
+            self.user_nets.push(id.clone());
+            self.add_known(priority, &id);
+        }
+        while self.user_nets.len() > MAX_USER_NETWORKS {
+            let oldest = self.user_nets.remove(0);
+            self.forget(&oldest);
+        }
+    }
+
+    /// Removes a profile from NetworkManager and from the networks tried.
+    fn forget(&mut self, id: &str) {
+        self.known.retain(|(_, k)| k != id);
+        if let Err(e) = self.backend.delete(id) {
+            crate::warn!("provisioning", "removing network {id:?}: {e}");
+        }
     }
 
     pub fn status(&self) -> &State {
@@ -259,6 +329,14 @@ mod tests {
             self.0.borrow_mut().push(format!("down {id}"));
             Ok(())
         }
+        fn delete(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("delete {id}"));
+            Ok(())
+        }
+        fn disable(&mut self, id: &str) -> Result<(), NmError> {
+            self.0.borrow_mut().push(format!("disable {id}"));
+            Ok(())
+        }
     }
 
     #[test]
@@ -283,6 +361,80 @@ mod tests {
         p.tick(100);
         assert_eq!(p.status().mode, Mode::Online);
         assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn networks_that_fail_never_push_out_networks_that_work() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = Fake::default();
+        let works = Rc::new(RefCell::new(true));
+        let w2 = works.clone();
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+            .with_probe(Box::new(move |_| *w2.borrow()));
+        let profile = |ssid: &str| WifiProfile {
+            id: crate::provisioning::nm::user_id(ssid),
+            ssid: ssid.into(),
+            psk: "password1".into(),
+            priority: 999,
+            hotspot: false,
+            ifname: None,
+        };
+        for i in 0..MAX_USER_NETWORKS {
+            assert!(p.join(&profile(&format!("good-{i}")), 10));
+        }
+        *works.borrow_mut() = false;
+        for i in 0..10 {
+            assert!(!p.join(&profile(&format!("bad-{i}")), 20));
+        }
+        let calls = log.0.borrow().clone();
+        assert!(
+            !calls.iter().any(|c| c.starts_with("delete user-good")),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls.iter().filter(|c| c.starts_with("disable ")).count(),
+            10
+        );
+        // Every failed one but the last is deleted again.
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| c.starts_with("delete user-bad"))
+                .count(),
+            9
+        );
+        assert!(!p.known.iter().any(|(_, id)| id.starts_with("user-bad")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_well_known_hotspot_password_never_brings_a_hotspot_up() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-weak-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The shipped defaults' password, and one that differs only in case.
+        for pw in ["change-me-per-device", "Change-Me-Per-Device", "password"] {
+            let settings = Settings {
+                hotspot_password: pw.into(),
+                ..Default::default()
+            };
+            let log = Fake::default();
+            let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+                .with_probe(Box::new(|_| false));
+            p.tick(1);
+            p.force(2);
+            p.tick(500);
+            let calls = log.0.borrow().clone();
+            assert!(
+                !calls.iter().any(|c| c.contains("svc-hotspot")),
+                "{pw}: {calls:?}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -315,7 +467,7 @@ mod tests {
                     .rev()
                     .find(|l| l.starts_with("up "))
                     .map(String::as_str)
-                    == Some("up mid")
+                    == Some("up net-mid")
             }),
         );
         p.tick(1);
@@ -328,7 +480,7 @@ mod tests {
             .collect();
         assert_eq!(
             ups,
-            vec!["up top", "up mid"],
+            vec!["up net-top", "up net-mid"],
             "highest first, stop at internet"
         );
         p.tick(2);

@@ -33,11 +33,11 @@ pub fn apply_networks(section: &ProvisioningSection, fetched_online: bool) -> Ve
     out
 }
 
-/// The NetworkManager client profile of a configured network: named by its SSID, with the
-/// network's priority as `autoconnect-priority`.
+/// The NetworkManager client profile of a configured network: named `net-<ssid>`
+/// (`nm::config_id`), with the network's priority as `autoconnect-priority`.
 pub fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
     WifiProfile {
-        id: n.ssid.clone(),
+        id: nm::config_id(&n.ssid),
         ssid: n.ssid.clone(),
         psk: n.psk.clone().unwrap_or_default(),
         priority: n.priority,

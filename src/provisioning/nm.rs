@@ -25,6 +25,10 @@ pub trait NetworkBackend {
     fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError>;
     fn up(&mut self, id: &str) -> Result<(), NmError>;
     fn down(&mut self, id: &str) -> Result<(), NmError>;
+    /// Removes the profile (NetworkManager's and its keyfile).
+    fn delete(&mut self, id: &str) -> Result<(), NmError>;
+    /// Keeps the profile but never connects it on its own.
+    fn disable(&mut self, id: &str) -> Result<(), NmError>;
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -98,19 +102,54 @@ pub fn keyfile(p: &WifiProfile) -> String {
     k
 }
 
-/// Profile file name: the id reduced to safe characters.
+/// The id of a network entered in the portal.
+pub(crate) fn user_id(ssid: &str) -> String {
+    format!("user-{ssid}")
+}
+
+/// The id of a network from a config (or the manufacturer's defaults). Ids of each kind have
+/// their own prefix (`net-`, `user-`, the hotspot's `svc-hotspot`), so no SSID can name
+/// another kind's profile.
+pub(crate) fn config_id(ssid: &str) -> String {
+    format!("net-{ssid}")
+}
+
+/// Profile file name: `svc-` and the id with every byte outside `[A-Za-z0-9-]` written as
+/// `_XX` (hex). Injective (`_` only ever starts an escape), so `Lab WiFi` and `Lab.WiFi`
+/// get files of their own, and plain names stay readable (`svc-user-lab-home`).
 pub fn keyfile_name(id: &str) -> String {
-    let s: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut s = String::with_capacity(id.len() + 20);
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' {
+            s.push(char::from(b));
+        } else {
+            s.push_str(&format!("_{b:02X}"));
+        }
+    }
     format!("svc-{s}.nmconnection")
+}
+
+/// The id a keyfile name stands for (the inverse of `keyfile_name`); `None` for a name it
+/// cannot have made.
+pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
+    let enc = name.strip_prefix("svc-")?.strip_suffix(".nmconnection")?;
+    let b = enc.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'_' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else if b[i].is_ascii_alphanumeric() || b[i] == b'-' {
+            out.push(b[i]);
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    let id = String::from_utf8(out).ok()?;
+    (keyfile_name(&id) == name).then_some(id)
 }
 
 /// Whether NetworkManager manages a Wi-Fi device (false when nmcli is missing too).
@@ -129,11 +168,20 @@ pub fn wifi_device_present() -> bool {
 
 pub struct Nmcli {
     pub connections_dir: PathBuf,
+    /// `nmcli`, or a stand-in in tests.
+    pub program: PathBuf,
 }
 
 impl Nmcli {
+    pub fn new(connections_dir: PathBuf) -> Nmcli {
+        Nmcli {
+            connections_dir,
+            program: PathBuf::from("nmcli"),
+        }
+    }
+
     fn run(&self, args: &[&str]) -> Result<(), NmError> {
-        let out = Command::new("nmcli")
+        let out = Command::new(&self.program)
             .args(args)
             .output()
             .map_err(NmError::Io)?;
@@ -150,7 +198,8 @@ impl Nmcli {
 
 impl NetworkBackend for Nmcli {
     fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError> {
-        crate::logging::register_secret(&p.psk);
+        // No scrubber registration here: a config's keys were registered when it was
+        // checked, and a key from the portal must not be (see `logging::register_secret`).
         let path: PathBuf = self.connections_dir.join(keyfile_name(&p.id));
         crate::fsutil::atomic_write(&path, keyfile(p).as_bytes(), 0o600).map_err(NmError::Io)?;
         let file: &Path = &path;
@@ -161,6 +210,24 @@ impl NetworkBackend for Nmcli {
     }
     fn down(&mut self, id: &str) -> Result<(), NmError> {
         self.run(&["connection", "down", "id", id])
+    }
+    fn disable(&mut self, id: &str) -> Result<(), NmError> {
+        self.run(&[
+            "connection",
+            "modify",
+            "id",
+            id,
+            "connection.autoconnect",
+            "no",
+        ])
+    }
+    fn delete(&mut self, id: &str) -> Result<(), NmError> {
+        let r = self.run(&["connection", "delete", "id", id]);
+        // NetworkManager removes the file it loaded; a profile it never loaded leaves it.
+        match std::fs::remove_file(self.connections_dir.join(keyfile_name(id))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NmError::Io(e)),
+            _ => r,
+        }
     }
 }
 
@@ -204,6 +271,59 @@ mod tests {
         ] {
             assert!(k.contains(want), "{want}");
         }
-        assert_eq!(keyfile_name("a/../b c"), "svc-a____b_c.nmconnection");
+        assert!(!keyfile_name("a/../b c").contains('/'));
+    }
+
+    /// `Lab WiFi` and `Lab.WiFi` shared one keyfile; a config SSID `svc-hotspot` was the
+    /// hotspot's id and file. Names are injective now, and each kind has its own namespace.
+    #[test]
+    fn keyfile_names_and_ids_never_collide() {
+        use crate::provisioning::driver::HOTSPOT_ID;
+        let ssids = [
+            "Lab WiFi",
+            "Lab.WiFi",
+            "Lab_WiFi",
+            "Lab_20WiFi",
+            "svc-hotspot",
+            "hotspot",
+            "user-home",
+            "home",
+            "net-home",
+            "a/../b",
+            "ä",
+            "_",
+            "-",
+            "a_2Fb",
+            "a/b",
+        ];
+        let mut ids = vec![HOTSPOT_ID.to_string()];
+        for s in ssids {
+            let n = crate::config::model::Network {
+                net_type: "wifi".into(),
+                ssid: s.into(),
+                psk: None,
+                priority: 0,
+                extra: Default::default(),
+            };
+            ids.push(crate::provisioning::client_profile(&n).id);
+            ids.push(user_id(s));
+        }
+        let names: std::collections::HashSet<String> =
+            ids.iter().map(|i| keyfile_name(i)).collect();
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "ids: {ids:?}");
+        assert_eq!(names.len(), ids.len(), "names: {names:?}");
+        for n in &names {
+            let stem = n.strip_suffix(".nmconnection").unwrap();
+            assert!(
+                stem.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            keyfile_name(&user_id("lab-home")),
+            "svc-user-lab-home.nmconnection"
+        );
     }
 }

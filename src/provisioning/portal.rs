@@ -157,11 +157,18 @@ fn pct_decode(s: &str) -> Result<String, ParseError> {
     String::from_utf8(out).map_err(|_| ParseError::BadUtf8)
 }
 
-/// A network submitted through the form or `POST /api/connect`, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A network submitted through the form or `POST /api/connect`, validated. `Debug` never
+/// shows the pass key (it is not registered with the log scrubber: see `server::connect`).
+#[derive(Clone, PartialEq, Eq)]
 pub struct NetworkInput {
     pub ssid: String,
     pub psk: String,
+}
+
+impl fmt::Debug for NetworkInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NetworkInput(ssid {:?})", self.ssid)
+    }
 }
 
 /// Validate a form submission: CSRF token (hidden field and cookie both equal the per-boot

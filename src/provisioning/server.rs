@@ -15,10 +15,10 @@
 use super::portal::{self, NetworkInput, ParseError, Request};
 use crate::paths::Paths;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A network the machine can see.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -35,17 +35,28 @@ pub trait PortalActions: Send {
     fn connect(&mut self, net: NetworkInput) -> Result<(), String>;
     /// Steps and their state, in order (for example `("network", "joining home")`).
     fn status(&mut self) -> Vec<(String, String)>;
+    /// Whether this hotspot session may replace existing machine credentials: only when
+    /// provisioning was forced on the device itself (`svc-agent provision --force` or the
+    /// root-only flag file), never because the machine merely lost its network.
+    fn may_replace_credentials(&mut self) -> bool {
+        false
+    }
 }
 
-/// Connections served at once; more wait in the kernel's backlog.
+/// Connections served at once. When all are taken, a new connection takes the slot of the
+/// oldest one still reading its request (slow-loris clients cannot lock phones out).
 const MAX_CONNECTIONS: usize = 8;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole request must arrive within this, however it is dribbled (a per-read timeout
+/// alone is reset by every byte).
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest credentials file accepted from the portal.
 const MAX_CREDENTIALS: usize = 4096;
 
 /// A running portal; dropping it (or `stop`) closes the listener.
 pub struct Portal {
     addr: SocketAddr,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -54,32 +65,66 @@ struct Shared {
     paths: Paths,
     token: String,
     actions: Mutex<Box<dyn PortalActions>>,
-    busy: AtomicUsize,
+    slots: Mutex<Vec<Slot>>,
+    next_id: AtomicU64,
+}
+
+/// A connection being served; `reading` (a handle on the socket) while its request is
+/// still arriving, so that it can be cut off for a newer one.
+struct Slot {
+    id: u64,
+    since: Instant,
+    reading: Option<TcpStream>,
 }
 
 impl Portal {
-    /// Listens on `addr` (the hotspot address, port 80, on a device).
+    /// Listens on `addr` (the hotspot address, port 80, on a device), answering only the
+    /// interface that holds that address and only peers inside its subnet: Linux accepts
+    /// packets for a local address on every interface, so a LAN neighbour routing to the
+    /// hotspot address through the machine would otherwise reach the portal without the
+    /// hotspot password. The address must be on an interface already (the caller retries
+    /// while NetworkManager brings the hotspot up).
     pub fn start(
         addr: SocketAddr,
         paths: Paths,
         actions: Box<dyn PortalActions>,
     ) -> std::io::Result<Portal> {
+        let std::net::IpAddr::V4(ip) = addr.ip() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the portal listens on an IPv4 address",
+            ));
+        };
+        let (ifname, mask) = crate::sys::ipv4_interface(ip)?.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                format!("no interface has the address {ip}"),
+            )
+        })?;
         let listener = TcpListener::bind(addr)?;
+        crate::sys::bind_to_device(std::os::unix::io::AsRawFd::as_raw_fd(&listener), &ifname)?;
+        let subnet = (ip, mask);
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             paths,
             token: new_token()?,
             actions: Mutex::new(actions),
-            busy: AtomicUsize::new(0),
+            slots: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
         });
         let stop2 = Arc::clone(&stop);
+        let shared2 = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("portal".into())
-            .spawn(move || accept_loop(listener, shared, stop2))?;
-        crate::info!("provisioning", "portal listening on http://{addr}/");
+            .spawn(move || accept_loop(listener, shared, stop2, subnet))?;
+        crate::info!(
+            "provisioning",
+            "portal listening on http://{addr}/ (interface {ifname})"
+        );
         Ok(Portal {
             addr,
+            shared: shared2,
             stop,
             thread: Some(thread),
         })
@@ -87,6 +132,11 @@ impl Portal {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections being served now.
+    pub fn open_connections(&self) -> usize {
+        slots(&self.shared).len()
     }
 
     /// Stops accepting (within `ACCEPT_POLL`) and closes the listener. Connections being
@@ -116,13 +166,33 @@ fn new_token() -> std::io::Result<String> {
 /// hotspot address may be gone when the portal stops (nothing could connect to wake it).
 const ACCEPT_POLL: Duration = Duration::from_millis(50);
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+/// Whether `peer` is inside the subnet `(addr, mask)`.
+fn in_subnet(peer: std::net::IpAddr, (addr, mask): (Ipv4Addr, Ipv4Addr)) -> bool {
+    let peer = match peer {
+        std::net::IpAddr::V4(p) => p,
+        std::net::IpAddr::V6(p) => match p.to_ipv4_mapped() {
+            Some(p) => p,
+            None => return false,
+        },
+    };
+    u32::from(peer) & u32::from(mask) == u32::from(addr) & u32::from(mask)
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    subnet: (Ipv4Addr, Ipv4Addr),
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         crate::error!("provisioning", "portal: {e}");
         return;
     }
     while !stop.load(Ordering::SeqCst) {
         let conn = match listener.accept() {
+            // Second line of defence behind SO_BINDTODEVICE (and for a connection queued
+            // before it was set): only the hotspot's own subnet; others are closed unanswered.
+            Ok((_, peer)) if !in_subnet(peer.ip(), subnet) => continue,
             Ok((conn, _)) => conn,
             Err(_) => {
                 std::thread::sleep(ACCEPT_POLL);
@@ -130,8 +200,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>
             }
         };
         let _ = conn.set_nonblocking(false);
-        if shared.busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            shared.busy.fetch_sub(1, Ordering::SeqCst);
+        let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+        if !admit(&shared, id, &conn) {
             let _ = respond(&conn, 503, "text/plain", "busy, try again", &[]);
             continue;
         }
@@ -139,25 +209,86 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>
         let spawned = std::thread::Builder::new()
             .name("portal-conn".into())
             .spawn(move || {
-                handle(conn, &s);
-                s.busy.fetch_sub(1, Ordering::SeqCst);
+                handle(conn, &s, id);
+                release(&s, id);
             });
         if spawned.is_err() {
-            shared.busy.fetch_sub(1, Ordering::SeqCst);
+            release(&shared, id);
         }
     }
 }
 
-/// Reads one request (bounded by the parser's limits and a timeout) and answers it.
-fn handle(mut conn: TcpStream, s: &Shared) {
-    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
+fn slots(s: &Shared) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+    s.slots
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Takes a slot for connection `id`; when all are taken, the oldest connection still reading
+/// its request is cut off (shut down: its thread sees the end and leaves) to make room.
+/// False when every slot is answering a complete request (that is short).
+fn admit(s: &Shared, id: u64, conn: &TcpStream) -> bool {
+    let mut v = slots(s);
+    if v.len() >= MAX_CONNECTIONS {
+        let oldest = v
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.reading.is_some())
+            .min_by_key(|(_, c)| c.since)
+            .map(|(i, _)| i);
+        if let Some(i) = oldest {
+            if let Some(c) = v.remove(i).reading {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+    if v.len() >= MAX_CONNECTIONS {
+        return false;
+    }
+    v.push(Slot {
+        id,
+        since: Instant::now(),
+        reading: conn.try_clone().ok(),
+    });
+    true
+}
+
+fn release(s: &Shared, id: u64) {
+    slots(s).retain(|c| c.id != id);
+}
+
+/// The request is in: this connection can no longer be cut off for a newer one.
+fn request_read(s: &Shared, id: u64) {
+    if let Some(c) = slots(s).iter_mut().find(|c| c.id == id) {
+        c.reading = None;
+    }
+}
+
+/// Reads one request (bounded by the parser's limits and an overall deadline) and answers it.
+fn handle(mut conn: TcpStream, s: &Shared, id: u64) {
     let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
+    let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     let req = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = respond(&conn, 408, "text/plain", "request took too long", &[]);
+            return;
+        }
+        let _ = conn.set_read_timeout(Some(left.min(IO_TIMEOUT)));
         match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+            Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
         }
         match portal::parse_request(&buf) {
             Err(ParseError::Incomplete) => continue,
@@ -183,6 +314,7 @@ fn handle(mut conn: TcpStream, s: &Shared) {
             Ok(r) => break r,
         }
     };
+    request_read(s, id);
     let _ = route(&conn, s, &req);
 }
 
@@ -208,7 +340,6 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
                     return Err((403, "invalid or missing CSRF token".to_string()));
                 }
                 write_credentials(s, get("credentials").unwrap_or_default().as_bytes())
-                    .map_err(|e| (400, e))
             });
             match result {
                 Ok(()) => see_other(conn),
@@ -237,13 +368,15 @@ fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
                 );
             }
             let result = if path == "/api/connect" {
-                api_network(&req.body).and_then(|n| connect(s, n))
+                api_network(&req.body)
+                    .and_then(|n| connect(s, n))
+                    .map_err(|e| (400, e))
             } else {
                 write_credentials(s, req.body.as_bytes())
             };
             match result {
                 Ok(()) => respond(conn, 200, "application/json", r#"{"ok":true}"#, &[]),
-                Err(e) => api_error(conn, 400, &e),
+                Err((code, e)) => api_error(conn, code, &e),
             }
         }
         _ => {
@@ -304,22 +437,59 @@ fn api_network(body: &str) -> Result<NetworkInput, String> {
 }
 
 fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
-    crate::logging::register_secret(&net.psk);
+    // The pass key is not registered with the log scrubber: it is never logged (only the
+    // 0600 keyfile holds it), and a registered value from a phone would blank that word in
+    // every later log line.
     crate::info!("provisioning", "portal: network {:?} submitted", net.ssid);
     lock(s).connect(net)
 }
 
 /// The machine credentials pasted in the portal: checked like the agent reads them, then
 /// written atomically with mode 0600. The secret is registered before anything is logged.
-fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), String> {
-    if bytes.len() > MAX_CREDENTIALS {
-        return Err(format!("credentials larger than {MAX_CREDENTIALS} bytes"));
+///
+/// Anyone who knows the hotspot password reaches this, so: existing credentials are only
+/// replaced when provisioning was forced on the device (the old file is kept as
+/// `svc.json.prev`), and the app must be https (the agent runs what that app sends, as root).
+fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
+    let file = s.paths.credentials();
+    let existing = match std::fs::read(&file) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err((500, format!("reading the current credentials: {e}"))),
+    };
+    if existing.is_some() && !lock(s).may_replace_credentials() {
+        return Err((
+            403,
+            "this machine already has credentials; replacing them needs provisioning forced on \
+             the machine itself, as root (touch /opt/svc/force-provisioning, or svc-agent \
+             provision --force)"
+                .into(),
+        ));
     }
-    // `parse` registers the secret with the log scrubber before anything can log it.
-    let creds = crate::credentials::Credentials::parse(bytes)?;
-    let text = serde_json::to_vec_pretty(&creds.to_json()).map_err(|e| e.to_string())?;
-    crate::fsutil::atomic_write(&s.paths.credentials(), &text, 0o600)
-        .map_err(|e| format!("writing the credentials: {e}"))?;
+    if bytes.len() > MAX_CREDENTIALS {
+        return Err((
+            400,
+            format!("credentials larger than {MAX_CREDENTIALS} bytes"),
+        ));
+    }
+    // Not registered with the log scrubber until accepted (a phone's rejected input must not
+    // blank words in the logs); the errors never quote the values, and are not logged.
+    let creds = crate::credentials::Credentials::parse_untrusted(bytes).map_err(|e| (400, e))?;
+    if !creds.app_address.starts_with("https://") {
+        return Err((
+            400,
+            "cloud.app_address must be an https:// URL when pasted in the portal".into(),
+        ));
+    }
+    let text = serde_json::to_vec_pretty(&creds.to_json()).map_err(|e| (500, e.to_string()))?;
+    if let Some(old) = existing {
+        let prev = file.with_file_name("svc.json.prev");
+        crate::fsutil::atomic_write(&prev, &old, 0o600)
+            .map_err(|e| (500, format!("keeping the old credentials: {e}")))?;
+    }
+    crate::fsutil::atomic_write(&file, &text, 0o600)
+        .map_err(|e| (500, format!("writing the credentials: {e}")))?;
+    creds.register_secret();
     crate::info!(
         "provisioning",
         "portal: machine credentials saved (part {})",
@@ -424,7 +594,9 @@ fn respond(
         303 => "See Other",
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         413 => "Payload Too Large",
+        500 => "Internal Server Error",
         _ => "Service Unavailable",
     };
     let mut head = format!(
@@ -439,4 +611,23 @@ Cache-Control: no-store\r\nX-Frame-Options: DENY\r\nConnection: close\r\n",
     conn.write_all(head.as_bytes())?;
     conn.write_all(body.as_bytes())?;
     conn.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_outside_the_hotspot_subnet_are_not_served() {
+        let hot = (Ipv4Addr::new(10, 42, 0, 1), Ipv4Addr::new(255, 255, 255, 0));
+        for (peer, ok) in [
+            ("10.42.0.77", true),
+            ("10.42.1.2", false),
+            ("192.168.77.2", false),
+            ("::ffff:10.42.0.9", true),
+            ("fe80::1", false),
+        ] {
+            assert_eq!(in_subnet(peer.parse().unwrap(), hot), ok, "{peer}");
+        }
+    }
 }

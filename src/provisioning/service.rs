@@ -6,13 +6,15 @@ use super::driver::Provisioning;
 use super::nm::{Nmcli, WifiProfile};
 use super::portal::NetworkInput;
 use super::server::{Portal, PortalActions, Visible};
-use super::state::Mode;
+use super::state::{Mode, NmConnectivity, Observed};
 use crate::config::model::ProvisioningAttributes;
 use crate::paths::Paths;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+type Probe = Box<dyn FnMut(&Settings) -> bool>;
 
 /// Priority of a network entered in the portal: above configured networks (-999..999 are
 /// the config's range), since the person at the machine chose it just now.
@@ -36,8 +38,8 @@ pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
     const PREFIX: &str = "/agent/agent-provisioning/attributes";
     match crate::config::parse_value(&wrapped) {
         Ok((cfg, report)) => {
-            // For example a well-known default hotspot password: the device works, but the
-            // manufacturer should change it.
+            // For example a well-known default hotspot password: the rest of the file
+            // applies, the hotspot stays off (`defaults::hotspot_password_problem`).
             for w in &report.warnings {
                 let at = w.path.strip_prefix(PREFIX).unwrap_or(&w.path);
                 crate::warn!("provisioning", "{}: {at}: {}", p.display(), w.message);
@@ -59,6 +61,87 @@ pub fn load_defaults(paths: &Paths) -> Result<ProvisioningAttributes, String> {
             .collect::<Vec<_>>()
             .join("; ")),
     }
+}
+
+/// Whether the machine is online, for the state machine (`state::is_online` decides; this
+/// gathers what it needs): the check URL if one is configured, NetworkManager's connectivity,
+/// a default route, and whether the daemon's last poll reached the app.
+pub(crate) fn online_probe(
+    app_reachable: Option<Arc<AtomicBool>>,
+    nmcli: std::path::PathBuf,
+) -> Probe {
+    Box::new(move |s: &Settings| {
+        let check_url = (!s.check_url.is_empty())
+            .then(|| super::check::online(&s.check_url, Duration::from_secs(10)));
+        let app = app_reachable
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst));
+        if check_url.is_none() && app {
+            // Online whatever NetworkManager says (`is_online`): no nmcli every tick while
+            // the app answers, which is nearly always.
+            return true;
+        }
+        let nm = std::process::Command::new(&nmcli)
+            .args(["-t", "networking", "connectivity"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| NmConnectivity::parse(&String::from_utf8_lossy(&o.stdout)))
+            .unwrap_or(NmConnectivity::Unknown);
+        super::state::is_online(&Observed {
+            check_url,
+            nm,
+            default_route: has_default_route(),
+            app_reachable: app,
+        })
+    })
+}
+
+/// A default route in the kernel's tables (`/proc/net/route`, `/proc/net/ipv6_route`).
+fn has_default_route() -> bool {
+    let v4 = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let v6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+    default_route_in(&v4, &v6)
+}
+
+/// IPv4: destination and mask 00000000; IPv6: destination ::/0 (not the loopback
+/// interface, which carries the unreachable default of an empty table).
+fn default_route_in(v4: &str, v6: &str) -> bool {
+    let four = v4.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 7 && f[1] == "00000000" && f[7] == "00000000"
+    });
+    let six = v6.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" && f[9] != "lo"
+    });
+    four || six
+}
+
+/// Profiles of networks from the portal already on disk (`svc-user-*`), oldest first: those
+/// that worked, and the disabled ones (`autoconnect=false`: networks that did not work).
+fn saved_user_networks(dir: &std::path::Path) -> (Vec<(i32, String)>, Vec<String>) {
+    let mut v: Vec<(std::time::SystemTime, String, bool)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let id = super::nm::id_from_keyfile_name(&e.file_name().to_string_lossy())?;
+                    let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+                    let text = std::fs::read_to_string(e.path()).ok()?;
+                    let disabled = text.lines().any(|l| l.trim() == "autoconnect=false");
+                    id.starts_with("user-").then_some((modified, id, disabled))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    let (failed, good): (Vec<_>, Vec<_>) = v.into_iter().partition(|(_, _, d)| *d);
+    (
+        good.into_iter()
+            .map(|(_, id, _)| (USER_PRIORITY, id))
+            .collect(),
+        failed.into_iter().map(|(_, id, _)| id).collect(),
+    )
 }
 
 /// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
@@ -116,33 +199,44 @@ fn scan() -> Vec<Visible> {
     }
 }
 
-/// What the portal tells the service: a phone is using it (the hotspot must not be cycled
-/// under it), or a network to join.
-enum Msg {
-    Activity,
-    Network(NetworkInput),
-}
+/// A phone is using the portal (the hotspot must not be cycled under it). Bounded: a flood
+/// of requests drops activity marks, which are all alike.
+struct Activity;
+const ACTIVITY_QUEUE: usize = 16;
 
 /// What the portal sees of the service.
 struct Actions {
-    tx: Sender<Msg>,
+    tx: SyncSender<Activity>,
+    /// The one network waiting to be joined: a second submission is refused until the
+    /// first was tried (each try takes the hotspot down and runs nmcli).
+    pending: Arc<Mutex<Option<NetworkInput>>>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
+    forced: Arc<AtomicBool>,
 }
 
 impl PortalActions for Actions {
     fn networks(&mut self) -> Vec<Visible> {
-        let _ = self.tx.send(Msg::Activity);
+        let _ = self.tx.try_send(Activity);
         self.visible.lock().map(|v| v.clone()).unwrap_or_default()
     }
     fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
-        self.tx
-            .send(Msg::Network(net))
-            .map_err(|_| "provisioning is stopping".to_string())
+        let mut p = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if p.is_some() {
+            return Err("a network is already being tried: wait for the result".into());
+        }
+        *p = Some(net);
+        Ok(())
     }
     fn status(&mut self) -> Vec<(String, String)> {
-        let _ = self.tx.send(Msg::Activity);
+        let _ = self.tx.try_send(Activity);
         self.steps.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+    fn may_replace_credentials(&mut self) -> bool {
+        self.forced.load(Ordering::SeqCst)
     }
 }
 
@@ -152,37 +246,45 @@ pub struct Service {
     settings: Settings,
     driver: Provisioning<Nmcli>,
     portal: Option<Portal>,
-    tx: Sender<Msg>,
-    rx: Receiver<Msg>,
+    tx: SyncSender<Activity>,
+    rx: Receiver<Activity>,
+    pending: Arc<Mutex<Option<NetworkInput>>>,
     visible: Arc<Mutex<Vec<Visible>>>,
     steps: Arc<Mutex<Vec<(String, String)>>>,
+    /// The state machine's `forced`, for the portal.
+    forced: Arc<AtomicBool>,
     started: Instant,
     last_mode: Option<Mode>,
 }
 
 impl Service {
-    /// `app_reachable`: the daemon's last poll reached the management app; the internet
-    /// check when no `check_url` is configured (without it, only the check URL counts).
+    /// `app_reachable`: the daemon's last poll reached the management app, one sign of being
+    /// online among others (`online_probe`); its absence alone is never "offline".
     pub fn new(
         paths: Paths,
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
     ) -> Service {
-        let backend = Nmcli {
-            connections_dir: paths.device("/etc/NetworkManager/system-connections"),
-        };
+        let backend = Nmcli::new(paths.device("/etc/NetworkManager/system-connections"));
+        let probe = online_probe(app_reachable, backend.program.clone());
+        Service::with_backend(paths, settings, backend, Some(probe))
+    }
+
+    /// The service over a given `nmcli` (a stand-in in tests) and connectivity probe.
+    pub(crate) fn with_backend(
+        paths: Paths,
+        settings: Settings,
+        backend: Nmcli,
+        probe: Option<Probe>,
+    ) -> Service {
+        let saved = saved_user_networks(&backend.connections_dir);
         let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
-        if let Some(flag) = app_reachable {
-            driver = driver.with_probe(Box::new(move |s: &Settings| {
-                if s.check_url.is_empty() {
-                    flag.load(Ordering::SeqCst)
-                } else {
-                    super::check::online(&s.check_url, Duration::from_secs(10))
-                }
-            }));
+        if let Some(p) = probe {
+            driver = driver.with_probe(p);
         }
+        driver.adopt_user_networks(saved.0, saved.1);
         driver.save_settings_networks();
-        let (tx, rx) = channel();
+        let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         Service {
             paths,
             settings,
@@ -190,8 +292,10 @@ impl Service {
             portal: None,
             tx,
             rx,
+            pending: Arc::new(Mutex::new(None)),
             visible: Arc::new(Mutex::new(Vec::new())),
             steps: Arc::new(Mutex::new(Vec::new())),
+            forced: Arc::new(AtomicBool::new(false)),
             started: Instant::now(),
             last_mode: None,
         }
@@ -226,15 +330,9 @@ impl Service {
                 }
             }
             self.driver.tick(self.now());
-            while let Ok(msg) = self.rx.try_recv() {
-                match msg {
-                    Msg::Activity => {
-                        let now = self.now();
-                        self.driver.event(super::state::Event::UserActivity, now);
-                    }
-                    Msg::Network(net) => self.join_user_network(net),
-                }
-            }
+            self.handle_portal_messages();
+            self.forced
+                .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();
             let mode = self.driver.status().mode.clone();
             had_hotspot |= matches!(mode, Mode::Hotspot { .. });
@@ -245,6 +343,23 @@ impl Service {
         }
         self.stop_portal();
         self.driver.status().mode == Mode::Online
+    }
+
+    /// What the portal sent since the last tick.
+    fn handle_portal_messages(&mut self) {
+        if self.rx.try_recv().is_ok() {
+            while self.rx.try_recv().is_ok() {}
+            let now = self.now();
+            self.driver.event(super::state::Event::UserActivity, now);
+        }
+        let net = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(net) = net {
+            self.join_user_network(net);
+        }
     }
 
     /// Portal up exactly while the hotspot is; one log line per state change.
@@ -285,11 +400,7 @@ impl Service {
         }
         let addr = format!("{}:{PORTAL_PORT}", super::dns::HOTSPOT_ADDR);
         let Ok(addr) = addr.parse() else { return };
-        let actions = Actions {
-            tx: self.tx.clone(),
-            visible: Arc::clone(&self.visible),
-            steps: Arc::clone(&self.steps),
-        };
+        let actions = self.actions();
         // The address appears when NetworkManager has the hotspot up: retry briefly.
         let mut actions = Some(actions);
         for _ in 0..15 {
@@ -300,16 +411,22 @@ impl Service {
                     return;
                 }
                 Err(_) => {
-                    actions = Some(Actions {
-                        tx: self.tx.clone(),
-                        visible: Arc::clone(&self.visible),
-                        steps: Arc::clone(&self.steps),
-                    });
+                    actions = Some(self.actions());
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }
         }
         crate::error!("provisioning", "portal: cannot listen on {addr}");
+    }
+
+    fn actions(&self) -> Actions {
+        Actions {
+            tx: self.tx.clone(),
+            pending: Arc::clone(&self.pending),
+            visible: Arc::clone(&self.visible),
+            steps: Arc::clone(&self.steps),
+            forced: Arc::clone(&self.forced),
+        }
     }
 
     fn stop_portal(&mut self) {
@@ -323,7 +440,7 @@ impl Service {
     /// way, the network is brought up and checked for internet.
     fn join_user_network(&mut self, net: NetworkInput) {
         let profile = WifiProfile {
-            id: format!("user-{}", net.ssid),
+            id: super::nm::user_id(&net.ssid),
             ssid: net.ssid.clone(),
             psk: net.psk,
             priority: USER_PRIORITY,
@@ -371,11 +488,8 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
         return 1;
     }
     let settings = defaults::effective(&[&defaults]);
-    if settings.hotspot_password.len() < 8 {
-        crate::error!(
-            "provisioning",
-            "the hotspot password (defaults or config) must have at least 8 characters: the hotspot is never open"
-        );
+    if let Some(why) = defaults::hotspot_password_problem(&settings.hotspot_password) {
+        crate::error!("provisioning", "{why}");
         return 1;
     }
     if let Err(e) = super::dns::install(paths.root()) {
@@ -399,6 +513,214 @@ pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_routes_are_read_from_the_kernel_tables() {
+        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n\
+                  wlan0\t00000000\t0100A8C0\t0003\t0\t0\t600\t00000000\n";
+        assert!(default_route_in(v4, ""));
+        let lan_only = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n\
+                        wlan0\t0000A8C0\t00000000\t0001\t0\t0\t600\t00FFFFFF\n";
+        assert!(!default_route_in(lan_only, ""));
+        let lo6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
+        assert!(!default_route_in("", lo6));
+        let wl6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003    wlan0\n";
+        assert!(default_route_in("", wl6));
+    }
+
+    /// The management app is down (its polls fail), the network is up: NetworkManager says
+    /// "full". Before, without check_url, "online" was "the last poll reached the app", so an
+    /// app outage raised the hotspot on every machine of the fleet.
+    #[test]
+    fn an_app_outage_with_the_network_up_is_online() {
+        let dir = std::env::temp_dir().join(format!("svc-outage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(dir.join("etc/svc.json"), "{}").unwrap(); // configured
+        let mut nm = stand_in_nmcli(&dir);
+        std::fs::write(
+            &nm.program,
+            "#!/bin/sh\ncase \"$*\" in *connectivity*) echo full;; esac\n",
+        )
+        .unwrap();
+        let app = Arc::new(AtomicBool::new(false));
+        let probe = online_probe(Some(Arc::clone(&app)), nm.program.clone());
+        nm.connections_dir = dir.join("system-connections");
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = std::cell::RefCell::new(Vec::<String>::new());
+        let mut driver = Provisioning::new(Paths::new(&dir), nm, settings, 0).with_probe(probe);
+        for now in (0..1000).step_by(2) {
+            driver.tick(now);
+            log.borrow_mut().push(format!("{:?}", driver.status().mode));
+        }
+        assert_eq!(
+            driver.status().mode,
+            Mode::Online,
+            "{:?}",
+            log.borrow().last()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A stand-in `nmcli` that logs each call (one line of arguments) and succeeds.
+    fn stand_in_nmcli(dir: &std::path::Path) -> Nmcli {
+        use std::os::unix::fs::PermissionsExt;
+        let prog = dir.join("nmcli");
+        let log = dir.join("nmcli.calls");
+        std::fs::write(
+            &prog,
+            format!("#!/bin/sh\necho \"$*\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut nm = Nmcli::new(dir.join("system-connections"));
+        nm.program = prog;
+        nm
+    }
+
+    fn calls(dir: &std::path::Path, what: &str) -> usize {
+        std::fs::read_to_string(dir.join("nmcli.calls"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(what))
+            .count()
+    }
+
+    fn user_keyfiles(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("system-connections"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("svc-user-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    fn flood_service(name: &str, online: bool) -> (std::path::PathBuf, Service) {
+        let dir = std::env::temp_dir().join(format!("svc-flood-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        flood_service_in(&dir, online)
+    }
+
+    fn flood_service_in(dir: &std::path::Path, online: bool) -> (std::path::PathBuf, Service) {
+        let dir = dir.to_path_buf();
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let nm = stand_in_nmcli(&dir);
+        let svc = Service::with_backend(
+            Paths::new(&dir),
+            settings,
+            nm,
+            Some(Box::new(move |_: &Settings| online)),
+        );
+        (dir, svc)
+    }
+
+    /// ~100 submissions in a few seconds wrote ~100 autoconnect keyfiles at priority 999 and
+    /// ran `nmcli connection up` for each (and for every one of them on each retry after).
+    #[test]
+    fn a_flood_of_network_submissions_is_bounded_and_failed_networks_are_dropped() {
+        let (dir, mut svc) = flood_service("fail", false);
+        let mut portal_side = svc.actions();
+        for round in 0..5 {
+            let accepted = (0..100)
+                .filter(|i| {
+                    portal_side
+                        .connect(NetworkInput {
+                            ssid: format!("net-{round}-{i}"),
+                            psk: "password1".into(),
+                        })
+                        .is_ok()
+                })
+                .count();
+            assert!(accepted <= 1, "round {round}: {accepted} accepted at once");
+            svc.handle_portal_messages();
+        }
+        assert!(
+            calls(&dir, "connection up") <= 5,
+            "{}",
+            calls(&dir, "connection up")
+        );
+        // None of them had internet: only the last is kept, and never autoconnects.
+        assert_eq!(
+            user_keyfiles(&dir),
+            vec!["svc-user-net-4-0.nmconnection".to_string()]
+        );
+        assert_eq!(
+            calls(
+                &dir,
+                "connection modify id user-net-4-0 connection.autoconnect no"
+            ),
+            1
+        );
+        assert_eq!(calls(&dir, "connection delete id user-net-3-0"), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn at_most_a_few_networks_from_the_portal_are_kept() {
+        let (dir, mut svc) = flood_service("keep", true);
+        let mut portal_side = svc.actions();
+        for i in 0..10 {
+            portal_side
+                .connect(NetworkInput {
+                    ssid: format!("home-{i}"),
+                    psk: "password1".into(),
+                })
+                .unwrap();
+            svc.handle_portal_messages();
+        }
+        // The same SSID again replaces its profile.
+        portal_side
+            .connect(NetworkInput {
+                ssid: "home-9".into(),
+                psk: "password2".into(),
+            })
+            .unwrap();
+        svc.handle_portal_messages();
+        let kept = user_keyfiles(&dir);
+        assert_eq!(
+            kept.len(),
+            crate::provisioning::driver::MAX_USER_NETWORKS,
+            "{kept:?}"
+        );
+        assert!(
+            kept.contains(&"svc-user-home-9.nmconnection".to_string()),
+            "{kept:?}"
+        );
+        assert!(
+            !kept.contains(&"svc-user-home-0.nmconnection".to_string()),
+            "{kept:?}"
+        );
+        // After a restart the saved ones still count.
+        drop(svc);
+        let (_, mut svc) = flood_service_in(&dir, true);
+        let mut portal_side = svc.actions();
+        portal_side
+            .connect(NetworkInput {
+                ssid: "after-restart".into(),
+                psk: "password1".into(),
+            })
+            .unwrap();
+        svc.handle_portal_messages();
+        let kept = user_keyfiles(&dir);
+        assert_eq!(
+            kept.len(),
+            crate::provisioning::driver::MAX_USER_NETWORKS,
+            "{kept:?}"
+        );
+        assert!(kept.contains(&"svc-user-after-restart.nmconnection".to_string()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn scan_output_is_parsed_with_escapes_and_deduplicated() {

@@ -7,6 +7,9 @@ pub struct Timing {
     pub offline_timeout: u64,
     pub user_idle_timeout: u64,
     pub retry_networks: u64,
+    /// The hotspot password is fit for a hotspot (`defaults::hotspot_password_problem`):
+    /// without one the machine never enters hotspot mode.
+    pub hotspot_allowed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,9 @@ pub struct State {
     /// Last portal request (a phone mid-setup).
     pub last_user: Option<u64>,
     pub configured: bool,
+    /// Provisioning was forced on the device (root): only then may the portal replace
+    /// existing credentials. Ends with the hotspot session.
+    pub forced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +63,7 @@ impl State {
             mode: Mode::Offline { since: now },
             last_user: None,
             configured,
+            forced: false,
         }
     }
 }
@@ -72,7 +79,8 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
         Event::UserActivity => s.last_user = Some(now),
         Event::CredentialsWritten => s.configured = true,
         Event::ForceProvisioning => {
-            if !matches!(s.mode, Mode::Hotspot { .. }) {
+            s.forced = true;
+            if !matches!(s.mode, Mode::Hotspot { .. }) && t.hotspot_allowed {
                 s.mode = Mode::Hotspot {
                     since: now,
                     last_retry: now,
@@ -92,6 +100,7 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
             (Mode::Hotspot { .. }, true) => {
                 acts.push(Action::StopHotspot);
                 s.mode = Mode::Online;
+                s.forced = false;
             }
             (Mode::Hotspot { .. }, false) => {}
             (_, true) => s.mode = Mode::Online,
@@ -100,7 +109,8 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
         },
         Event::Tick => match s.mode {
             Mode::Offline { since } => {
-                if !s.configured || now.saturating_sub(since) >= t.offline_timeout {
+                let due = !s.configured || now.saturating_sub(since) >= t.offline_timeout;
+                if due && t.hotspot_allowed {
                     s.mode = Mode::Hotspot {
                         since: now,
                         last_retry: now,
@@ -127,6 +137,57 @@ pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action
     (s, acts)
 }
 
+/// NetworkManager's own connectivity state (`nmcli networking connectivity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NmConnectivity {
+    Full,
+    Limited,
+    Portal,
+    None,
+    /// Checks disabled or not run yet (or nmcli missing).
+    Unknown,
+}
+
+impl NmConnectivity {
+    pub fn parse(s: &str) -> NmConnectivity {
+        match s.trim() {
+            "full" => NmConnectivity::Full,
+            "limited" => NmConnectivity::Limited,
+            "portal" => NmConnectivity::Portal,
+            "none" => NmConnectivity::None,
+            _ => NmConnectivity::Unknown,
+        }
+    }
+}
+
+/// What the connectivity check saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Observed {
+    /// The configured check URL answered 2xx (`None`: no check URL).
+    pub check_url: Option<bool>,
+    pub nm: NmConnectivity,
+    /// The machine has a default route (IPv4 or IPv6).
+    pub default_route: bool,
+    /// The daemon's last poll reached the management app.
+    pub app_reachable: bool,
+}
+
+/// Online, judged by the network, not by the management app: a configured check URL decides;
+/// without one, NetworkManager's "full", or (its checks disabled) a default route, is online,
+/// and so is an app that answered. An app outage alone never makes the machine offline (it
+/// would raise the hotspot fleet-wide and take single-radio devices off their uplink).
+pub(crate) fn is_online(o: &Observed) -> bool {
+    if let Some(ok) = o.check_url {
+        return ok;
+    }
+    o.app_reachable
+        || match o.nm {
+            NmConnectivity::Full => true,
+            NmConnectivity::Unknown => o.default_route,
+            NmConnectivity::Limited | NmConnectivity::Portal | NmConnectivity::None => false,
+        }
+}
+
 /// Roaming order: highest priority first; ties keep config order.
 pub fn roaming_order<T: Clone>(nets: &[(i32, T)]) -> Vec<T> {
     let mut v: Vec<(usize, &(i32, T))> = nets.iter().enumerate().collect();
@@ -146,6 +207,7 @@ mod tests {
         offline_timeout: 120,
         user_idle_timeout: 300,
         retry_networks: 60,
+        hotspot_allowed: true,
     };
 
     #[test]
@@ -156,6 +218,19 @@ mod tests {
         let (s, a) = step(s, Event::Tick, 120, &T);
         assert_eq!(a, vec![Action::StartHotspot]);
         assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn no_hotspot_mode_without_a_fit_password() {
+        let t = Timing {
+            hotspot_allowed: false,
+            ..T
+        };
+        let (s, a) = step(State::new(0, false), Event::Tick, 500, &t);
+        assert!(a.is_empty());
+        let (s, a) = step(s, Event::ForceProvisioning, 501, &t);
+        assert!(a.is_empty());
+        assert!(matches!(s.mode, Mode::Offline { .. }));
     }
 
     #[test]
@@ -197,6 +272,64 @@ mod tests {
         let (s, a) = step(s, Event::ForceProvisioning, 2, &T);
         assert_eq!(a, vec![Action::StartHotspot]);
         assert!(matches!(s.mode, Mode::Hotspot { .. }));
+    }
+
+    #[test]
+    fn only_a_forced_session_may_replace_credentials_and_it_ends_online() {
+        let (s, _) = step(State::new(0, true), Event::Tick, 120, &T);
+        assert!(matches!(s.mode, Mode::Hotspot { .. }));
+        assert!(!s.forced, "a lost network is not a local request");
+        let (s, _) = step(s, Event::ForceProvisioning, 130, &T);
+        assert!(s.forced);
+        let (s, _) = step(s, Event::Connectivity { online: true }, 140, &T);
+        assert!(!s.forced, "the permission ends with the session");
+    }
+
+    #[test]
+    fn an_app_outage_with_the_network_up_does_not_raise_the_hotspot() {
+        let app_down = |nm, default_route| Observed {
+            check_url: None,
+            nm,
+            default_route,
+            app_reachable: false,
+        };
+        for up in [
+            app_down(NmConnectivity::Full, true),
+            app_down(NmConnectivity::Unknown, true),
+        ] {
+            let mut s = State::new(0, true);
+            for now in (0..2000).step_by(2) {
+                let (s2, a) = step(
+                    s,
+                    Event::Connectivity {
+                        online: is_online(&up),
+                    },
+                    now,
+                    &T,
+                );
+                assert!(a.is_empty());
+                let (s2, a) = step(s2, Event::Tick, now, &T);
+                assert!(!a.contains(&Action::StartHotspot), "{up:?} at {now}");
+                s = s2;
+            }
+            assert_eq!(s.mode, Mode::Online);
+        }
+        // The network itself down: offline, whatever the app did last.
+        for down in [
+            app_down(NmConnectivity::None, false),
+            app_down(NmConnectivity::Limited, true),
+            app_down(NmConnectivity::Unknown, false),
+        ] {
+            assert!(!is_online(&down), "{down:?}");
+        }
+        // A check URL, when configured, decides.
+        let checked = Observed {
+            check_url: Some(false),
+            ..app_down(NmConnectivity::Full, true)
+        };
+        assert!(!is_online(&checked));
+        assert_eq!(NmConnectivity::parse("full\n"), NmConnectivity::Full);
+        assert_eq!(NmConnectivity::parse(""), NmConnectivity::Unknown);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
 mod probation;
+mod provisioning_netns;
 mod provisioning_portal;
 mod server;
 mod server_app;

@@ -11,7 +11,7 @@ use svc::provisioning::portal::NetworkInput;
 use svc::provisioning::server::{Portal, PortalActions, Visible};
 
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<Vec<NetworkInput>>>);
+struct Fake(Arc<Mutex<Vec<NetworkInput>>>, bool);
 
 impl PortalActions for Fake {
     fn networks(&mut self) -> Vec<Visible> {
@@ -35,6 +35,9 @@ impl PortalActions for Fake {
             ("hotspot".into(), "up".into()),
             ("network".into(), "waiting".into()),
         ]
+    }
+    fn may_replace_credentials(&mut self) -> bool {
+        self.1
     }
 }
 
@@ -159,6 +162,11 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
         "nothing else was submitted"
     );
 
+    // Invalid credentials are refused with the reason and write nothing.
+    let body = format!("csrf={token}&credentials={}", pct(r#"{"cloud": {}}"#));
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 400);
+    assert!(!dir.join("etc/svc.json").exists());
+
     // Credentials pasted in the portal: written 0600, exactly the pasted content.
     let secret = "portal-s3cret-7d1f";
     let creds = format!(
@@ -177,9 +185,9 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
         written,
         serde_json::from_str::<serde_json::Value>(&creds).unwrap()
     );
-    // Invalid credentials change nothing.
+    // Now configured: a second paste is refused (provisioning was not forced).
     let body = format!("csrf={token}&credentials={}", pct(r#"{"cloud": {}}"#));
-    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 400);
+    assert_eq!(http(addr, &post("/credentials", &body, &jar)).0, 403);
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&std::fs::read(&file).unwrap()).unwrap(),
         written
@@ -225,5 +233,201 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
     for s in [psk, secret, "api-pass-9c2e"] {
         assert!(!logs.contains(s), "{s} logged: {logs}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A temp dir with `etc/` and a portal on loopback; `replace` is whether provisioning was
+/// forced on the device.
+fn portal_in(name: &str, replace: bool) -> (std::path::PathBuf, Portal) {
+    let dir = std::env::temp_dir().join(format!("svc-portal-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    let portal = Portal::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Paths::new(&dir),
+        Box::new(Fake(Default::default(), replace)),
+    )
+    .unwrap();
+    (dir, portal)
+}
+
+/// The API token, as any phone on the hotspot gets it.
+fn api_token(addr: std::net::SocketAddr) -> String {
+    let (_, _, status) = http(addr, b"GET /api/status HTTP/1.1\r\n\r\n");
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
+
+const OWN: &str = r#"{"cloud": {"app_address": "https://app.example.com", "id": "p-own", "secret": "own-s3cret-a81c"}}"#;
+
+/// The takeover of issue 15: a configured machine's hotspot is up (it lost its network), a
+/// phone takes the token from /api/status and pastes credentials that point at its own app.
+#[test]
+fn a_phone_cannot_replace_the_credentials_of_a_configured_machine() {
+    let (dir, mut portal) = portal_in("takeover", false);
+    let file = dir.join("etc/svc.json");
+    std::fs::write(&file, OWN).unwrap();
+    let addr = portal.addr();
+    let token = api_token(addr);
+    let with = format!("X-Svc-Token: {token}\r\n");
+    for app in ["http://attacker.example", "https://attacker.example"] {
+        let evil = format!(
+            r#"{{"cloud": {{"app_address": "{app}", "id": "p-evil", "secret": "evil-secret-1"}}}}"#
+        );
+        let (code, _, body) = http(addr, &post("/api/credentials", &evil, &with));
+        assert_eq!(code, 403, "{app}: {body}");
+        assert!(body.contains("--force"), "the refusal says how: {body}");
+        // The form route too.
+        let (_, h, page) = http(addr, b"GET / HTTP/1.1\r\n\r\n");
+        let cookie = header(&h, "set-cookie")
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        let form = format!("csrf={token}&credentials={}", pct(&evil));
+        let (code, _, _) = http(
+            addr,
+            &post("/credentials", &form, &format!("Cookie: {cookie}\r\n")),
+        );
+        assert_eq!(code, 403, "{page}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), OWN, "{app}");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn credentials_from_the_portal_must_name_an_https_app() {
+    let (dir, mut portal) = portal_in("https-only", false);
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    for app in ["http://app.example.com", "file:///tmp/app"] {
+        let creds = format!(
+            r#"{{"cloud": {{"app_address": "{app}", "id": "p-1", "secret": "a-secret-1234"}}}}"#
+        );
+        let (code, _, body) = http(addr, &post("/api/credentials", &creds, &with));
+        assert_eq!(code, 400, "{app}: {body}");
+        assert!(body.contains("https://"), "{body}");
+        assert!(!dir.join("etc/svc.json").exists(), "{app} written");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_forced_session_may_replace_the_credentials_and_keeps_the_old_file() {
+    let (dir, mut portal) = portal_in("forced", true);
+    let file = dir.join("etc/svc.json");
+    std::fs::write(&file, OWN).unwrap();
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    let new = r#"{"cloud": {"app_address": "https://app.example.com", "id": "p-new", "secret": "new-s3cret-77e2"}}"#;
+    let (code, _, body) = http(addr, &post("/api/credentials", new, &with));
+    assert_eq!(code, 200, "{body}");
+    let got: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(got["cloud"]["id"], "p-new");
+    let prev = dir.join("etc/svc.json.prev");
+    assert_eq!(std::fs::read_to_string(&prev).unwrap(), OWN);
+    assert_eq!(
+        std::fs::metadata(&prev).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Slow-loris: eight connections that dribble a request held every slot (a per-read timeout
+/// and no overall deadline), and every phone got `503`. Now a new connection takes the slot
+/// of the oldest one still reading its request, and a real client is served.
+#[test]
+fn a_real_client_is_served_while_slow_connections_hold_every_slot() {
+    let (dir, mut portal) = portal_in("loris", false);
+    let addr = portal.addr();
+    let mut loris = Vec::new();
+    for _ in 0..8 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        loris.push(c);
+    }
+    // Wait (a condition, not a time) until the portal holds all eight.
+    for _ in 0..500 {
+        if portal.open_connections() >= 8 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(portal.open_connections(), 8);
+    for round in 0..3 {
+        let (code, _, body) = http(addr, b"GET /api/status HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 200, "round {round}: {body}");
+    }
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One slow connection is closed at the overall request deadline (10 s), however steadily it
+/// dribbles: before, each byte reset the per-read timeout and the slot was held for ever.
+#[test]
+fn a_dribbling_request_is_cut_off_at_the_deadline() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (dir, mut portal) = portal_in("dribble", false);
+    let mut c = TcpStream::connect(portal.addr()).unwrap();
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut reader = c.try_clone().unwrap();
+    let closed2 = Arc::clone(&closed);
+    let t = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = reader.read_to_end(&mut out);
+        closed2.store(true, Ordering::SeqCst);
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut sent = 0;
+    // 60 bytes at 2 a second is 30 s: three times the deadline.
+    while sent < 60 && !closed.load(Ordering::SeqCst) {
+        if c.write_all(b"X").is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let _ = c.shutdown(std::net::Shutdown::Both);
+    let answer = t.join().unwrap();
+    assert!(sent < 60, "still open after {sent} bytes: {answer}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Portal input went to the log scrubber, so a phone could blank any word of at least 4
+/// bytes in every later log line (its own address, "credentials", a part id ...). Only the
+/// secret of credentials that were accepted is registered, and only real secret fields.
+#[test]
+fn a_phone_cannot_blank_words_in_the_logs() {
+    let (dir, mut portal) = portal_in("scrub", false);
+    let addr = portal.addr();
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    let line = "portal: request from 10.42.0.23 (tamper-word-one, tamper-word-two)";
+    // A network whose pass key is a word of the logs.
+    let net = r#"{"ssid": "home", "psk": "tamper-word-one"}"#;
+    assert_eq!(http(addr, &post("/api/connect", net, &with)).0, 200);
+    // Credentials that are refused, with a string where the key stands.
+    let bad = r#"{"cloud": {"app_address": "https://a.example", "id": "p-1", "api_key": "tamper-word-two"}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", bad, &with)).0, 400);
+    let bad =
+        r#"{"cloud": {"app_address": "http://a.example", "id": "p-1", "secret": "10.42.0.23"}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", bad, &with)).0, 400);
+    assert_eq!(svc::logging::scrub(line), line);
+    // Accepted credentials: the key is a secret now, the key's id is not.
+    let good = r#"{"cloud": {"app_address": "https://a.example", "id": "p-1", "api_key": {"id": "visible-key-id-4", "key": "real-key-0f9e2d"}}}"#;
+    assert_eq!(http(addr, &post("/api/credentials", good, &with)).0, 200);
+    assert_eq!(
+        svc::logging::scrub("visible-key-id-4 real-key-0f9e2d"),
+        "visible-key-id-4 ***"
+    );
+    portal.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,3 +39,37 @@ fn every_example_config_is_valid() {
     }
     assert!(seen >= 4, "examples read: {seen}");
 }
+
+/// The unit's sandbox keeps `systemd-analyze security` at 5 or less (`--threshold` counts
+/// tenths, so 50; it was 9.6, UNSAFE, before issue 15). Skipped where systemd-analyze is
+/// missing.
+#[test]
+fn the_shipped_unit_is_sandboxed() {
+    let unit = Path::new(ROOT).join("dist/svc-agent.service");
+    let out = match std::process::Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--threshold=50"])
+        .arg(&unit)
+        .output()
+    {
+        Ok(o) => o,
+        Err(_) => {
+            eprintln!("skipped: systemd-analyze not found");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text.lines().last().unwrap_or(""),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unit_text = std::fs::read_to_string(&unit).unwrap();
+    for must in [
+        "ProtectSystem=strict",
+        "ReadWritePaths=/opt/svc /etc",
+        "UMask=0077",
+    ] {
+        assert!(unit_text.contains(must), "{must}");
+    }
+}

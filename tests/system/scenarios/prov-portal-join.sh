@@ -102,11 +102,16 @@ lab_check "captive-portal checks are redirected" sh -c \
     "ip netns exec phone curl -s -o /dev/null -w '%{http_code}' -H 'Host: connectivitycheck.gstatic.com' http://10.42.0.1/generate_204 | grep -q 302"
 
 # The person pastes the machine credentials, then picks the home network.
-creds="{\"cloud\": {\"app_address\": \"file:///var/lib/lab/mgmt\", \"id\": \"lab-part\", \"secret\": \"$secret\"}}"
+# (An https app: the portal refuses http:// and file:// addresses. Never contacted here.)
+creds="{\"cloud\": {\"app_address\": \"https://app.lab.example\", \"id\": \"lab-part\", \"secret\": \"$secret\"}}"
 ip netns exec phone curl -fsS -o /dev/null -b /tmp/jar --data-urlencode "csrf=$token" \
     --data-urlencode "credentials=$creds" http://10.42.0.1/credentials
 lab_check "credentials written 0600" test "$(stat -c %a /etc/svc.json)" = 600
 lab_check "credentials hold what was pasted" grep -q "$secret" /etc/svc.json
+lab_check "a second paste is refused now that the machine has credentials (403)" test "$(ip netns exec phone \
+    curl -sS -o /dev/null -w '%{http_code}' -b /tmp/jar --data-urlencode "csrf=$token" \
+    --data-urlencode "credentials=${creds/lab-part/other-part}" http://10.42.0.1/credentials)" = 403
+lab_check "the credentials are still the first ones" grep -q '"lab-part"' /etc/svc.json
 pss=$(awk '/^Pss:/ {print $2}' "/proc/$prov/smaps_rollup")
 t_submit=$(ms)
 ip netns exec phone curl -sS -o /dev/null -b /tmp/jar --max-time 30 --data-urlencode "csrf=$token" \

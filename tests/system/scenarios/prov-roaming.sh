@@ -31,12 +31,12 @@ prov=$!
 lab_wait 240 "the machine is online through lab-prio-5" sh -c \
     'iw dev wlan0 link | grep -q "SSID: lab-prio-5" && curl -fsS --max-time 5 http://192.168.200.1:8080/ | grep -q lab-prio-5'
 lab_check "priority 10 was tried first and passed over (no internet)" \
-    grep -q '"lab-prio-10" is up but has no internet' /tmp/provision.log
+    grep -q '"net-lab-prio-10" is up but has no internet' /tmp/provision.log
 lab_check "the profiles carry the config priorities" sh -c \
-    'grep -q "^autoconnect-priority=10" /etc/NetworkManager/system-connections/svc-lab-prio-10.nmconnection &&
-     grep -q "^autoconnect-priority=5" /etc/NetworkManager/system-connections/svc-lab-prio-5.nmconnection'
+    'grep -q "^autoconnect-priority=10" /etc/NetworkManager/system-connections/svc-net-lab-prio-10.nmconnection &&
+     grep -q "^autoconnect-priority=5" /etc/NetworkManager/system-connections/svc-net-lab-prio-5.nmconnection'
 sleep 20
 lab_check "still on lab-prio-5 twenty seconds later" sh -c 'iw dev wlan0 link | grep -q "SSID: lab-prio-5"'
-if grep -q 'online through "lab-prio-1"' /tmp/provision.log; then lab_fail "fell through to priority 1"; fi
+if grep -q 'online through "net-lab-prio-1"' /tmp/provision.log; then lab_fail "fell through to priority 1"; fi
 kill "$prov"; wait "$prov" || true
 cat /tmp/provision.log
