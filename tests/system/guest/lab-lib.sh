@@ -118,5 +118,25 @@ CONF
 lab_ap_down() { kill "$(cat "/run/ap-$1.pid")"; }
 lab_ap_up() { ip netns exec "$1" hostapd -B -P "/run/ap-$1.pid" "/tmp/ap-$1.conf" >> "/tmp/ap-$1.log"; }
 
+# lab_phone_join SSID PSK: the phone (wlan1 in namespace "phone") joins a WPA2-only (RSN,
+# CCMP) network as a phone does, waits until it is associated, and takes 10.42.0.50/24 (the
+# hotspot's subnet).
+lab_phone_join() {
+    cat > /tmp/phone.conf <<CONF
+ctrl_interface=/run/wpa_supplicant-phone
+network={
+    ssid="$1"
+    psk="$2"
+    key_mgmt=WPA-PSK
+    proto=RSN
+    pairwise=CCMP
+}
+CONF
+    ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
+    lab_wait 120 "the phone associated with $1" sh -c \
+        'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
+    ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
+}
+
 # lab_ms: milliseconds since the epoch.
 lab_ms() { date +%s%3N; }

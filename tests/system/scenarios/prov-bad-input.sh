@@ -18,20 +18,7 @@ cat > /etc/svc-defaults.json <<JSON
 JSON
 svc-agent provision > /tmp/provision.log 2>&1 &
 lab_wait 120 "the hotspot is up" sh -c 'iw dev wlan0 info | grep -q "type AP"'
-cat > /tmp/phone.conf <<CONF
-ctrl_interface=/run/wpa_supplicant-phone
-network={
-    ssid="svc-lab-$(hostname)"
-    psk="$hot_psk"
-    key_mgmt=WPA-PSK
-    proto=RSN
-    pairwise=CCMP
-}
-CONF
-ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
-lab_wait 120 "the phone associated" sh -c \
-    'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
-ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
+lab_phone_join "svc-lab-$(hostname)" "$hot_psk"
 phone() { ip netns exec phone curl -sS -o /dev/null -w '%{http_code}' -b /tmp/jar -c /tmp/jar --max-time 30 "$@"; }
 page=$(ip netns exec phone curl -fsS --retry 20 --retry-delay 1 --retry-all-errors -c /tmp/jar http://10.42.0.1/)
 token=$(sed -n 's/.*name="csrf" value="\([0-9a-f]*\)".*/\1/p' <<<"$page" | head -n1)

@@ -65,21 +65,8 @@ lab_check "the hotspot is WPA2-PSK/CCMP, never open" sh -c \
 hot_ssid="svc-lab-$(hostname)"
 
 # The phone joins the hotspot.
-cat > /tmp/phone.conf <<CONF
-ctrl_interface=/run/wpa_supplicant-phone
-network={
-    ssid="$hot_ssid"
-    psk="$hot_psk"
-    key_mgmt=WPA-PSK
-    proto=RSN
-    pairwise=CCMP
-}
-CONF
-ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
-lab_wait 120 "the phone associated with $hot_ssid" sh -c \
-    'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
+lab_phone_join "$hot_ssid" "$hot_psk"
 t_joinable=$(ms)
-ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
 
 # Every name resolves to the portal (the captive-portal sign-in of phones relies on it).
 cat > /tmp/dns_a.py <<'PY'
