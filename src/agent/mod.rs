@@ -14,21 +14,20 @@ pub mod updates;
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::protocol::backoff::{jittered, Backoff, Jitter};
-use crate::protocol::{self, CommandKind, PollOutcome, Retry, Transport};
+use crate::protocol::backoff::{jittered, wait_after, Backoff, Jitter};
+use crate::protocol::{self, CommandKind, PollOutcome, Transport};
 use crate::signals;
 use crate::{debug, error, info, warn};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const DEFAULT_POLL: Duration = Duration::from_secs(60);
-/// How long a permanent error (a revoked key, a deleted part) silences polling.
-const PERMANENT_ERROR_WAIT: Duration = Duration::from_secs(3600);
 /// Without fast start: how long the agent waits for the network and one update check
 /// before it starts svc-server from what it has (`SVC_AGENT_FIRST_CONTACT_SECS` overrides).
 const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
-/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier.
-const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier. It bounds
+/// how late a new or changed credentials file is noticed.
+const MAX_SLEEP: Duration = Duration::from_secs(10);
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +41,12 @@ pub enum Exit {
 pub struct Agent {
     paths: Paths,
     transport: Option<Box<dyn Transport>>,
+    /// The credentials in use (the log uploader gets them too), and the identity of the
+    /// file they came from: a change is noticed by the loop without a SIGHUP.
+    credentials: Option<Credentials>,
+    credentials_stamp: Option<FileStamp>,
+    /// Set when the credentials were re-read; the log uploader is handed the new ones.
+    pub credentials_changed: bool,
     config: Option<MachineConfig>,
     config_errors: Vec<Diagnostic>,
     cached: cache::CachedAnswer,
@@ -68,6 +73,29 @@ pub struct Agent {
     provisioning: provisioning::Runner,
 }
 
+/// What identifies one version of a file without reading it: a rename over it changes the
+/// inode, a rewrite in place the mtime or size. One `stat` per loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileStamp {
+    fn of(path: &std::path::Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -79,6 +107,7 @@ impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
         let mut app = None;
+        let credentials_stamp = FileStamp::of(&paths.credentials());
         let transport = match Credentials::load(&paths) {
             Ok(creds) => match protocol::connect(&creds) {
                 Ok(t) => {
@@ -110,6 +139,9 @@ impl Agent {
         Agent {
             paths,
             transport,
+            credentials: app.clone(),
+            credentials_stamp,
+            credentials_changed: false,
             config,
             config_errors: Vec::new(),
             cached,
@@ -208,14 +240,14 @@ impl Agent {
             .map(Duration::from_secs)
             .unwrap_or(FIRST_CONTACT_WAIT);
         let deadline = Instant::now() + wait;
-        while self.transport.is_some() && Instant::now() < deadline && self.exit.is_none() {
+        while self.transport.is_some() && self.exit.is_none() {
             if self.poll_once() {
                 break;
             }
-            let wait = self
-                .next_poll
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_secs(5));
+            let Some(wait) = policy::first_contact_wait(Instant::now(), self.next_poll, deadline)
+            else {
+                break;
+            };
             signals::wait(wait);
             self.exit = signals::stop_requested()
                 .then_some(Exit::Stop)
@@ -245,10 +277,10 @@ impl Agent {
         }
         if signals::take_reload() {
             info!("agent", "SIGHUP: re-reading credentials and cached config");
-            let paths = self.paths.clone();
-            let keep = std::mem::replace(self, Agent::new(paths));
-            self.server = keep.server;
-            self.next_poll = Instant::now();
+            self.reload();
+        } else if FileStamp::of(&self.paths.credentials()) != self.credentials_stamp {
+            info!("agent", "the credentials file changed: re-reading it");
+            self.reload();
         }
         self.server.tick();
         if self.transport.is_some() && Instant::now() >= self.next_poll {
@@ -275,6 +307,21 @@ impl Agent {
             next = next.min(t);
         }
         next.saturating_duration_since(now)
+    }
+
+    /// Re-reads credentials and the cached config (SIGHUP, or a new credentials file), keeps
+    /// svc-server running, and polls at once.
+    fn reload(&mut self) {
+        let paths = self.paths.clone();
+        let keep = std::mem::replace(self, Agent::new(paths));
+        self.server = keep.server;
+        self.next_poll = Instant::now();
+        self.credentials_changed = true;
+    }
+
+    /// The credentials in use, if any.
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
     }
 
     /// Polls once; true on contact (an answer or 304).
@@ -311,11 +358,7 @@ impl Agent {
                 self.provisioning
                     .app_reachable
                     .store(false, std::sync::atomic::Ordering::SeqCst);
-                let wait = match e.retry() {
-                    Retry::Backoff => self.backoff.next_delay(&mut self.jitter),
-                    Retry::After(secs) => Duration::from_secs(secs.clamp(1, 3600)),
-                    Retry::Permanent => PERMANENT_ERROR_WAIT,
-                };
+                let wait = wait_after(e.retry(), &mut self.backoff, &mut self.jitter);
                 let text = e.to_string();
                 if self.last_error.as_deref() != Some(text.as_str()) || self.backoff.attempts() <= 1
                 {
@@ -540,17 +583,15 @@ pub fn run(paths: Paths) -> i32 {
         return 1;
     }
     crate::credentials::tighten_mode(&paths.credentials());
-    let shipping_transport = crate::credentials::Credentials::load(&paths)
-        .ok()
-        .and_then(|c| protocol::connect(&c).ok());
     let mut agent = Agent::new(paths.clone());
+    let shipping_credentials = agent.credentials().cloned();
     // With fast start, svc-server starts before the log queue opens (opening a full queue
     // takes tens of milliseconds); the lines logged meanwhile wait in memory for it.
     let pipeline = if agent.fast_start {
         agent.start();
-        logs::LogPipeline::start(&paths, shipping_transport)
+        logs::LogPipeline::start(&paths, shipping_credentials.clone())
     } else {
-        let p = logs::LogPipeline::start(&paths, shipping_transport);
+        let p = logs::LogPipeline::start(&paths, shipping_credentials.clone());
         agent.start();
         p
     };
@@ -566,6 +607,12 @@ pub fn run(paths: Paths) -> i32 {
             // and make it the known-good one the boot guard runs from.
             healthy_marked = true;
             mark_healthy(&paths);
+        }
+        if std::mem::take(&mut agent.credentials_changed) {
+            if let Some(p) = &pipeline {
+                // Also nudges: shipping paused by a refusal resumes with the new secret.
+                p.set_credentials(agent.credentials().cloned());
+            }
         }
         if std::mem::take(&mut agent.reconnected) {
             if let Some(p) = &pipeline {

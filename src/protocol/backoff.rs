@@ -1,5 +1,28 @@
-//! Exponential backoff with full jitter, and the jittered poll interval.
+//! Exponential backoff with full jitter, the jittered poll interval, and the one retry rule
+//! of the poller and the log uploader (`wait_after`), in every state of the agent.
+use super::Retry;
 use std::time::Duration;
+
+/// How long a permanent error (a revoked key, a deleted part, a 4xx) silences requests of
+/// its kind, unless the credentials change first.
+pub const PERMANENT_WAIT: Duration = Duration::from_secs(3600);
+/// The longest `Retry-After` honoured: a server cannot silence a machine for a day.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// The wait after a failed request of class `retry`: the same rule at first contact, in
+/// steady state and in backoff. A `Retry-After` is a floor, never a shortcut past the
+/// backoff, so a server that keeps answering `429, Retry-After: 0` still sees the requests
+/// thin out to one every `cap`. Each call but `Permanent` counts one more failure.
+pub fn wait_after(retry: Retry, backoff: &mut Backoff, jitter: &mut Jitter) -> Duration {
+    match retry {
+        Retry::Backoff => backoff.next_delay(jitter),
+        Retry::After(secs) => {
+            let asked = Duration::from_secs(secs).min(MAX_RETRY_AFTER);
+            asked.max(backoff.next_delay(jitter))
+        }
+        Retry::Permanent => PERMANENT_WAIT,
+    }
+}
 
 /// A small xorshift generator: jitter needs spread, not cryptographic quality, and this
 /// keeps a dependency out.

@@ -193,3 +193,154 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home() {
     );
     assert!(!sb.log().contains("sandbox-secret-123"));
 }
+
+fn spawn_with(sb: &Sandbox, srv: &MgmtServer, env: &[(&str, &str)]) -> std::process::Child {
+    let mut all = vec![
+        ("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap()),
+        ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
+    ];
+    all.extend_from_slice(env);
+    sb.spawn_agent(&all)
+}
+
+/// Issue 16 item 2: during the first-contact wait a 401 was polled every 5 s. The wait
+/// follows the same rule as every other state: after a 401 the next poll is an hour away,
+/// so the wait ends at once (nothing more can come before its deadline) and svc-server
+/// starts; the app sees one poll.
+#[test]
+fn first_contact_a_401_is_not_polled_again_before_the_hour() {
+    let (sb, srv) = setup("https-fc-401");
+    srv.set_answer(answer("never"));
+    for _ in 0..50 {
+        srv.script(Behavior::Status(401, vec![], "key revoked".into()));
+    }
+    let mut agent = spawn_with(&sb, &srv, &[("SVC_AGENT_FIRST_CONTACT_SECS", "20")]);
+    // The window: from the start to svc-server's start, which ends the first-contact wait
+    // (at the latest after 20 s, when the old code had polled 4 or 5 times).
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    assert_eq!(srv.polls().len(), 1, "polled again:\n{}", sb.log());
+    assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
+/// Issue 16 item 2: a 429 during the first-contact wait was retried after 5 s whatever its
+/// Retry-After said.
+#[test]
+fn first_contact_honours_retry_after() {
+    let (sb, srv) = setup("https-fc-429");
+    srv.set_answer(answer("later"));
+    for _ in 0..50 {
+        srv.script(Behavior::Status(
+            429,
+            vec![("Retry-After".into(), "40".into())],
+            String::new(),
+        ));
+    }
+    let mut agent = spawn_with(&sb, &srv, &[("SVC_AGENT_FIRST_CONTACT_SECS", "20")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    assert_eq!(srv.polls().len(), 1, "polled again:\n{}", sb.log());
+    assert!(sb.log().contains("next try in 40s"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
+/// The ids of every record the app took, in arrival order.
+fn shipped_ids(srv: &MgmtServer) -> Vec<u64> {
+    srv.state
+        .lock()
+        .unwrap()
+        .logs
+        .iter()
+        .flat_map(|b| {
+            let v: serde_json::Value = serde_json::from_str(b).unwrap();
+            v["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// No record lost: the ids taken cover 1..=max without a gap (duplicates are allowed).
+fn assert_no_gap(ids: &[u64]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let expected: Vec<u64> = (1..=*sorted.last().unwrap()).collect();
+    assert_eq!(sorted, expected, "records were lost");
+}
+
+/// Issue 16 items 3 and 4: a 401 to log batches made a storm (refused line skipped, the
+/// skip logged, that line refused ...: hundreds of POSTs a minute, each one record lost).
+/// Shipping pauses instead, keeping the records; a rotated credentials file is noticed
+/// without SIGHUP, and the uploader resumes at once with the new secret and loses nothing.
+#[test]
+fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials() {
+    let (sb, srv) = setup("https-logs-401");
+    srv.set_answer(answer("ok"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("a first log batch taken", 60, || {
+        !shipped_ids(&srv).is_empty()
+    });
+    srv.state.lock().unwrap().logs_refuse = Some(401);
+    // A new line to ship (SIGHUP logs one).
+    svc::sys::kill(agent.id() as i32, libc::SIGHUP);
+    wait_for("a log batch refused", 60, || {
+        srv.log_posts().iter().any(|p| p.status_sent == 401)
+    });
+    // The window: 5 s after the first refusal (the old code sent ~80 batches in it).
+    std::thread::sleep(Duration::from_secs(5));
+    let refused = srv
+        .log_posts()
+        .iter()
+        .filter(|p| p.status_sent == 401)
+        .count();
+    assert!(refused <= 2, "{refused} refused batches in 5 s: a storm");
+    assert!(
+        !sb.log().contains("skipped"),
+        "records were skipped:\n{}",
+        sb.log()
+    );
+    // Rotation: a new secret, accepted; no SIGHUP.
+    srv.state.lock().unwrap().logs_refuse = None;
+    sb.write_credentials_with(&srv.url, "rotated-secret-456");
+    wait_for("a batch with the new secret taken", 60, || {
+        srv.log_posts().iter().any(|p| {
+            p.status_sent == 200 && p.header("authorization") == Some("Secret rotated-secret-456")
+        })
+    });
+    wait_for("the poller on the new secret", 30, || {
+        srv.polls()
+            .iter()
+            .any(|p| p.header("authorization") == Some("Secret rotated-secret-456"))
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    // Every line the refusal held back arrived (the SIGHUP line among them).
+    let taken = srv.state.lock().unwrap().logs.join("\n");
+    assert!(taken.contains("SIGHUP"), "{taken}");
+    assert!(!sb.log().contains("rotated-secret-456"));
+    terminate(&mut agent);
+}
+
+/// Issue 16 item 4: with no credentials at start, neither polls nor log shipping began
+/// until a SIGHUP or a restart. A credentials file that appears is noticed by the loop, and
+/// the lines queued meanwhile are shipped, the first one included.
+#[test]
+fn credentials_that_arrive_after_start_start_polls_and_log_shipping() {
+    let sb = Sandbox::new("https-late-creds");
+    let srv = MgmtServer::start(&sb.root.join("tls"));
+    sb.install_fake_server();
+    srv.set_answer(answer("late"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("the agent running without credentials", 60, || {
+        sb.log().contains("running with the cached config only")
+    });
+    sb.write_credentials(&srv.url);
+    wait_for("a poll", 60, || !srv.polls().is_empty());
+    wait_for("the first queued line shipped", 60, || {
+        shipped_ids(&srv).contains(&1)
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    terminate(&mut agent);
+}

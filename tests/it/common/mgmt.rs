@@ -54,6 +54,8 @@ pub struct State {
     pub files: std::collections::HashMap<String, Vec<u8>>,
     /// Cut the connection after this many bytes of the next full (non-Range) download.
     pub cut_next_download_at: Option<usize>,
+    /// Answer log batches with this status (and no body) instead of taking them.
+    pub logs_refuse: Option<u16>,
 }
 
 pub struct MgmtServer {
@@ -99,6 +101,18 @@ impl MgmtServer {
 
     pub fn script(&self, b: Behavior) {
         self.state.lock().unwrap().script.push_back(b);
+    }
+
+    /// The log batches that reached the server, taken or refused.
+    pub fn log_posts(&self) -> Vec<Seen> {
+        self.state
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|s| s.path.ends_with("/logs"))
+            .cloned()
+            .collect()
     }
 
     pub fn polls(&self) -> Vec<Seen> {
@@ -302,6 +316,9 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
 fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String, String)>, String) {
     let mut s = st.lock().unwrap();
     if path.ends_with("/logs") {
+        if let Some(code) = s.logs_refuse {
+            return (code, vec![], String::new());
+        }
         s.logs
             .push(String::from_utf8_lossy(&seen.body).into_owned());
         return (200, vec![], "{}".into());
