@@ -1,7 +1,7 @@
 //! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
 //! first contact, conditional polls, config change, and every kind of server failure.
 use crate::common;
-use common::mgmt::{Behavior, MgmtServer};
+use common::mgmt::{Behavior, Front, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;
 use std::time::Duration;
@@ -14,9 +14,31 @@ fn answer(mode: &str) -> serde_json::Value {
     })
 }
 
-fn setup(name: &str) -> (Sandbox, MgmtServer) {
-    let sb = Sandbox::new(name);
-    let srv = MgmtServer::start(&sb.root.join("tls"));
+/// Each scenario runs twice: against the test app directly, and through Debian's nginx
+/// (TLS terminated by nginx, keep-alive to the agent, plain HTTP to the app).
+macro_rules! both_fronts {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn direct() {
+                super::$name(super::Front::Direct);
+            }
+            #[test]
+            fn nginx() {
+                // Under CI=true a missing nginx fails here instead of skipping.
+                if crate::common::nginx::binary().is_none() {
+                    eprintln!("skipped: nginx is not installed");
+                    return;
+                }
+                super::$name(super::Front::Nginx);
+            }
+        }
+    };
+}
+
+fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
+    let sb = Sandbox::new(&format!("{name}-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
     sb.write_credentials(&srv.url);
     sb.install_fake_server();
     (sb, srv)
@@ -29,9 +51,8 @@ fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
     ])
 }
 
-#[test]
-fn first_contact_conditional_polls_and_config_change() {
-    let (sb, srv) = setup("https-first");
+fn first_contact_conditional_polls_and_config_change(front: Front) {
+    let (sb, srv) = setup("https-first", front);
     srv.set_answer(answer("one"));
     let mut agent = spawn(&sb, &srv);
     wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
@@ -87,9 +108,8 @@ fn first_contact_conditional_polls_and_config_change() {
     terminate(&mut agent);
 }
 
-#[test]
-fn server_errors_back_off_and_recover() {
-    let (sb, srv) = setup("https-errors");
+fn server_errors_back_off_and_recover(front: Front) {
+    let (sb, srv) = setup("https-errors", front);
     srv.set_answer(answer("ok"));
     srv.script(Behavior::Status(500, vec![], "boom".into()));
     srv.script(Behavior::Garbage);
@@ -112,19 +132,25 @@ fn server_errors_back_off_and_recover() {
         "poll failed",
         "timeout",
         "HTTP 429",
-        "next try in 2s",
         "reachable again",
     ] {
         assert!(log.contains(expected), "log lacks {expected:?}:\n{log}");
     }
+    // Retry-After is a floor over the backoff, never a shortcut past it.
+    let after_429: u64 = log
+        .lines()
+        .find(|l| l.contains("HTTP 429"))
+        .and_then(|l| l.rsplit("next try in ").next())
+        .and_then(|t| t.trim_end_matches('s').parse().ok())
+        .unwrap_or_else(|| panic!("no wait after the 429:\n{log}"));
+    assert!(after_429 >= 2, "Retry-After: 2 cut short:\n{log}");
     // svc-server started anyway once the bounded first-contact wait ran out.
     assert!(!sb.fake("pids").is_empty());
     terminate(&mut agent);
 }
 
-#[test]
-fn a_rejected_key_is_not_retried_in_a_loop() {
-    let (sb, srv) = setup("https-401");
+fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
+    let (sb, srv) = setup("https-401", front);
     srv.set_answer(answer("never"));
     for _ in 0..50 {
         srv.script(Behavior::Status(401, vec![], "key revoked".into()));
@@ -141,10 +167,9 @@ fn a_rejected_key_is_not_retried_in_a_loop() {
 /// Authorization secret and the body resent in plaintext. The agent follows no redirect of
 /// its management requests: a 3xx is an answer (an error to retry later), and nothing
 /// reaches the redirect's target.
-#[test]
-fn a_redirected_poll_is_not_followed_and_the_secret_stays_home() {
+fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
     use std::io::Read;
-    let (sb, srv) = setup("https-redirect");
+    let (sb, srv) = setup("https-redirect", front);
     // Where the redirect points: plain HTTP on loopback, recording whatever arrives.
     let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let plain_port = plain.local_addr().unwrap().port();
@@ -207,9 +232,8 @@ fn spawn_with(sb: &Sandbox, srv: &MgmtServer, env: &[(&str, &str)]) -> std::proc
 /// follows the same rule as every other state: after a 401 the next poll is an hour away,
 /// so the wait ends at once (nothing more can come before its deadline) and svc-server
 /// starts; the app sees one poll.
-#[test]
-fn first_contact_a_401_is_not_polled_again_before_the_hour() {
-    let (sb, srv) = setup("https-fc-401");
+fn first_contact_a_401_is_not_polled_again_before_the_hour(front: Front) {
+    let (sb, srv) = setup("https-fc-401", front);
     srv.set_answer(answer("never"));
     for _ in 0..50 {
         srv.script(Behavior::Status(401, vec![], "key revoked".into()));
@@ -225,9 +249,8 @@ fn first_contact_a_401_is_not_polled_again_before_the_hour() {
 
 /// Issue 16 item 2: a 429 during the first-contact wait was retried after 5 s whatever its
 /// Retry-After said.
-#[test]
-fn first_contact_honours_retry_after() {
-    let (sb, srv) = setup("https-fc-429");
+fn first_contact_honours_retry_after(front: Front) {
+    let (sb, srv) = setup("https-fc-429", front);
     srv.set_answer(answer("later"));
     for _ in 0..50 {
         srv.script(Behavior::Status(
@@ -275,9 +298,8 @@ fn assert_no_gap(ids: &[u64]) {
 /// skip logged, that line refused ...: hundreds of POSTs a minute, each one record lost).
 /// Shipping pauses instead, keeping the records; a rotated credentials file is noticed
 /// without SIGHUP, and the uploader resumes at once with the new secret and loses nothing.
-#[test]
-fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials() {
-    let (sb, srv) = setup("https-logs-401");
+fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials(front: Front) {
+    let (sb, srv) = setup("https-logs-401", front);
     srv.set_answer(answer("ok"));
     let mut agent = spawn(&sb, &srv);
     wait_for("a first log batch taken", 60, || {
@@ -326,10 +348,9 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
 /// Issue 16 item 4: with no credentials at start, neither polls nor log shipping began
 /// until a SIGHUP or a restart. A credentials file that appears is noticed by the loop, and
 /// the lines queued meanwhile are shipped, the first one included.
-#[test]
-fn credentials_that_arrive_after_start_start_polls_and_log_shipping() {
-    let sb = Sandbox::new("https-late-creds");
-    let srv = MgmtServer::start(&sb.root.join("tls"));
+fn credentials_that_arrive_after_start_start_polls_and_log_shipping(front: Front) {
+    let sb = Sandbox::new(&format!("https-late-creds-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
     sb.install_fake_server();
     srv.set_answer(answer("late"));
     let mut agent = spawn(&sb, &srv);
@@ -344,3 +365,12 @@ fn credentials_that_arrive_after_start_start_polls_and_log_shipping() {
     assert_no_gap(&shipped_ids(&srv));
     terminate(&mut agent);
 }
+
+both_fronts!(first_contact_conditional_polls_and_config_change);
+both_fronts!(server_errors_back_off_and_recover);
+both_fronts!(a_rejected_key_is_not_retried_in_a_loop);
+both_fronts!(first_contact_a_401_is_not_polled_again_before_the_hour);
+both_fronts!(first_contact_honours_retry_after);
+both_fronts!(a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials);
+both_fronts!(credentials_that_arrive_after_start_start_polls_and_log_shipping);
+both_fronts!(a_redirected_poll_is_not_followed_and_the_secret_stays_home);

@@ -100,10 +100,10 @@ fn a_good_artifact_is_verified_activated_and_run() {
         "{:?}",
         leftovers(&sb)
     );
-    assert_eq!(
-        sb.status()["svc_server"]["version"],
-        env!("CARGO_PKG_VERSION")
-    );
+    // The status file is written at the end of the loop's pass, after the line above.
+    wait_for("the new version in the status", 30, || {
+        sb.status()["svc_server"]["version"] == env!("CARGO_PKG_VERSION")
+    });
     // The app sees the version record (and so any rollback) in the status report.
     wait_for("the version record in the status", 30, || {
         sb.status()["versions"]["svc-server"]["current"] == env!("CARGO_PKG_VERSION")

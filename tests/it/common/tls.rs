@@ -207,12 +207,24 @@ fn serve(
     tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
     let mut tls = rustls::StreamOwned::new(conn, tcp.try_clone()?);
+    // HTTP/1.1 keep-alive, as nginx and Go serve: the connection stays open after an answer
+    // until the client closes it or asks for `Connection: close`.
+    while serve_one(&mut tls, &tcp, &state)? {}
+    Ok(())
+}
+
+/// Serves one request; false when the connection is to end.
+fn serve_one(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    tcp: &TcpStream,
+    state: &Arc<Mutex<State>>,
+) -> std::io::Result<bool> {
     // Read the request head.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if tls.read(&mut byte)? == 0 || head.len() > 64 * 1024 {
-            return Ok(());
+            return Ok(false);
         }
         head.push(byte[0]);
     }
@@ -225,6 +237,9 @@ fn serve(
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
+    let keep = !headers
+        .get("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let resource = {
         let mut st = state.lock().unwrap();
         st.seen.push(SeenRequest {
@@ -235,17 +250,15 @@ fn serve(
         st.resources.get(&path).cloned()
     };
     let Some(res) = resource else {
-        return respond_simple(&mut tls, &tcp, "404 Not Found");
+        return respond_simple(tls, keep, "404 Not Found");
     };
     if let Behavior::NotFound = res.behavior {
-        return respond_simple(&mut tls, &tcp, "404 Not Found");
+        return respond_simple(tls, keep, "404 Not Found");
     }
     if let Behavior::Redirect(to) = &res.behavior {
-        let h = format!(
-            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        );
+        let h = format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n");
         tls.write_all(h.as_bytes())?;
-        return finish(&mut tls, &tcp);
+        return finish(tls, keep);
     }
     let validators = format!(
         "ETag: {}\r\nLast-Modified: {}\r\n",
@@ -255,9 +268,10 @@ fn serve(
         || (!headers.contains_key("if-none-match")
             && headers.get("if-modified-since") == Some(&res.last_modified))
     {
-        let h = format!("HTTP/1.1 304 Not Modified\r\n{validators}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        // No Content-Length, no close: what nginx sends.
+        let h = format!("HTTP/1.1 304 Not Modified\r\n{validators}\r\n");
         tls.write_all(h.as_bytes())?;
-        return finish(&mut tls, &tcp);
+        return finish(tls, keep);
     }
     let len = res.body.len() as u64;
     // Range honoured only when If-Range (if any) matches the current validator.
@@ -273,14 +287,14 @@ fn serve(
     let (status, start) = match range_start {
         Some(s) if s < len => ("206 Partial Content", s),
         Some(_) => {
-            let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\n\r\n");
             tls.write_all(h.as_bytes())?;
-            return finish(&mut tls, &tcp);
+            return finish(tls, keep);
         }
         None => ("200 OK", 0),
     };
     let mut h = format!(
-        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\nContent-Length: {}\r\n",
         len - start
     );
     if start > 0 {
@@ -300,7 +314,7 @@ fn serve(
                 tls.flush()?;
                 // FIN without close_notify: the client sees a truncated stream.
                 let _ = tcp.shutdown(Shutdown::Both);
-                return Ok(());
+                return Ok(false);
             }
             tls.write_all(body)?;
         }
@@ -309,7 +323,7 @@ fn serve(
             tls.write_all(&body[..n])?;
             tls.flush()?;
             let _ = tcp.shutdown(Shutdown::Both);
-            return Ok(());
+            return Ok(false);
         }
         Behavior::Trickle { chunk, every } => {
             for piece in body.chunks(chunk) {
@@ -324,30 +338,33 @@ fn serve(
             }
         }
     }
-    finish(&mut tls, &tcp)
+    finish(tls, keep)
 }
 
 fn respond_simple(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
-    tcp: &TcpStream,
+    keep: bool,
     status: &str,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let body = status.as_bytes();
     let h = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     tls.write_all(h.as_bytes())?;
     tls.write_all(body)?;
-    finish(tls, tcp)
+    finish(tls, keep)
 }
 
+/// Ends an answer: flushed, the connection kept for the next request unless the client
+/// asked to close it.
 fn finish(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
-    tcp: &TcpStream,
-) -> std::io::Result<()> {
-    tls.conn.send_close_notify();
+    keep: bool,
+) -> std::io::Result<bool> {
+    if !keep {
+        tls.conn.send_close_notify();
+    }
     tls.flush()?;
-    let _ = tcp.shutdown(Shutdown::Write);
-    Ok(())
+    Ok(keep)
 }
