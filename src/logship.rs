@@ -215,6 +215,24 @@ impl From<QueueError> for ShipError {
     }
 }
 
+/// The uploader's wait after a failed batch, one pure rule: a refusal of the machine
+/// pauses for `refused_wait` (nothing is skipped or halved: the records wait for the app to
+/// take the machine back, or for new credentials, which nudge); everything else waits out
+/// the backoff the poller uses.
+pub fn retry_wait(
+    error: &TransportError,
+    backoff: &mut Backoff,
+    jitter: &mut Jitter,
+    refused_wait: Duration,
+) -> Duration {
+    match error {
+        TransportError::Refused(_) => refused_wait,
+        TransportError::Rejected(_) | TransportError::Unavailable(_) | TransportError::Io(_) => {
+            backoff.next_delay(jitter)
+        }
+    }
+}
+
 /// Wakes or stops a running [`Shipper::run`] loop from another thread.
 #[derive(Debug, Default)]
 pub struct ShipSignal {
@@ -350,18 +368,15 @@ impl<T: LogTransport> Shipper<T> {
                 })
             }
             Err(error) => {
-                let retry_in = match error {
-                    // Nothing is skipped or halved: the records wait for the app to take
-                    // this machine back (or for its new credentials, which nudge).
-                    TransportError::Refused(_) => self.cfg.refused_wait,
-                    TransportError::Rejected(_) => {
-                        self.batch_limit = (batch.len() / 2).max(1);
-                        self.backoff.next_delay(&mut self.jitter)
-                    }
-                    TransportError::Unavailable(_) | TransportError::Io(_) => {
-                        self.backoff.next_delay(&mut self.jitter)
-                    }
-                };
+                if matches!(error, TransportError::Rejected(_)) {
+                    self.batch_limit = (batch.len() / 2).max(1);
+                }
+                let retry_in = retry_wait(
+                    &error,
+                    &mut self.backoff,
+                    &mut self.jitter,
+                    self.cfg.refused_wait,
+                );
                 Ok(ShipOutcome::Failed { error, retry_in })
             }
         }

@@ -22,6 +22,15 @@ pub struct AppLogs {
 }
 
 impl AppLogs {
+    #[cfg(test)]
+    pub(crate) fn without_credentials() -> AppLogs {
+        AppLogs {
+            credentials: Arc::new(Mutex::new((0, None))),
+            generation: None,
+            transport: None,
+        }
+    }
+
     fn current(&mut self) -> Option<&mut Box<dyn Transport>> {
         let (generation, creds) = match self.credentials.lock() {
             Ok(c) => (c.0, c.1.clone()),

@@ -7,6 +7,8 @@ pub mod logs;
 pub mod policy;
 pub mod provisioning;
 pub mod server;
+#[cfg(test)]
+mod state_table;
 pub mod status;
 pub mod updater;
 pub mod updates;
@@ -14,7 +16,7 @@ pub mod updates;
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::protocol::backoff::{jittered, wait_after, Backoff, Jitter};
+use crate::protocol::backoff::{next_poll, Backoff, Jitter};
 use crate::protocol::{self, CommandKind, PollOutcome, Transport};
 use crate::signals;
 use crate::{debug, error, info, warn};
@@ -340,7 +342,6 @@ impl Agent {
                     info!("agent", "management app reachable again");
                     self.reconnected = true;
                 }
-                self.backoff.reset();
                 self.cached.last_contact = Some(unix_now());
                 if let PollOutcome::Changed { answer, etag } = outcome {
                     self.apply_answer(*answer, etag);
@@ -350,15 +351,15 @@ impl Agent {
                     .poll_interval_secs
                     .map(Duration::from_secs)
                     .unwrap_or(DEFAULT_POLL);
-                self.next_poll = Instant::now()
-                    + jittered(interval.max(Duration::from_secs(1)), &mut self.jitter);
+                self.next_poll =
+                    Instant::now() + next_poll(Ok(interval), &mut self.backoff, &mut self.jitter);
                 true
             }
             Err(e) => {
                 self.provisioning
                     .app_reachable
                     .store(false, std::sync::atomic::Ordering::SeqCst);
-                let wait = wait_after(e.retry(), &mut self.backoff, &mut self.jitter);
+                let wait = next_poll(Err(e.retry()), &mut self.backoff, &mut self.jitter);
                 let text = e.to_string();
                 if self.last_error.as_deref() != Some(text.as_str()) || self.backoff.attempts() <= 1
                 {

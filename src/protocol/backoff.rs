@@ -83,6 +83,24 @@ impl Backoff {
     }
 }
 
+/// The poller's whole schedule, one pure function: after contact (`Ok(interval)`: a 2xx or
+/// a 304) the backoff resets and the next poll comes after the interval ±10% (at least
+/// 1 s); after an error, `wait_after` its class. The same in every state: first contact,
+/// steady, backoff, after a permanent error.
+pub fn next_poll(
+    outcome: Result<Duration, Retry>,
+    backoff: &mut Backoff,
+    jitter: &mut Jitter,
+) -> Duration {
+    match outcome {
+        Ok(interval) => {
+            backoff.reset();
+            jittered(interval.max(Duration::from_secs(1)), jitter)
+        }
+        Err(retry) => wait_after(retry, backoff, jitter),
+    }
+}
+
 /// The poll interval with ±10% jitter, so that a fleet does not poll in lockstep.
 pub fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
     interval.mul_f64(0.9 + 0.2 * jitter.next_unit())

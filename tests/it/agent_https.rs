@@ -318,6 +318,7 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
         .iter()
         .filter(|p| p.status_sent == 401)
         .count();
+    eprintln!("refused log batches in the 5 s window: {refused}");
     assert!(refused <= 2, "{refused} refused batches in 5 s: a storm");
     assert!(
         !sb.log().contains("skipped"),
