@@ -110,7 +110,12 @@ impl MgmtServer {
         let (url, nginx) = match front {
             Front::Direct => (format!("https://localhost:{port}"), None),
             Front::Nginx => {
-                let n = super::nginx::Nginx::start(&dir.join("nginx"), &ca, port);
+                let n = super::nginx::Nginx::start(
+                    &dir.join("nginx"),
+                    &ca.cert_pem_path,
+                    &ca.key_pem_path,
+                    port,
+                );
                 (n.url.clone(), Some(n))
             }
         };

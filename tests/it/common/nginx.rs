@@ -4,7 +4,6 @@
 //! port of 127.0.0.1, with its own prefix; killed on drop. scripts/test-cargo.sh installs
 //! the package; under CI=true a missing nginx fails the tests that need it.
 #![allow(dead_code)]
-use super::testca::TestCa;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +26,7 @@ pub fn binary() -> Option<PathBuf> {
     found
 }
 
-fn config(prefix: &Path, ca: &TestCa, port: u16, backend: u16) -> String {
+fn config(prefix: &Path, cert: &Path, key: &Path, port: u16, backend: u16) -> String {
     let p = prefix.display();
     format!(
         r#"daemon off;
@@ -53,15 +52,16 @@ http {{
     }}
 }}
 "#,
-        cert = ca.cert_pem_path.display(),
-        key = ca.key_pem_path.display(),
+        cert = cert.display(),
+        key = key.display(),
     )
 }
 
 impl Nginx {
-    /// Starts nginx proxying to `backend` (plain HTTP on 127.0.0.1). Panics when it cannot
-    /// start; the caller checks `binary()` first to skip outside CI.
-    pub fn start(prefix: &Path, ca: &TestCa, backend: u16) -> Nginx {
+    /// Starts nginx proxying to `backend` (plain HTTP on 127.0.0.1), serving `cert` and
+    /// `key` (PEM). Panics when it cannot start; the caller checks `binary()` first to skip
+    /// outside CI.
+    pub fn start(prefix: &Path, cert: &Path, key: &Path, backend: u16) -> Nginx {
         let bin = binary().expect("nginx is installed");
         std::fs::create_dir_all(prefix).unwrap();
         // nginx cannot report an ephemeral port: take one from the kernel, free it and
@@ -73,7 +73,7 @@ impl Nginx {
                 .unwrap()
                 .port();
             let conf = prefix.join("nginx.conf");
-            std::fs::write(&conf, config(prefix, ca, port, backend)).unwrap();
+            std::fs::write(&conf, config(prefix, cert, key, port, backend)).unwrap();
             let mut child = Command::new(&bin)
                 .arg("-p")
                 .arg(prefix)

@@ -25,6 +25,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 pub struct TestCa {
     /// PEM file of the CA (what `SSL_CERT_FILE` points at).
     pub ca_file: PathBuf,
+    /// The server certificate (with the CA) and its key as PEM files, for nginx.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
     chain: Vec<CertificateDer<'static>>,
     key_der: Vec<u8>,
 }
@@ -63,10 +66,16 @@ pub fn test_ca() -> &'static TestCa {
         std::fs::create_dir_all(&dir).expect("ca dir");
         let ca_file = dir.join("ca.pem");
         std::fs::write(&ca_file, ca_cert.pem()).expect("write ca");
+        let cert_file = dir.join("server.pem");
+        let key_file = dir.join("server.key");
+        std::fs::write(&cert_file, leaf_cert.pem() + &ca_cert.pem()).expect("write cert");
+        std::fs::write(&key_file, leaf_key.serialize_pem()).expect("write key");
         // Before any request of this process: minreq reads the store once.
         std::env::set_var("SSL_CERT_FILE", &ca_file);
         TestCa {
             ca_file,
+            cert_file,
+            key_file,
             chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
             key_der: leaf_key.serialize_der(),
         }
