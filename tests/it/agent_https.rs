@@ -14,28 +14,6 @@ fn answer(mode: &str) -> serde_json::Value {
     })
 }
 
-/// Each scenario runs twice: against the test app directly, and through Debian's nginx
-/// (TLS terminated by nginx, keep-alive to the agent, plain HTTP to the app).
-macro_rules! both_fronts {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn direct() {
-                super::$name(super::Front::Direct);
-            }
-            #[test]
-            fn nginx() {
-                // Under CI=true a missing nginx fails here instead of skipping.
-                if crate::common::nginx::binary().is_none() {
-                    eprintln!("skipped: nginx is not installed");
-                    return;
-                }
-                super::$name(super::Front::Nginx);
-            }
-        }
-    };
-}
-
 fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
     let sb = Sandbox::new(&format!("{name}-{front:?}"));
     let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
