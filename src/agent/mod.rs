@@ -98,6 +98,43 @@ impl FileStamp {
     }
 }
 
+/// The credentials file, the transport for its app address, and the file's stamp (taken
+/// first: a change while reading is seen at the next loop).
+fn load_credentials(
+    paths: &Paths,
+) -> (
+    Option<Credentials>,
+    Option<Box<dyn Transport>>,
+    Option<FileStamp>,
+) {
+    let stamp = FileStamp::of(&paths.credentials());
+    match Credentials::load(paths) {
+        Ok(creds) => match protocol::connect(&creds) {
+            Ok(t) => {
+                info!("agent", "management app: {}", creds.app_address);
+                (Some(creds), Some(t), stamp)
+            }
+            Err(e) => {
+                error!("agent", "{e}");
+                (None, None, stamp)
+            }
+        },
+        Err(e) => {
+            warn!("agent", "{e}; running with the cached config only");
+            (None, None, stamp)
+        }
+    }
+}
+
+/// The update engine for an app: relative artifact URLs are relative to its address, and
+/// requests to it carry the machine's identity.
+fn make_updater(paths: &Paths, creds: &Credentials) -> Box<dyn updates::Updater> {
+    Box::new(
+        updater::DaemonUpdater::new(paths.clone(), Some(creds.app_address.clone()))
+            .with_identity(creds),
+    )
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -108,25 +145,7 @@ pub(crate) fn unix_now() -> u64 {
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
-        let mut app = None;
-        let credentials_stamp = FileStamp::of(&paths.credentials());
-        let transport = match Credentials::load(&paths) {
-            Ok(creds) => match protocol::connect(&creds) {
-                Ok(t) => {
-                    info!("agent", "management app: {}", creds.app_address);
-                    app = Some(creds);
-                    Some(t)
-                }
-                Err(e) => {
-                    error!("agent", "{e}");
-                    None
-                }
-            },
-            Err(e) => {
-                warn!("agent", "{e}; running with the cached config only");
-                None
-            }
-        };
+        let (app, transport, credentials_stamp) = load_credentials(&paths);
         let config = cache::load_config(&paths).map(|(cfg, _)| cfg);
         let cached = cache::load_answer(&paths);
         let fast_start = policy::fast_start(
@@ -161,16 +180,7 @@ impl Agent {
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),
-            // Relative artifact URLs are relative to the app address.
-            updater: app.map(|c| {
-                Box::new(
-                    updater::DaemonUpdater::new(
-                        paths_for_host.clone(),
-                        Some(c.app_address.clone()),
-                    )
-                    .with_identity(&c),
-                ) as Box<dyn updates::Updater>
-            }),
+            updater: app.as_ref().map(|c| make_updater(&paths_for_host, c)),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
@@ -313,10 +323,20 @@ impl Agent {
 
     /// Re-reads credentials and the cached config (SIGHUP, or a new credentials file), keeps
     /// svc-server running, and polls at once.
+    /// svc-server, provisioning, the update tracks and the subsystems' states are kept: only
+    /// what comes from the two files changes.
     fn reload(&mut self) {
-        let paths = self.paths.clone();
-        let keep = std::mem::replace(self, Agent::new(paths));
-        self.server = keep.server;
+        let (app, transport, stamp) = load_credentials(&self.paths);
+        self.updater = app.as_ref().map(|c| make_updater(&self.paths, c));
+        self.transport = transport;
+        self.credentials = app;
+        self.credentials_stamp = stamp;
+        if let Some((cfg, _)) = cache::load_config(&self.paths) {
+            self.config = Some(cfg);
+        }
+        self.cached = cache::load_answer(&self.paths);
+        self.backoff.reset();
+        self.last_error = None;
         self.next_poll = Instant::now();
         self.credentials_changed = true;
     }
