@@ -98,30 +98,43 @@ impl FileStamp {
     }
 }
 
-/// The credentials file, the transport for its app address, and the file's stamp (taken
-/// first: a change while reading is seen at the next loop).
-fn load_credentials(
-    paths: &Paths,
-) -> (
-    Option<Credentials>,
-    Option<Box<dyn Transport>>,
-    Option<FileStamp>,
-) {
-    let stamp = FileStamp::of(&paths.credentials());
-    match Credentials::load(paths) {
-        Ok(creds) => match protocol::connect(&creds) {
-            Ok(t) => {
-                info!("agent", "management app: {}", creds.app_address);
-                (Some(creds), Some(t), stamp)
+/// The credentials file as read: the credentials and the transport for their app address
+/// (or why there are none), and the file's stamp, taken first (a change while reading is
+/// seen at the next loop).
+struct LoadedCredentials {
+    creds: Option<Credentials>,
+    transport: Option<Box<dyn Transport>>,
+    stamp: Option<FileStamp>,
+    problem: Option<(bool, String)>,
+}
+
+impl LoadedCredentials {
+    fn read(paths: &Paths) -> LoadedCredentials {
+        let stamp = FileStamp::of(&paths.credentials());
+        let (creds, transport, problem) = match Credentials::load(paths) {
+            Ok(creds) => match protocol::connect(&creds) {
+                Ok(t) => (Some(creds), Some(t), None),
+                Err(e) => (None, None, Some((true, e.to_string()))),
+            },
+            Err(e) => (None, None, Some((false, e.to_string()))),
+        };
+        LoadedCredentials {
+            creds,
+            transport,
+            stamp,
+            problem,
+        }
+    }
+
+    /// Says what is used (logged when the credentials are taken into use, not on every read).
+    fn log(&self) {
+        match (&self.creds, &self.problem) {
+            (Some(c), _) => info!("agent", "management app: {}", c.app_address),
+            (None, Some((true, e))) => error!("agent", "{e}"),
+            (None, Some((false, e))) => {
+                warn!("agent", "{e}; running with the cached config only")
             }
-            Err(e) => {
-                error!("agent", "{e}");
-                (None, None, stamp)
-            }
-        },
-        Err(e) => {
-            warn!("agent", "{e}; running with the cached config only");
-            (None, None, stamp)
+            (None, None) => {}
         }
     }
 }
@@ -145,7 +158,9 @@ pub(crate) fn unix_now() -> u64 {
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
-        let (app, transport, credentials_stamp) = load_credentials(&paths);
+        let loaded = LoadedCredentials::read(&paths);
+        loaded.log();
+        let (app, transport, credentials_stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         let config = cache::load_config(&paths).map(|(cfg, _)| cfg);
         let cached = cache::load_answer(&paths);
         let fast_start = policy::fast_start(
@@ -289,10 +304,9 @@ impl Agent {
         }
         if signals::take_reload() {
             info!("agent", "SIGHUP: re-reading credentials and cached config");
-            self.reload();
+            self.reload(true);
         } else if FileStamp::of(&self.paths.credentials()) != self.credentials_stamp {
-            info!("agent", "the credentials file changed: re-reading it");
-            self.reload();
+            self.reload(false);
         }
         self.server.tick();
         if self.transport.is_some() && Instant::now() >= self.next_poll {
@@ -321,12 +335,22 @@ impl Agent {
         next.saturating_duration_since(now)
     }
 
-    /// Re-reads credentials and the cached config (SIGHUP, or a new credentials file), keeps
-    /// svc-server running, and polls at once.
-    /// svc-server, provisioning, the update tracks and the subsystems' states are kept: only
-    /// what comes from the two files changes.
-    fn reload(&mut self) {
-        let (app, transport, stamp) = load_credentials(&self.paths);
+    /// Re-reads credentials and the cached config and polls at once (a SIGHUP: `always`; a
+    /// changed credentials file: only when the credentials differ, so a tool that rewrites
+    /// the same file cannot cut a backoff or a 401's hour short). svc-server, provisioning,
+    /// the update tracks and the subsystems' states are kept: only what comes from the two
+    /// files changes.
+    fn reload(&mut self, always: bool) {
+        let loaded = LoadedCredentials::read(&self.paths);
+        if !always && loaded.creds == self.credentials {
+            self.credentials_stamp = loaded.stamp;
+            return;
+        }
+        if !always {
+            info!("agent", "the credentials file changed: re-read");
+        }
+        loaded.log();
+        let (app, transport, stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         self.updater = app.as_ref().map(|c| make_updater(&self.paths, c));
         self.transport = transport;
         self.credentials = app;

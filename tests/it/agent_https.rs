@@ -135,9 +135,22 @@ fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
     }
     let mut agent = spawn(&sb, &srv);
     wait_for("the 401 logged", 30, || sb.log().contains("HTTP 401"));
-    std::thread::sleep(Duration::from_secs(8));
+    // The same credentials written again (a tool that rewrites the file) do not cut the
+    // hour short; the window covers the loop's longest sleep (10 s) and then some.
+    sb.write_credentials(&srv.url);
+    std::thread::sleep(Duration::from_secs(13));
     assert_eq!(srv.polls().len(), 1, "a 401 was retried:\n{}", sb.log());
     assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
+    // New credentials do: the agent polls with them at once, no SIGHUP.
+    srv.script_clear();
+    sb.write_credentials_with(&srv.url, "new-key-789");
+    wait_for("a poll with the new credentials", 30, || {
+        srv.polls().len() == 2
+    });
+    assert_eq!(
+        srv.polls()[1].header("authorization"),
+        Some("Secret new-key-789")
+    );
     terminate(&mut agent);
 }
 

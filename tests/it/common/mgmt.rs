@@ -135,6 +135,11 @@ impl MgmtServer {
         self.state.lock().unwrap().script.push_back(b);
     }
 
+    /// Drops what is left of the script: polls are answered normally again.
+    pub fn script_clear(&self) {
+        self.state.lock().unwrap().script.clear();
+    }
+
     /// The log batches that reached the server, taken or refused.
     pub fn log_posts(&self) -> Vec<Seen> {
         self.state
