@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 /// Why a batch was not delivered.
 #[derive(Debug)]
 pub enum TransportError {
-    /// Worth retrying later: no network, timeout, 5xx, 429.
+    /// Worth retrying later: no network, timeout, reset, 3xx, 5xx, 408, 429.
     Unavailable(String),
-    /// The receiver refused the batch itself (4xx other than 408/429): retrying the same
-    /// bytes will not help. The shipper halves the batch, then skips a lone refused record.
+    /// The receiver refused the batch itself (400, 413, 422): retrying the same bytes will
+    /// not help. The shipper halves the batch, then skips a lone refused record, each step
+    /// paced by the backoff.
     Rejected(String),
     /// The receiver refuses this machine, not the batch (401/403: a revoked or rotated
     /// key; no credentials yet): retrying soon or skipping records cannot help. The shipper
