@@ -75,12 +75,19 @@ impl Backoff {
     }
     /// The next delay; each call counts one more failure.
     pub fn next_delay(&mut self, jitter: &mut Jitter) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << self.attempts.min(20));
-        let ceiling = exp.min(self.cap).max(self.base);
+        let d = delay(self.base, self.cap, self.attempts, jitter.next_unit());
         self.attempts = self.attempts.saturating_add(1);
-        let span = ceiling.saturating_sub(self.base);
-        self.base + span.mul_f64(jitter.next_unit())
+        d
     }
+}
+
+/// The rule itself, for callers that count failures their own way (downloads): the delay
+/// before retry `n` (0-based) is `base + unit × (min(cap, base·2^n) − base)`, `unit` in
+/// [0, 1) drawn from a [`Jitter`].
+pub fn delay(base: Duration, cap: Duration, n: u32, unit: f64) -> Duration {
+    let exp = base.saturating_mul(1u32 << n.min(20));
+    let ceiling = exp.min(cap).max(base);
+    base + ceiling.saturating_sub(base).mul_f64(unit.clamp(0.0, 1.0))
 }
 
 /// The poller's whole schedule, one pure function: after contact (`Ok(interval)`: a 2xx or
