@@ -442,11 +442,14 @@ impl<T: LogTransport> Shipper<T> {
                 ShipOutcome::Failed { error, retry_in } => {
                     // One line per outage, not one per retry: each would itself be queued.
                     if failures_reported == 0 {
-                        logging::log(
-                            Level::Warn,
-                            "logship",
-                            &format!("{error}; retrying with backoff"),
-                        );
+                        let then = match error {
+                            TransportError::Refused(_) => format!(
+                                "shipping paused, every line kept, for {}s or until new credentials",
+                                retry_in.as_secs()
+                            ),
+                            _ => "retrying with backoff".into(),
+                        };
+                        logging::log(Level::Warn, "logship", &format!("{error}; {then}"));
                     }
                     failures_reported += 1;
                     retry_in
