@@ -220,7 +220,7 @@ impl From<QueueError> for ShipError {
 /// pauses for `refused_wait` (nothing is skipped or halved: the records wait for the app to
 /// take the machine back, or for new credentials, which nudge); everything else waits out
 /// the backoff the poller uses.
-pub fn retry_wait(
+pub(crate) fn retry_wait(
     error: &TransportError,
     backoff: &mut Backoff,
     jitter: &mut Jitter,

@@ -130,7 +130,7 @@ impl LogPipeline {
 
     /// New credentials (re-read after a SIGHUP or a changed file, or none): the next batch
     /// goes out with them, now.
-    pub fn set_credentials(&self, credentials: Option<Credentials>) {
+    pub(crate) fn set_credentials(&self, credentials: Option<Credentials>) {
         if let Ok(mut c) = self.credentials.lock() {
             *c = (c.0 + 1, credentials);
         }

@@ -48,7 +48,7 @@ pub struct Agent {
     credentials: Option<Credentials>,
     credentials_stamp: Option<FileStamp>,
     /// Set when the credentials were re-read; the log uploader is handed the new ones.
-    pub credentials_changed: bool,
+    pub(crate) credentials_changed: bool,
     config: Option<MachineConfig>,
     config_errors: Vec<Diagnostic>,
     cached: cache::CachedAnswer,
@@ -366,7 +366,7 @@ impl Agent {
     }
 
     /// The credentials in use, if any.
-    pub fn credentials(&self) -> Option<&Credentials> {
+    pub(crate) fn credentials(&self) -> Option<&Credentials> {
         self.credentials.as_ref()
     }
 

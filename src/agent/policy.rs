@@ -93,7 +93,7 @@ pub fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
 /// is whatever the one retry rule (`protocol::backoff::wait_after`) scheduled; this wait
 /// never shortens it, so a 401 is not polled again for an hour and a `Retry-After` holds
 /// here as in every other state.
-pub fn first_contact_wait(
+pub(crate) fn first_contact_wait(
     now: std::time::Instant,
     next_try: std::time::Instant,
     deadline: std::time::Instant,

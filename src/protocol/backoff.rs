@@ -5,15 +5,15 @@ use std::time::Duration;
 
 /// How long a permanent error (a revoked key, a deleted part, a 4xx) silences requests of
 /// its kind, unless the credentials change first.
-pub const PERMANENT_WAIT: Duration = Duration::from_secs(3600);
+pub(crate) const PERMANENT_WAIT: Duration = Duration::from_secs(3600);
 /// The longest `Retry-After` honoured: a server cannot silence a machine for a day.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// The wait after a failed request of class `retry`: the same rule at first contact, in
 /// steady state and in backoff. A `Retry-After` is a floor, never a shortcut past the
 /// backoff, so a server that keeps answering `429, Retry-After: 0` still sees the requests
 /// thin out to one every `cap`. Each call but `Permanent` counts one more failure.
-pub fn wait_after(retry: Retry, backoff: &mut Backoff, jitter: &mut Jitter) -> Duration {
+pub(crate) fn wait_after(retry: Retry, backoff: &mut Backoff, jitter: &mut Jitter) -> Duration {
     match retry {
         Retry::Backoff => backoff.next_delay(jitter),
         Retry::After(secs) => {
@@ -84,7 +84,7 @@ impl Backoff {
 /// The rule itself, for callers that count failures their own way (downloads): the delay
 /// before retry `n` (0-based) is `base + unit × (min(cap, base·2^n) − base)`, `unit` in
 /// [0, 1) drawn from a [`Jitter`].
-pub fn delay(base: Duration, cap: Duration, n: u32, unit: f64) -> Duration {
+pub(crate) fn delay(base: Duration, cap: Duration, n: u32, unit: f64) -> Duration {
     let exp = base.saturating_mul(1u32 << n.min(20));
     let ceiling = exp.min(cap).max(base);
     base + ceiling.saturating_sub(base).mul_f64(unit.clamp(0.0, 1.0))
@@ -94,7 +94,7 @@ pub fn delay(base: Duration, cap: Duration, n: u32, unit: f64) -> Duration {
 /// a 304) the backoff resets and the next poll comes after the interval ±10% (at least
 /// 1 s); after an error, `wait_after` its class. The same in every state: first contact,
 /// steady, backoff, after a permanent error.
-pub fn next_poll(
+pub(crate) fn next_poll(
     outcome: Result<Duration, Retry>,
     backoff: &mut Backoff,
     jitter: &mut Jitter,
