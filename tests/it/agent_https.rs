@@ -338,6 +338,34 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
     terminate(&mut agent);
 }
 
+/// The uploader's 5xx cell: a batch answered 503 stays queued and is retried by the
+/// backoff; once the app takes batches again every record arrives, none skipped.
+fn log_batches_answered_503_are_retried_and_nothing_is_lost(front: Front) {
+    let (sb, srv) = setup("https-logs-503", front);
+    srv.set_answer(answer("ok"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("a first log batch taken", 60, || {
+        !shipped_ids(&srv).is_empty()
+    });
+    srv.state.lock().unwrap().logs_refuse = Some(503);
+    srv.script(Behavior::Status(404, vec![], "no such part".into()));
+    wait_for("a log batch answered 503", 60, || {
+        srv.log_posts().iter().any(|p| p.status_sent == 503)
+    });
+    srv.state.lock().unwrap().logs_refuse = None;
+    wait_for("the held-back line taken", 60, || {
+        srv.state
+            .lock()
+            .unwrap()
+            .logs
+            .iter()
+            .any(|b| b.contains("HTTP 404"))
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    assert!(!sb.log().contains("skipped"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
 /// Issue 16 item 4: with no credentials at start, neither polls nor log shipping began
 /// until a SIGHUP or a restart. A credentials file that appears is noticed by the loop, and
 /// the lines queued meanwhile are shipped, the first one included.
@@ -367,3 +395,4 @@ both_fronts!(first_contact_honours_retry_after);
 both_fronts!(a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials);
 both_fronts!(credentials_that_arrive_after_start_start_polls_and_log_shipping);
 both_fronts!(a_redirected_poll_is_not_followed_and_the_secret_stays_home);
+both_fronts!(log_batches_answered_503_are_retried_and_nothing_is_lost);
