@@ -71,15 +71,19 @@ fn http_receiver() -> (String, Arc<AtomicU64>) {
     (url, count)
 }
 
-/// One request per connection (the reply says `Connection: close`).
+/// HTTP/1.1 keep-alive: requests are answered on one connection until the client closes it.
 fn serve(stream: TcpStream, count: &AtomicU64) {
     let mut r = BufReader::new(stream);
+    while serve_one(&mut r, count) {}
+}
+
+fn serve_one(r: &mut BufReader<TcpStream>, count: &AtomicU64) -> bool {
     let mut len = 0usize;
     let mut line = String::new();
     loop {
         line.clear();
         if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
+            return false;
         }
         let l = line.trim_end();
         if l.is_empty() {
@@ -91,16 +95,16 @@ fn serve(stream: TcpStream, count: &AtomicU64) {
     }
     let mut body = vec![0u8; len];
     if r.read_exact(&mut body).is_err() {
-        return;
+        return false;
     }
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
     count.fetch_add(
         v["records"].as_array().unwrap().len() as u64,
         Ordering::Relaxed,
     );
-    let _ = r
-        .get_mut()
-        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    r.get_mut()
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        .is_ok()
 }
 
 struct HttpTransport {

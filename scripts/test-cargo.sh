@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Unit and integration tests: real processes, real HTTPS on loopback with a test CA.
+# Unit and integration tests: real processes, real HTTPS on loopback with a test CA, and the
+# same management app behind Debian's nginx (tests/it/common/nginx.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Host tools some tests run against what the agent writes (apt-config, systemd-analyze).
 bash scripts/syscfg-test-deps.sh
+# shellcheck source=scripts/lib/apt.sh
+. scripts/lib/apt.sh
+# nginx in front of the test app; python3 for the plain HTTP/1.1 keep-alive backend. The
+# tests fail (not skip) without nginx when CI=true, so this run sets it.
+apt_need_file /usr/sbin/nginx nginx
+apt_need python3 python3
+apt_install_needed
+export CI="${CI:-true}"
 cargo build --locked --all-targets
 # Benches are built above, not run: they are measurements (cargo bench --bench NAME).
 cargo test --locked --lib --bins --tests -- --test-threads=2

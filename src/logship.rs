@@ -7,6 +7,7 @@
 //! backlog batch after batch without waiting. [`attach`] feeds every logged line into the queue.
 use crate::logging::{self, Level};
 use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
+use crate::protocol::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use std::cell::Cell;
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -20,11 +21,16 @@ use std::time::{Duration, Instant};
 /// Why a batch was not delivered.
 #[derive(Debug)]
 pub enum TransportError {
-    /// Worth retrying later: no network, timeout, 5xx, 429.
+    /// Worth retrying later: no network, timeout, reset, 3xx, 5xx, 408, 429.
     Unavailable(String),
-    /// The receiver refused the batch itself (4xx other than 408/429): retrying the same
-    /// bytes will not help. The shipper halves the batch, then skips a lone refused record.
+    /// The receiver refused the batch itself (400, 413, 422): retrying the same bytes will
+    /// not help. The shipper halves the batch, then skips a lone refused record, each step
+    /// paced by the backoff.
     Rejected(String),
+    /// The receiver refuses this machine, not the batch (401/403: a revoked or rotated
+    /// key; no credentials yet): retrying soon or skipping records cannot help. The shipper
+    /// keeps every record and waits `refused_wait`, or for a nudge (new credentials).
+    Refused(String),
     /// Local I/O error (file transport).
     Io(io::Error),
 }
@@ -34,6 +40,7 @@ impl fmt::Display for TransportError {
         match self {
             TransportError::Unavailable(m) => write!(f, "log receiver unavailable: {m}"),
             TransportError::Rejected(m) => write!(f, "log batch rejected: {m}"),
+            TransportError::Refused(m) => write!(f, "log upload refused: {m}"),
             TransportError::Io(e) => write!(f, "log transport I/O: {e}"),
         }
     }
@@ -130,56 +137,6 @@ impl LogTransport for FileTransport {
     }
 }
 
-/// Exponential backoff with "equal jitter": the wait is uniformly random in [d/2, d] where
-/// d doubles per failure up to `max`, so a fleet that lost the server together does not
-/// come back in lockstep.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    current: Option<Duration>,
-    rng: u64,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Backoff {
-        let seed =
-            logging::now_ms() ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15;
-        Backoff {
-            initial,
-            max,
-            current: None,
-            rng: seed | 1,
-        }
-    }
-
-    /// Records a failure and returns how long to wait.
-    pub fn fail(&mut self) -> Duration {
-        let d = match self.current {
-            None => self.initial,
-            Some(c) => c.saturating_mul(2).min(self.max),
-        };
-        self.current = Some(d);
-        let half = d / 2;
-        // xorshift64: good enough to spread retries, no dependency.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let span = (d - half).as_millis() as u64;
-        half + Duration::from_millis(if span == 0 { 0 } else { self.rng % (span + 1) })
-    }
-
-    /// Records a success: the next failure starts from `initial` again.
-    pub fn reset(&mut self) {
-        self.current = None;
-    }
-
-    /// The un-jittered delay of the last failure, if failing.
-    pub fn current(&self) -> Option<Duration> {
-        self.current
-    }
-}
-
 /// Tuning of a [`Shipper`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShipperConfig {
@@ -193,6 +150,8 @@ pub struct ShipperConfig {
     /// While waiting (idle or backing off), how often the queue's flush/fsync policy runs, so
     /// that the last lines of a burst do not sit in the buffer for a whole backoff.
     pub maintain_interval: Duration,
+    /// The pause after `TransportError::Refused` (a nudge ends it earlier).
+    pub refused_wait: Duration,
 }
 
 impl Default for ShipperConfig {
@@ -204,6 +163,7 @@ impl Default for ShipperConfig {
             backoff_max: Duration::from_secs(300),
             idle_interval: Duration::from_secs(2),
             maintain_interval: Duration::from_secs(1),
+            refused_wait: PERMANENT_WAIT,
         }
     }
 }
@@ -253,6 +213,24 @@ impl std::error::Error for ShipError {
 impl From<QueueError> for ShipError {
     fn from(e: QueueError) -> Self {
         ShipError::Queue(e)
+    }
+}
+
+/// The uploader's wait after a failed batch, one pure rule: a refusal of the machine
+/// pauses for `refused_wait` (nothing is skipped or halved: the records wait for the app to
+/// take the machine back, or for new credentials, which nudge); everything else waits out
+/// the backoff the poller uses.
+pub(crate) fn retry_wait(
+    error: &TransportError,
+    backoff: &mut Backoff,
+    jitter: &mut Jitter,
+    refused_wait: Duration,
+) -> Duration {
+    match error {
+        TransportError::Refused(_) => refused_wait,
+        TransportError::Rejected(_) | TransportError::Unavailable(_) | TransportError::Io(_) => {
+            backoff.next_delay(jitter)
+        }
     }
 }
 
@@ -317,7 +295,9 @@ pub struct Shipper<T: LogTransport> {
     queue: Arc<Mutex<LogQueue>>,
     transport: T,
     cfg: ShipperConfig,
+    /// The one backoff rule of the agent (protocol::backoff), as the poller uses it.
     backoff: Backoff,
+    jitter: Jitter,
     /// Shrinks while the receiver rejects batches, to isolate a refused record.
     batch_limit: usize,
 }
@@ -331,6 +311,7 @@ impl<T: LogTransport> Shipper<T> {
             transport,
             cfg,
             backoff,
+            jitter: Jitter::from_entropy(),
             batch_limit,
         }
     }
@@ -391,7 +372,12 @@ impl<T: LogTransport> Shipper<T> {
                 if matches!(error, TransportError::Rejected(_)) {
                     self.batch_limit = (batch.len() / 2).max(1);
                 }
-                let retry_in = self.backoff.fail();
+                let retry_in = retry_wait(
+                    &error,
+                    &mut self.backoff,
+                    &mut self.jitter,
+                    self.cfg.refused_wait,
+                );
                 Ok(ShipOutcome::Failed { error, retry_in })
             }
         }
@@ -414,9 +400,34 @@ impl<T: LogTransport> Shipper<T> {
     /// is synced on the way out.
     pub fn run(mut self, signal: Arc<ShipSignal>) -> Result<(), ShipError> {
         let mut failures_reported = 0u32;
+        let mut queue_failing = false;
         while !signal.stopped() {
-            let wait = match self.ship_once()? {
-                ShipOutcome::Sent { .. } | ShipOutcome::Skipped { .. } => {
+            let outcome = match self.ship_once() {
+                Ok(o) => {
+                    queue_failing = false;
+                    o
+                }
+                Err(ShipError::Poisoned) => return Err(ShipError::Poisoned),
+                Err(e) => {
+                    // The queue's disk is full or failing: never give up, the space may
+                    // come back (a batch delivered but not acknowledged is sent again).
+                    if !queue_failing {
+                        logging::log(
+                            Level::Error,
+                            "logship",
+                            &format!("log queue: {e}; retrying with backoff"),
+                        );
+                        queue_failing = true;
+                    }
+                    let wait = self.backoff.next_delay(&mut self.jitter);
+                    if let Wake::Stop = signal.wait(wait) {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let wait = match outcome {
+                ShipOutcome::Sent { .. } => {
                     if failures_reported > 0 {
                         logging::log(Level::Info, "logship", "log receiver reachable again");
                         failures_reported = 0;
@@ -424,15 +435,21 @@ impl<T: LogTransport> Shipper<T> {
                     // Backlog: keep going without waiting.
                     continue;
                 }
+                // A skip is paced by the backoff like a failure: a receiver that refuses
+                // every record (and the warn line each skip logs) must not be a storm.
+                ShipOutcome::Skipped { .. } => self.backoff.next_delay(&mut self.jitter),
                 ShipOutcome::Empty => self.cfg.idle_interval,
                 ShipOutcome::Failed { error, retry_in } => {
                     // One line per outage, not one per retry: each would itself be queued.
                     if failures_reported == 0 {
-                        logging::log(
-                            Level::Warn,
-                            "logship",
-                            &format!("{error}; retrying with backoff"),
-                        );
+                        let then = match error {
+                            TransportError::Refused(_) => format!(
+                                "shipping paused, every line kept, for {}s or until new credentials",
+                                retry_in.as_secs()
+                            ),
+                            _ => "retrying with backoff".into(),
+                        };
+                        logging::log(Level::Warn, "logship", &format!("{error}; {then}"));
                     }
                     failures_reported += 1;
                     retry_in
@@ -447,7 +464,10 @@ impl<T: LogTransport> Shipper<T> {
                 match signal.wait(left.min(self.cfg.maintain_interval)) {
                     Wake::Stop => return self.with_queue(|q| q.sync()),
                     Wake::Nudge => break,
-                    Wake::Timeout => self.with_queue(|q| q.maintain())?,
+                    // A failure here shows again in the next ship_once, which handles it.
+                    Wake::Timeout => {
+                        let _ = self.with_queue(|q| q.maintain());
+                    }
                 }
             }
         }
@@ -487,23 +507,6 @@ pub fn attach(queue: Arc<Mutex<LogQueue>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_with_jitter_and_caps() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1000));
-        let mut prev_base = Duration::ZERO;
-        for _ in 0..10 {
-            let wait = b.fail();
-            let base = b.current().unwrap();
-            assert!(base >= prev_base && base <= Duration::from_millis(1000));
-            assert!(wait >= base / 2 && wait <= base, "{wait:?} vs {base:?}");
-            prev_base = base;
-        }
-        assert_eq!(b.current(), Some(Duration::from_millis(1000)));
-        b.reset();
-        b.fail();
-        assert_eq!(b.current(), Some(Duration::from_millis(100)));
-    }
 
     #[test]
     fn batch_json_shape() {

@@ -1,24 +1,76 @@
 //! The agent's end of log shipping: every log line goes into the persistent queue under
 //! `/opt/svc/logqueue`, and a shipper thread sends it to the management app in batches
 //! through the same transport as the polls.
+use crate::credentials::Credentials;
 use crate::logqueue::{LogQueue, QueueConfig, QueuedRecord};
 use crate::logship::{self, LogTransport, ShipSignal, Shipper, ShipperConfig, TransportError};
 use crate::paths::Paths;
-use crate::protocol::{Retry, Transport};
+use crate::protocol::{self, ProtocolError, Retry, Transport};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Log batches over the management protocol (HTTPS or `file://`).
-pub struct AppLogs(pub Box<dyn Transport>);
+/// The credentials the uploader should use, with a generation that counts changes.
+type SharedCredentials = Arc<Mutex<(u64, Option<Credentials>)>>;
+
+/// Log batches over the management protocol (HTTPS or `file://`). The transport is rebuilt
+/// whenever the agent re-reads the credentials, so a rotated secret is used at once.
+pub struct AppLogs {
+    credentials: SharedCredentials,
+    generation: Option<u64>,
+    transport: Option<Box<dyn Transport>>,
+}
+
+impl AppLogs {
+    #[cfg(test)]
+    pub(crate) fn without_credentials() -> AppLogs {
+        AppLogs {
+            credentials: Arc::new(Mutex::new((0, None))),
+            generation: None,
+            transport: None,
+        }
+    }
+
+    fn current(&mut self) -> Option<&mut Box<dyn Transport>> {
+        let (generation, creds) = match self.credentials.lock() {
+            Ok(c) => (c.0, c.1.clone()),
+            Err(_) => return None,
+        };
+        if self.generation != Some(generation) {
+            self.generation = Some(generation);
+            self.transport = creds.and_then(|c| protocol::connect(&c).ok());
+        }
+        self.transport.as_mut()
+    }
+}
+
+/// How the uploader treats a failed batch (docs/protocol.md, the state table).
+pub(crate) fn classify(e: &ProtocolError) -> TransportError {
+    match e {
+        // The batch itself is at fault (malformed, too large, unprocessable): the shipper
+        // halves it to isolate the record, paced by the backoff.
+        ProtocolError::Http {
+            status: 400 | 413 | 422,
+            ..
+        } => TransportError::Rejected(e.to_string()),
+        // 401/403 (and any other 4xx: no such endpoint, gone...): the app refuses this
+        // machine, not these records. Keep everything, wait long or for new credentials.
+        _ => match e.retry() {
+            Retry::Permanent => TransportError::Refused(e.to_string()),
+            Retry::Backoff | Retry::After(_) => TransportError::Unavailable(e.to_string()),
+        },
+    }
+}
 
 impl LogTransport for AppLogs {
     fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
+        let Some(t) = self.current() else {
+            return Err(TransportError::Refused(
+                "no usable credentials: the lines wait on disk".into(),
+            ));
+        };
         let body = serde_json::to_vec(&logship::batch_json(batch)).unwrap_or_default();
-        self.0.send_logs(&body).map_err(|e| match e.retry() {
-            Retry::Permanent => TransportError::Rejected(e.to_string()),
-            Retry::Backoff | Retry::After(_) => TransportError::Unavailable(e.to_string()),
-        })
+        t.send_logs(&body).map_err(|e| classify(&e))
     }
 }
 
@@ -26,12 +78,13 @@ impl LogTransport for AppLogs {
 pub struct LogPipeline {
     signal: Arc<ShipSignal>,
     thread: Option<JoinHandle<()>>,
+    credentials: SharedCredentials,
 }
 
 impl LogPipeline {
-    /// Opens the queue and attaches it to the logger; starts shipping when a transport is
-    /// given (without one, lines wait on disk for credentials).
-    pub fn start(paths: &Paths, transport: Option<Box<dyn Transport>>) -> Option<LogPipeline> {
+    /// Opens the queue and attaches it to the logger, and starts shipping. Without
+    /// credentials the shipper waits (lines stay on disk) until `set_credentials`.
+    pub fn start(paths: &Paths, credentials: Option<Credentials>) -> Option<LogPipeline> {
         let queue = match LogQueue::open(paths.state_dir().join("logqueue"), QueueConfig::default())
         {
             Ok(q) => Arc::new(Mutex::new(q)),
@@ -45,26 +98,43 @@ impl LogPipeline {
         };
         logship::attach(Arc::clone(&queue));
         let signal = ShipSignal::new();
-        let thread = transport.and_then(|t| {
-            let cfg = ShipperConfig {
-                // An idle agent wakes rarely; a reconnect nudges the shipper at once.
-                idle_interval: Duration::from_secs(10),
-                maintain_interval: Duration::from_secs(2),
-                ..ShipperConfig::default()
-            };
-            let shipper = Shipper::new(queue, AppLogs(t), cfg);
-            let sig = Arc::clone(&signal);
-            std::thread::Builder::new()
-                .name("logship".into())
-                .stack_size(256 * 1024)
-                .spawn(move || {
-                    if let Err(e) = shipper.run(sig) {
-                        crate::error!("logs", "log shipping stopped: {e}");
-                    }
-                })
-                .ok()
-        });
-        Some(LogPipeline { signal, thread })
+        let credentials = Arc::new(Mutex::new((0, credentials)));
+        let cfg = ShipperConfig {
+            // An idle agent wakes rarely; a reconnect nudges the shipper at once.
+            idle_interval: Duration::from_secs(10),
+            maintain_interval: Duration::from_secs(2),
+            ..ShipperConfig::default()
+        };
+        let transport = AppLogs {
+            credentials: Arc::clone(&credentials),
+            generation: None,
+            transport: None,
+        };
+        let shipper = Shipper::new(queue, transport, cfg);
+        let sig = Arc::clone(&signal);
+        let thread = std::thread::Builder::new()
+            .name("logship".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                if let Err(e) = shipper.run(sig) {
+                    crate::error!("logs", "log shipping stopped: {e}");
+                }
+            })
+            .ok();
+        Some(LogPipeline {
+            signal,
+            thread,
+            credentials,
+        })
+    }
+
+    /// New credentials (re-read after a SIGHUP or a changed file, or none): the next batch
+    /// goes out with them, now.
+    pub(crate) fn set_credentials(&self, credentials: Option<Credentials>) {
+        if let Ok(mut c) = self.credentials.lock() {
+            *c = (c.0 + 1, credentials);
+        }
+        self.signal.nudge();
     }
 
     /// The app is reachable again: ship what waited.

@@ -7,6 +7,8 @@ pub mod logs;
 pub mod policy;
 pub mod provisioning;
 pub mod server;
+#[cfg(test)]
+mod state_table;
 pub mod status;
 pub mod updater;
 pub mod updates;
@@ -14,21 +16,20 @@ pub mod updates;
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::protocol::backoff::{jittered, Backoff, Jitter};
-use crate::protocol::{self, CommandKind, PollOutcome, Retry, Transport};
+use crate::protocol::backoff::{next_poll, Backoff, Jitter};
+use crate::protocol::{self, CommandKind, PollOutcome, Transport};
 use crate::signals;
 use crate::{debug, error, info, warn};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const DEFAULT_POLL: Duration = Duration::from_secs(60);
-/// How long a permanent error (a revoked key, a deleted part) silences polling.
-const PERMANENT_ERROR_WAIT: Duration = Duration::from_secs(3600);
 /// Without fast start: how long the agent waits for the network and one update check
 /// before it starts svc-server from what it has (`SVC_AGENT_FIRST_CONTACT_SECS` overrides).
 const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
-/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier.
-const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier. It bounds
+/// how late a new or changed credentials file is noticed.
+const MAX_SLEEP: Duration = Duration::from_secs(10);
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,12 @@ pub enum Exit {
 pub struct Agent {
     paths: Paths,
     transport: Option<Box<dyn Transport>>,
+    /// The credentials in use (the log uploader gets them too), and the identity of the
+    /// file they came from: a change is noticed by the loop without a SIGHUP.
+    credentials: Option<Credentials>,
+    credentials_stamp: Option<FileStamp>,
+    /// Set when the credentials were re-read; the log uploader is handed the new ones.
+    pub(crate) credentials_changed: bool,
     config: Option<MachineConfig>,
     config_errors: Vec<Diagnostic>,
     cached: cache::CachedAnswer,
@@ -68,6 +75,79 @@ pub struct Agent {
     provisioning: provisioning::Runner,
 }
 
+/// What identifies one version of a file without reading it: a rename over it changes the
+/// inode, a rewrite in place the mtime or size. One `stat` per loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileStamp {
+    fn of(path: &std::path::Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
+/// The credentials file as read: the credentials and the transport for their app address
+/// (or why there are none), and the file's stamp, taken first (a change while reading is
+/// seen at the next loop).
+struct LoadedCredentials {
+    creds: Option<Credentials>,
+    transport: Option<Box<dyn Transport>>,
+    stamp: Option<FileStamp>,
+    problem: Option<(bool, String)>,
+}
+
+impl LoadedCredentials {
+    fn read(paths: &Paths) -> LoadedCredentials {
+        let stamp = FileStamp::of(&paths.credentials());
+        let (creds, transport, problem) = match Credentials::load(paths) {
+            Ok(creds) => match protocol::connect(&creds) {
+                Ok(t) => (Some(creds), Some(t), None),
+                Err(e) => (None, None, Some((true, e.to_string()))),
+            },
+            Err(e) => (None, None, Some((false, e.to_string()))),
+        };
+        LoadedCredentials {
+            creds,
+            transport,
+            stamp,
+            problem,
+        }
+    }
+
+    /// Says what is used (logged when the credentials are taken into use, not on every read).
+    fn log(&self) {
+        match (&self.creds, &self.problem) {
+            (Some(c), _) => info!("agent", "management app: {}", c.app_address),
+            (None, Some((true, e))) => error!("agent", "{e}"),
+            (None, Some((false, e))) => {
+                warn!("agent", "{e}; running with the cached config only")
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// The update engine for an app: relative artifact URLs are relative to its address, and
+/// requests to it carry the machine's identity.
+fn make_updater(paths: &Paths, creds: &Credentials) -> Box<dyn updates::Updater> {
+    Box::new(
+        updater::DaemonUpdater::new(paths.clone(), Some(creds.app_address.clone()))
+            .with_identity(creds),
+    )
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -78,24 +158,9 @@ pub(crate) fn unix_now() -> u64 {
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
     pub fn new(paths: Paths) -> Agent {
-        let mut app = None;
-        let transport = match Credentials::load(&paths) {
-            Ok(creds) => match protocol::connect(&creds) {
-                Ok(t) => {
-                    info!("agent", "management app: {}", creds.app_address);
-                    app = Some(creds);
-                    Some(t)
-                }
-                Err(e) => {
-                    error!("agent", "{e}");
-                    None
-                }
-            },
-            Err(e) => {
-                warn!("agent", "{e}; running with the cached config only");
-                None
-            }
-        };
+        let loaded = LoadedCredentials::read(&paths);
+        loaded.log();
+        let (app, transport, credentials_stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         let config = cache::load_config(&paths).map(|(cfg, _)| cfg);
         let cached = cache::load_answer(&paths);
         let fast_start = policy::fast_start(
@@ -110,6 +175,9 @@ impl Agent {
         Agent {
             paths,
             transport,
+            credentials: app.clone(),
+            credentials_stamp,
+            credentials_changed: false,
             config,
             config_errors: Vec::new(),
             cached,
@@ -127,16 +195,7 @@ impl Agent {
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),
-            // Relative artifact URLs are relative to the app address.
-            updater: app.map(|c| {
-                Box::new(
-                    updater::DaemonUpdater::new(
-                        paths_for_host.clone(),
-                        Some(c.app_address.clone()),
-                    )
-                    .with_identity(&c),
-                ) as Box<dyn updates::Updater>
-            }),
+            updater: app.as_ref().map(|c| make_updater(&paths_for_host, c)),
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
@@ -208,14 +267,14 @@ impl Agent {
             .map(Duration::from_secs)
             .unwrap_or(FIRST_CONTACT_WAIT);
         let deadline = Instant::now() + wait;
-        while self.transport.is_some() && Instant::now() < deadline && self.exit.is_none() {
+        while self.transport.is_some() && self.exit.is_none() {
             if self.poll_once() {
                 break;
             }
-            let wait = self
-                .next_poll
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_secs(5));
+            let Some(wait) = policy::first_contact_wait(Instant::now(), self.next_poll, deadline)
+            else {
+                break;
+            };
             signals::wait(wait);
             self.exit = signals::stop_requested()
                 .then_some(Exit::Stop)
@@ -245,10 +304,9 @@ impl Agent {
         }
         if signals::take_reload() {
             info!("agent", "SIGHUP: re-reading credentials and cached config");
-            let paths = self.paths.clone();
-            let keep = std::mem::replace(self, Agent::new(paths));
-            self.server = keep.server;
-            self.next_poll = Instant::now();
+            self.reload(true);
+        } else if FileStamp::of(&self.paths.credentials()) != self.credentials_stamp {
+            self.reload(false);
         }
         self.server.tick();
         if self.transport.is_some() && Instant::now() >= self.next_poll {
@@ -277,6 +335,41 @@ impl Agent {
         next.saturating_duration_since(now)
     }
 
+    /// Re-reads credentials and the cached config and polls at once (a SIGHUP: `always`; a
+    /// changed credentials file: only when the credentials differ, so a tool that rewrites
+    /// the same file cannot cut a backoff or a 401's hour short). svc-server, provisioning,
+    /// the update tracks and the subsystems' states are kept: only what comes from the two
+    /// files changes.
+    fn reload(&mut self, always: bool) {
+        let loaded = LoadedCredentials::read(&self.paths);
+        if !always && loaded.creds == self.credentials {
+            self.credentials_stamp = loaded.stamp;
+            return;
+        }
+        if !always {
+            info!("agent", "the credentials file changed: re-read");
+        }
+        loaded.log();
+        let (app, transport, stamp) = (loaded.creds, loaded.transport, loaded.stamp);
+        self.updater = app.as_ref().map(|c| make_updater(&self.paths, c));
+        self.transport = transport;
+        self.credentials = app;
+        self.credentials_stamp = stamp;
+        if let Some((cfg, _)) = cache::load_config(&self.paths) {
+            self.config = Some(cfg);
+        }
+        self.cached = cache::load_answer(&self.paths);
+        self.backoff.reset();
+        self.last_error = None;
+        self.next_poll = Instant::now();
+        self.credentials_changed = true;
+    }
+
+    /// The credentials in use, if any.
+    pub(crate) fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
+    }
+
     /// Polls once; true on contact (an answer or 304).
     fn poll_once(&mut self) -> bool {
         let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
@@ -293,7 +386,6 @@ impl Agent {
                     info!("agent", "management app reachable again");
                     self.reconnected = true;
                 }
-                self.backoff.reset();
                 self.cached.last_contact = Some(unix_now());
                 if let PollOutcome::Changed { answer, etag } = outcome {
                     self.apply_answer(*answer, etag);
@@ -303,19 +395,15 @@ impl Agent {
                     .poll_interval_secs
                     .map(Duration::from_secs)
                     .unwrap_or(DEFAULT_POLL);
-                self.next_poll = Instant::now()
-                    + jittered(interval.max(Duration::from_secs(1)), &mut self.jitter);
+                self.next_poll =
+                    Instant::now() + next_poll(Ok(interval), &mut self.backoff, &mut self.jitter);
                 true
             }
             Err(e) => {
                 self.provisioning
                     .app_reachable
                     .store(false, std::sync::atomic::Ordering::SeqCst);
-                let wait = match e.retry() {
-                    Retry::Backoff => self.backoff.next_delay(&mut self.jitter),
-                    Retry::After(secs) => Duration::from_secs(secs.clamp(1, 3600)),
-                    Retry::Permanent => PERMANENT_ERROR_WAIT,
-                };
+                let wait = next_poll(Err(e.retry()), &mut self.backoff, &mut self.jitter);
                 let text = e.to_string();
                 if self.last_error.as_deref() != Some(text.as_str()) || self.backoff.attempts() <= 1
                 {
@@ -540,17 +628,15 @@ pub fn run(paths: Paths) -> i32 {
         return 1;
     }
     crate::credentials::tighten_mode(&paths.credentials());
-    let shipping_transport = crate::credentials::Credentials::load(&paths)
-        .ok()
-        .and_then(|c| protocol::connect(&c).ok());
     let mut agent = Agent::new(paths.clone());
+    let shipping_credentials = agent.credentials().cloned();
     // With fast start, svc-server starts before the log queue opens (opening a full queue
     // takes tens of milliseconds); the lines logged meanwhile wait in memory for it.
     let pipeline = if agent.fast_start {
         agent.start();
-        logs::LogPipeline::start(&paths, shipping_transport)
+        logs::LogPipeline::start(&paths, shipping_credentials.clone())
     } else {
-        let p = logs::LogPipeline::start(&paths, shipping_transport);
+        let p = logs::LogPipeline::start(&paths, shipping_credentials.clone());
         agent.start();
         p
     };
@@ -566,6 +652,12 @@ pub fn run(paths: Paths) -> i32 {
             // and make it the known-good one the boot guard runs from.
             healthy_marked = true;
             mark_healthy(&paths);
+        }
+        if std::mem::take(&mut agent.credentials_changed) {
+            if let Some(p) = &pipeline {
+                // Also nudges: shipping paused by a refusal resumes with the new secret.
+                p.set_credentials(agent.credentials().cloned());
+            }
         }
         if std::mem::take(&mut agent.reconnected) {
             if let Some(p) = &pipeline {

@@ -88,6 +88,19 @@ pub fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
     cached_fast_start || matches!(env_value.map(str::trim), Some("1" | "true"))
 }
 
+/// The first-contact wait (no fast start): how long to sleep before the next try, or `None`
+/// when the wait is over because the next try would come after the deadline. The next try
+/// is whatever the one retry rule (`protocol::backoff::wait_after`) scheduled; this wait
+/// never shortens it, so a 401 is not polled again for an hour and a `Retry-After` holds
+/// here as in every other state.
+pub(crate) fn first_contact_wait(
+    now: std::time::Instant,
+    next_try: std::time::Instant,
+    deadline: std::time::Instant,
+) -> Option<std::time::Duration> {
+    (now < deadline && next_try < deadline).then(|| next_try.saturating_duration_since(now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +206,29 @@ mod tests {
         assert!(!fast_start(false, None));
         let now = LocalTime::now();
         assert!(now.weekday < 7 && now.minute_of_day < 1440);
+    }
+
+    #[test]
+    fn the_first_contact_wait_never_shortens_the_retry_rule() {
+        use std::time::{Duration, Instant};
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        // A backoff of 30 s inside a 60 s wait: the whole 30 s (the old loop cut it to 5 s).
+        assert_eq!(
+            first_contact_wait(now, now + s(30), now + s(60)),
+            Some(s(30))
+        );
+        // A 401's hour, a Retry-After or a backoff past the deadline: the wait is over.
+        assert_eq!(first_contact_wait(now, now + s(3600), now + s(60)), None);
+        assert_eq!(first_contact_wait(now, now + s(61), now + s(60)), None);
+        // Due now: try at once; past the deadline: over.
+        assert_eq!(
+            first_contact_wait(now, now, now + s(60)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            first_contact_wait(now + s(60), now + s(60), now + s(60)),
+            None
+        );
     }
 }

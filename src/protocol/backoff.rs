@@ -1,5 +1,28 @@
-//! Exponential backoff with full jitter, and the jittered poll interval.
+//! Exponential backoff with full jitter, the jittered poll interval, and the one retry rule
+//! of the poller and the log uploader (`wait_after`), in every state of the agent.
+use super::Retry;
 use std::time::Duration;
+
+/// How long a permanent error (a revoked key, a deleted part, a 4xx) silences requests of
+/// its kind, unless the credentials change first.
+pub(crate) const PERMANENT_WAIT: Duration = Duration::from_secs(3600);
+/// The longest `Retry-After` honoured: a server cannot silence a machine for a day.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// The wait after a failed request of class `retry`: the same rule at first contact, in
+/// steady state and in backoff. A `Retry-After` is a floor, never a shortcut past the
+/// backoff, so a server that keeps answering `429, Retry-After: 0` still sees the requests
+/// thin out to one every `cap`. Each call but `Permanent` counts one more failure.
+pub(crate) fn wait_after(retry: Retry, backoff: &mut Backoff, jitter: &mut Jitter) -> Duration {
+    match retry {
+        Retry::Backoff => backoff.next_delay(jitter),
+        Retry::After(secs) => {
+            let asked = Duration::from_secs(secs).min(MAX_RETRY_AFTER);
+            asked.max(backoff.next_delay(jitter))
+        }
+        Retry::Permanent => PERMANENT_WAIT,
+    }
+}
 
 /// A small xorshift generator: jitter needs spread, not cryptographic quality, and this
 /// keeps a dependency out.
@@ -52,11 +75,36 @@ impl Backoff {
     }
     /// The next delay; each call counts one more failure.
     pub fn next_delay(&mut self, jitter: &mut Jitter) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << self.attempts.min(20));
-        let ceiling = exp.min(self.cap).max(self.base);
+        let d = delay(self.base, self.cap, self.attempts, jitter.next_unit());
         self.attempts = self.attempts.saturating_add(1);
-        let span = ceiling.saturating_sub(self.base);
-        self.base + span.mul_f64(jitter.next_unit())
+        d
+    }
+}
+
+/// The rule itself, for callers that count failures their own way (downloads): the delay
+/// before retry `n` (0-based) is `base + unit × (min(cap, base·2^n) − base)`, `unit` in
+/// [0, 1) drawn from a [`Jitter`].
+pub(crate) fn delay(base: Duration, cap: Duration, n: u32, unit: f64) -> Duration {
+    let exp = base.saturating_mul(1u32 << n.min(20));
+    let ceiling = exp.min(cap).max(base);
+    base + ceiling.saturating_sub(base).mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// The poller's whole schedule, one pure function: after contact (`Ok(interval)`: a 2xx or
+/// a 304) the backoff resets and the next poll comes after the interval ±10% (at least
+/// 1 s); after an error, `wait_after` its class. The same in every state: first contact,
+/// steady, backoff, after a permanent error.
+pub(crate) fn next_poll(
+    outcome: Result<Duration, Retry>,
+    backoff: &mut Backoff,
+    jitter: &mut Jitter,
+) -> Duration {
+    match outcome {
+        Ok(interval) => {
+            backoff.reset();
+            jittered(interval.max(Duration::from_secs(1)), jitter)
+        }
+        Err(retry) => wait_after(retry, backoff, jitter),
     }
 }
 

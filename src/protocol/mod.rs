@@ -112,7 +112,8 @@ pub enum ProtocolError {
 pub enum Retry {
     /// Back off exponentially and try again.
     Backoff,
-    /// The server named a delay (429/503 with Retry-After).
+    /// The server named a delay (408/429/5xx with Retry-After): at least that long, and
+    /// at least the backoff (`backoff::wait_after`).
     After(u64),
     /// Retrying the same request cannot help (401, 403, 404, ...): wait long, or for a change
     /// of credentials or a SIGHUP.
@@ -127,9 +128,11 @@ impl ProtocolError {
                 retry_after_secs,
                 ..
             } => match (status, retry_after_secs) {
-                (_, Some(s)) => Retry::After(*s),
+                // Retry-After only where it means "come back later"; on a 401 it would turn
+                // a refusal into a fast loop.
+                (408 | 429 | 500..=599, Some(s)) => Retry::After(*s),
                 (408 | 429, None) => Retry::Backoff,
-                (400..=499, None) => Retry::Permanent,
+                (400..=499, _) => Retry::Permanent,
                 _ => Retry::Backoff,
             },
             ProtocolError::Setup(_) => Retry::Permanent,
@@ -204,6 +207,8 @@ mod tests {
         assert_eq!(http(429, Some(30)).retry(), Retry::After(30));
         assert_eq!(http(401, None).retry(), Retry::Permanent);
         assert_eq!(http(404, None).retry(), Retry::Permanent);
+        assert_eq!(http(401, Some(1)).retry(), Retry::Permanent);
+        assert_eq!(http(503, Some(7)).retry(), Retry::After(7));
         assert_eq!(
             ProtocolError::Network("reset".into()).retry(),
             Retry::Backoff

@@ -30,10 +30,9 @@ mod tests {
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 1024];
             let _ = s.read(&mut b);
-            let _ = write!(
-                s,
-                "HTTP/1.1 {status}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-            );
+            let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Length: 2\r\n\r\nok");
+            // Keep-alive: the connection stays open until the client lets go of it.
+            while matches!(s.read(&mut b), Ok(n) if n > 0) {}
         });
         format!("http://{addr}/check")
     }

@@ -326,8 +326,10 @@ pub fn fetch_into(
                         last: msg,
                     });
                 }
+                // Retry-After is a floor over the backoff, as for polls, within backoff_max.
                 let delay = retry_after
-                    .unwrap_or_else(|| backoff(opts, failures))
+                    .unwrap_or_default()
+                    .max(backoff(opts, failures))
                     .min(opts.backoff_max);
                 crate::warn!(
                     SUB,
@@ -361,19 +363,15 @@ pub fn fetch_into(
     })
 }
 
+/// The agent's one backoff rule (`protocol::backoff`), counted from the download's
+/// failures: random in [initial, min(max, initial·2^(failures−1))].
 fn backoff(opts: &DownloadOptions, failures: u32) -> Duration {
-    let exp = opts
-        .backoff_initial
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    let capped = exp.min(opts.backoff_max);
-    // Up to +25% jitter so that a fleet does not retry in lockstep.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::from(d.subsec_nanos()))
-        .unwrap_or(0);
-    let quarter = capped.as_millis() as u64 / 4;
-    let jitter = if quarter == 0 { 0 } else { nanos % quarter };
-    capped + Duration::from_millis(jitter)
+    crate::protocol::backoff::delay(
+        opts.backoff_initial,
+        opts.backoff_max,
+        failures.saturating_sub(1),
+        crate::protocol::backoff::Jitter::from_entropy().next_unit(),
+    )
 }
 
 fn check_space(dir: &Path, needed: Option<u64>, opts: &DownloadOptions) -> Result<(), UpdateError> {
@@ -706,11 +704,15 @@ mod tests {
             backoff_max: Duration::from_secs(10),
             ..Default::default()
         };
-        assert!(
-            backoff(&o, 1) >= Duration::from_secs(2) && backoff(&o, 1) < Duration::from_secs(3)
-        );
-        assert!(backoff(&o, 2) >= Duration::from_secs(4));
-        assert!(backoff(&o, 30) <= Duration::from_millis(12_500));
+        for _ in 0..50 {
+            assert_eq!(backoff(&o, 1), Duration::from_secs(2));
+            let d = backoff(&o, 3);
+            assert!(
+                d >= Duration::from_secs(2) && d <= Duration::from_secs(8),
+                "{d:?}"
+            );
+            assert!(backoff(&o, 30) <= Duration::from_secs(10));
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
 //! first contact, conditional polls, config change, and every kind of server failure.
 use crate::common;
-use common::mgmt::{Behavior, MgmtServer};
+use common::mgmt::{Behavior, Front, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;
 use std::time::Duration;
@@ -14,9 +14,9 @@ fn answer(mode: &str) -> serde_json::Value {
     })
 }
 
-fn setup(name: &str) -> (Sandbox, MgmtServer) {
-    let sb = Sandbox::new(name);
-    let srv = MgmtServer::start(&sb.root.join("tls"));
+fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
+    let sb = Sandbox::new(&format!("{name}-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
     sb.write_credentials(&srv.url);
     sb.install_fake_server();
     (sb, srv)
@@ -29,9 +29,8 @@ fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
     ])
 }
 
-#[test]
-fn first_contact_conditional_polls_and_config_change() {
-    let (sb, srv) = setup("https-first");
+fn first_contact_conditional_polls_and_config_change(front: Front) {
+    let (sb, srv) = setup("https-first", front);
     srv.set_answer(answer("one"));
     let mut agent = spawn(&sb, &srv);
     wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
@@ -87,9 +86,8 @@ fn first_contact_conditional_polls_and_config_change() {
     terminate(&mut agent);
 }
 
-#[test]
-fn server_errors_back_off_and_recover() {
-    let (sb, srv) = setup("https-errors");
+fn server_errors_back_off_and_recover(front: Front) {
+    let (sb, srv) = setup("https-errors", front);
     srv.set_answer(answer("ok"));
     srv.script(Behavior::Status(500, vec![], "boom".into()));
     srv.script(Behavior::Garbage);
@@ -112,28 +110,47 @@ fn server_errors_back_off_and_recover() {
         "poll failed",
         "timeout",
         "HTTP 429",
-        "next try in 2s",
         "reachable again",
     ] {
         assert!(log.contains(expected), "log lacks {expected:?}:\n{log}");
     }
+    // Retry-After is a floor over the backoff, never a shortcut past it.
+    let after_429: u64 = log
+        .lines()
+        .find(|l| l.contains("HTTP 429"))
+        .and_then(|l| l.rsplit("next try in ").next())
+        .and_then(|t| t.trim_end_matches('s').parse().ok())
+        .unwrap_or_else(|| panic!("no wait after the 429:\n{log}"));
+    assert!(after_429 >= 2, "Retry-After: 2 cut short:\n{log}");
     // svc-server started anyway once the bounded first-contact wait ran out.
     assert!(!sb.fake("pids").is_empty());
     terminate(&mut agent);
 }
 
-#[test]
-fn a_rejected_key_is_not_retried_in_a_loop() {
-    let (sb, srv) = setup("https-401");
+fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
+    let (sb, srv) = setup("https-401", front);
     srv.set_answer(answer("never"));
     for _ in 0..50 {
         srv.script(Behavior::Status(401, vec![], "key revoked".into()));
     }
     let mut agent = spawn(&sb, &srv);
     wait_for("the 401 logged", 30, || sb.log().contains("HTTP 401"));
-    std::thread::sleep(Duration::from_secs(8));
+    // The same credentials written again (a tool that rewrites the file) do not cut the
+    // hour short; the window covers the loop's longest sleep (10 s) and then some.
+    sb.write_credentials(&srv.url);
+    std::thread::sleep(Duration::from_secs(13));
     assert_eq!(srv.polls().len(), 1, "a 401 was retried:\n{}", sb.log());
     assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
+    // New credentials do: the agent polls with them at once, no SIGHUP.
+    srv.script_clear();
+    sb.write_credentials_with(&srv.url, "new-key-789");
+    wait_for("a poll with the new credentials", 30, || {
+        srv.polls().len() == 2
+    });
+    assert_eq!(
+        srv.polls()[1].header("authorization"),
+        Some("Secret new-key-789")
+    );
     terminate(&mut agent);
 }
 
@@ -141,10 +158,9 @@ fn a_rejected_key_is_not_retried_in_a_loop() {
 /// Authorization secret and the body resent in plaintext. The agent follows no redirect of
 /// its management requests: a 3xx is an answer (an error to retry later), and nothing
 /// reaches the redirect's target.
-#[test]
-fn a_redirected_poll_is_not_followed_and_the_secret_stays_home() {
+fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
     use std::io::Read;
-    let (sb, srv) = setup("https-redirect");
+    let (sb, srv) = setup("https-redirect", front);
     // Where the redirect points: plain HTTP on loopback, recording whatever arrives.
     let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let plain_port = plain.local_addr().unwrap().port();
@@ -193,3 +209,190 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home() {
     );
     assert!(!sb.log().contains("sandbox-secret-123"));
 }
+
+fn spawn_with(sb: &Sandbox, srv: &MgmtServer, env: &[(&str, &str)]) -> std::process::Child {
+    let mut all = vec![
+        ("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap()),
+        ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
+    ];
+    all.extend_from_slice(env);
+    sb.spawn_agent(&all)
+}
+
+/// Issue 16 item 2: during the first-contact wait a 401 was polled every 5 s. The wait
+/// follows the same rule as every other state: after a 401 the next poll is an hour away,
+/// so the wait ends at once (nothing more can come before its deadline) and svc-server
+/// starts; the app sees one poll.
+fn first_contact_a_401_is_not_polled_again_before_the_hour(front: Front) {
+    let (sb, srv) = setup("https-fc-401", front);
+    srv.set_answer(answer("never"));
+    for _ in 0..50 {
+        srv.script(Behavior::Status(401, vec![], "key revoked".into()));
+    }
+    let mut agent = spawn_with(&sb, &srv, &[("SVC_AGENT_FIRST_CONTACT_SECS", "20")]);
+    // The window: from the start to svc-server's start, which ends the first-contact wait
+    // (at the latest after 20 s, when the old code had polled 4 or 5 times).
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    assert_eq!(srv.polls().len(), 1, "polled again:\n{}", sb.log());
+    assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
+/// Issue 16 item 2: a 429 during the first-contact wait was retried after 5 s whatever its
+/// Retry-After said.
+fn first_contact_honours_retry_after(front: Front) {
+    let (sb, srv) = setup("https-fc-429", front);
+    srv.set_answer(answer("later"));
+    for _ in 0..50 {
+        srv.script(Behavior::Status(
+            429,
+            vec![("Retry-After".into(), "40".into())],
+            String::new(),
+        ));
+    }
+    let mut agent = spawn_with(&sb, &srv, &[("SVC_AGENT_FIRST_CONTACT_SECS", "20")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    assert_eq!(srv.polls().len(), 1, "polled again:\n{}", sb.log());
+    assert!(sb.log().contains("next try in 40s"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
+/// The ids of every record the app took, in arrival order.
+fn shipped_ids(srv: &MgmtServer) -> Vec<u64> {
+    srv.state
+        .lock()
+        .unwrap()
+        .logs
+        .iter()
+        .flat_map(|b| {
+            let v: serde_json::Value = serde_json::from_str(b).unwrap();
+            v["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// No record lost: the ids taken cover 1..=max without a gap (duplicates are allowed).
+fn assert_no_gap(ids: &[u64]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let expected: Vec<u64> = (1..=*sorted.last().unwrap()).collect();
+    assert_eq!(sorted, expected, "records were lost");
+}
+
+/// Issue 16 items 3 and 4: a 401 to log batches made a storm (refused line skipped, the
+/// skip logged, that line refused ...: hundreds of POSTs a minute, each one record lost).
+/// Shipping pauses instead, keeping the records; a rotated credentials file is noticed
+/// without SIGHUP, and the uploader resumes at once with the new secret and loses nothing.
+fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials(front: Front) {
+    let (sb, srv) = setup("https-logs-401", front);
+    srv.set_answer(answer("ok"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("a first log batch taken", 60, || {
+        !shipped_ids(&srv).is_empty()
+    });
+    srv.state.lock().unwrap().logs_refuse = Some(401);
+    // A new line to ship: a poll answered 404 logs one (and silences polls for an hour, so
+    // no reconnect nudges the uploader meanwhile).
+    srv.script(Behavior::Status(404, vec![], "no such part".into()));
+    wait_for("a log batch refused", 60, || {
+        srv.log_posts().iter().any(|p| p.status_sent == 401)
+    });
+    // The window: 5 s after the first refusal (the old code sent ~80 batches in it).
+    std::thread::sleep(Duration::from_secs(5));
+    let refused = srv
+        .log_posts()
+        .iter()
+        .filter(|p| p.status_sent == 401)
+        .count();
+    eprintln!("refused log batches in the 5 s window: {refused}");
+    assert!(refused <= 1, "{refused} refused batches in 5 s: a storm");
+    assert!(
+        !sb.log().contains("skipped"),
+        "records were skipped:\n{}",
+        sb.log()
+    );
+    // Rotation: a new secret, accepted; no SIGHUP.
+    srv.state.lock().unwrap().logs_refuse = None;
+    sb.write_credentials_with(&srv.url, "rotated-secret-456");
+    wait_for("a batch with the new secret taken", 60, || {
+        srv.log_posts().iter().any(|p| {
+            p.status_sent == 200 && p.header("authorization") == Some("Secret rotated-secret-456")
+        })
+    });
+    wait_for("the poller on the new secret", 30, || {
+        srv.polls()
+            .iter()
+            .any(|p| p.header("authorization") == Some("Secret rotated-secret-456"))
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    // Every line the refusal held back arrived (the 404 line among them).
+    let taken = srv.state.lock().unwrap().logs.join("\n");
+    assert!(taken.contains("HTTP 404"), "{taken}");
+    assert!(!sb.log().contains("rotated-secret-456"));
+    terminate(&mut agent);
+}
+
+/// The uploader's 5xx cell: a batch answered 503 stays queued and is retried by the
+/// backoff; once the app takes batches again every record arrives, none skipped.
+fn log_batches_answered_503_are_retried_and_nothing_is_lost(front: Front) {
+    let (sb, srv) = setup("https-logs-503", front);
+    srv.set_answer(answer("ok"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("a first log batch taken", 60, || {
+        !shipped_ids(&srv).is_empty()
+    });
+    srv.state.lock().unwrap().logs_refuse = Some(503);
+    srv.script(Behavior::Status(404, vec![], "no such part".into()));
+    wait_for("a log batch answered 503", 60, || {
+        srv.log_posts().iter().any(|p| p.status_sent == 503)
+    });
+    srv.state.lock().unwrap().logs_refuse = None;
+    wait_for("the held-back line taken", 60, || {
+        srv.state
+            .lock()
+            .unwrap()
+            .logs
+            .iter()
+            .any(|b| b.contains("HTTP 404"))
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    assert!(!sb.log().contains("skipped"), "{}", sb.log());
+    terminate(&mut agent);
+}
+
+/// Issue 16 item 4: with no credentials at start, neither polls nor log shipping began
+/// until a SIGHUP or a restart. A credentials file that appears is noticed by the loop, and
+/// the lines queued meanwhile are shipped, the first one included.
+fn credentials_that_arrive_after_start_start_polls_and_log_shipping(front: Front) {
+    let sb = Sandbox::new(&format!("https-late-creds-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
+    sb.install_fake_server();
+    srv.set_answer(answer("late"));
+    let mut agent = spawn(&sb, &srv);
+    wait_for("the agent running without credentials", 60, || {
+        sb.log().contains("running with the cached config only")
+    });
+    sb.write_credentials(&srv.url);
+    wait_for("a poll", 60, || !srv.polls().is_empty());
+    wait_for("the first queued line shipped", 60, || {
+        shipped_ids(&srv).contains(&1)
+    });
+    assert_no_gap(&shipped_ids(&srv));
+    terminate(&mut agent);
+}
+
+both_fronts!(first_contact_conditional_polls_and_config_change);
+both_fronts!(server_errors_back_off_and_recover);
+both_fronts!(a_rejected_key_is_not_retried_in_a_loop);
+both_fronts!(first_contact_a_401_is_not_polled_again_before_the_hour);
+both_fronts!(first_contact_honours_retry_after);
+both_fronts!(a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credentials);
+both_fronts!(credentials_that_arrive_after_start_start_polls_and_log_shipping);
+both_fronts!(a_redirected_poll_is_not_followed_and_the_secret_stays_home);
+both_fronts!(log_batches_answered_503_are_retried_and_nothing_is_lost);

@@ -63,9 +63,33 @@ fn start() -> (Server, u16) {
 #[test]
 fn a_304_and_a_204_on_a_kept_alive_connection_are_answers_not_timeouts() {
     let (_server, port) = start();
+    exchange(&format!("http://127.0.0.1:{port}"));
+}
+
+/// The same over HTTPS with Debian's nginx in front of Python's server (nginx keeps the
+/// agent's connection alive, and sends 304 and 204 with neither a length nor a close).
+#[test]
+fn a_304_and_a_204_through_nginx_are_answers_not_timeouts() {
+    use crate::common::{nginx, tls};
+    if nginx::binary().is_none() {
+        eprintln!("skipped: nginx is not installed");
+        return;
+    }
+    let ca = tls::test_ca();
+    let (_server, port) = start();
+    let dir = std::env::temp_dir().join(format!("svc-keepalive-nginx-{}", std::process::id()));
+    let front = nginx::Nginx::start(&dir, &ca.cert_file, &ca.key_file, port);
+    exchange(&front.url);
+    drop(front);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One changed poll, three unchanged ones and three log batches against `app_address`;
+/// each must be answered without waiting for the request timeout.
+fn exchange(app_address: &str) {
     let creds = Credentials::parse(
         format!(
-            r#"{{"cloud": {{"app_address": "http://127.0.0.1:{port}", "id": "p1", "secret": "keepalive-secret"}}}}"#
+            r#"{{"cloud": {{"app_address": "{app_address}", "id": "p1", "secret": "keepalive-secret"}}}}"#
         )
         .as_bytes(),
     )

@@ -789,3 +789,198 @@ fn drop_order_is_debug_then_info_then_warn_then_error_in_phases() {
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A small tmpfs mounted for one test, unmounted on drop (the test runs as root).
+struct TinyFs(PathBuf);
+
+impl TinyFs {
+    fn mount(dir: &Path, size: &str) -> Option<TinyFs> {
+        fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| TinyFs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for TinyFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Issue 15 item 7: one I/O error (the queue's disk full for a moment) ended the shipping
+/// thread for good: nothing was shipped after space returned, until a restart. The queue
+/// lives on a real 512 KiB tmpfs, which is filled while the shipper acknowledges (the ack
+/// cursor cannot be written), then freed.
+#[test]
+fn shipping_survives_a_full_disk_and_resumes_when_space_returns() {
+    let dir = scratch("diskfull");
+    let Some(tiny) = TinyFs::mount(&dir.join("mnt"), "512k") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot mount a tmpfs (this test needs root)"
+        );
+        eprintln!("skipped: cannot mount a tmpfs (not root)");
+        return;
+    };
+    let qdir = tiny.0.join("q");
+    let q = Arc::new(Mutex::new(
+        LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
+    ));
+    for i in 0..100 {
+        q.lock()
+            .unwrap()
+            .append(Level::Info, "d", &format!("before {i}"))
+            .unwrap();
+    }
+    q.lock().unwrap().sync().unwrap();
+    let rx = Switchable::default();
+    let cfg = ShipperConfig {
+        max_batch_records: 10,
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(50),
+        ..ShipperConfig::default()
+    };
+    let shipper = Shipper::new(q.clone(), rx.clone(), cfg);
+    let signal = svc::logship::ShipSignal::new();
+    let thread = std::thread::spawn({
+        let sig = signal.clone();
+        move || shipper.run(sig)
+    });
+    // Fill the disk, then let the receiver take batches: each ack fails to save its cursor.
+    let filler = tiny.0.join("filler");
+    {
+        let mut f = fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    }
+    let attempts = || rx.0.lock().unwrap().2;
+    let before = attempts();
+    rx.0.lock().unwrap().0 = true;
+    signal.nudge();
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while attempts() < before + 3 && !thread.is_finished() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        !thread.is_finished(),
+        "the shipper stopped on a full disk: {:?}",
+        thread.join().unwrap()
+    );
+    // Space returns; new lines must reach the receiver without a restart.
+    fs::remove_file(&filler).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        ids.push(
+            q.lock()
+                .unwrap()
+                .append(Level::Info, "d", &format!("after {i}"))
+                .unwrap(),
+        );
+    }
+    signal.nudge();
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !ids.iter().all(|id| rx.0.lock().unwrap().1.contains(id)) {
+        assert!(
+            std::time::Instant::now() < end && !thread.is_finished(),
+            "lines logged after the disk was freed were not shipped"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal.stop();
+    thread.join().unwrap().unwrap();
+    // Everything logged before the disk filled arrived too (at least once).
+    let got: HashSet<u64> = rx.0.lock().unwrap().1.iter().copied().collect();
+    assert!((1..=100).all(|id| got.contains(&id)));
+    drop(q);
+    drop(tiny);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Counts batches and refuses every one with `error`.
+#[derive(Clone)]
+struct RefusesAll(Arc<Mutex<usize>>, fn() -> TransportError);
+
+impl LogTransport for RefusesAll {
+    fn send_batch(&mut self, _batch: &[QueuedRecord]) -> Result<(), TransportError> {
+        *self.0.lock().unwrap() += 1;
+        Err((self.1)())
+    }
+}
+
+/// Runs a shipper over 20 queued records against a receiver that refuses everything with
+/// `error`; returns the batches it sent before the first wait (a 1 h backoff and a 1 h
+/// pause: a second batch before the window ends can only come from not waiting), and after
+/// one nudge.
+fn batches_against(name: &str, error: fn() -> TransportError) -> (usize, usize, u64) {
+    let dir = scratch(name);
+    let q = Arc::new(Mutex::new(
+        LogQueue::open(&dir, QueueConfig::default()).unwrap(),
+    ));
+    for i in 0..20 {
+        q.lock()
+            .unwrap()
+            .append(Level::Info, "r", &format!("{i}"))
+            .unwrap();
+    }
+    let rx = RefusesAll(Arc::new(Mutex::new(0)), error);
+    let cfg = ShipperConfig {
+        max_batch_records: 1,
+        backoff_initial: Duration::from_secs(3600),
+        backoff_max: Duration::from_secs(3600),
+        refused_wait: Duration::from_secs(3600),
+        ..ShipperConfig::default()
+    };
+    let shipper = Shipper::new(q.clone(), rx.clone(), cfg);
+    let signal = svc::logship::ShipSignal::new();
+    let thread = std::thread::spawn({
+        let sig = signal.clone();
+        move || shipper.run(sig)
+    });
+    let count = || *rx.0.lock().unwrap();
+    while count() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The window: 1 s (the old shipper sent all 20 in it, one skip after another).
+    std::thread::sleep(Duration::from_secs(1));
+    let first = count();
+    signal.nudge();
+    while count() == first {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let after_nudge = count();
+    signal.stop();
+    thread.join().unwrap().unwrap();
+    let acked = q.lock().unwrap().acked_id();
+    drop(q);
+    fs::remove_dir_all(&dir).unwrap();
+    (first, after_nudge, acked)
+}
+
+/// Issue 16 item 3: a receiver that refuses every record (400) had each one skipped at
+/// once, the next sent at once: a storm that emptied the queue. A skip waits out the
+/// backoff like a failure.
+#[test]
+fn a_receiver_refusing_every_record_sees_one_batch_per_backoff_not_a_storm() {
+    let (first, after_nudge, acked) =
+        batches_against("refuse-400", || TransportError::Rejected("HTTP 400".into()));
+    assert_eq!(first, 1, "batches sent without waiting out the backoff");
+    assert_eq!(after_nudge, 2);
+    // One record skipped per batch, the rest still queued.
+    assert_eq!(acked, 2);
+}
+
+/// A refusal of the machine (401/403, no credentials) skips nothing: the records wait.
+#[test]
+fn a_refused_machine_pauses_and_skips_nothing() {
+    let (first, after_nudge, acked) =
+        batches_against("refuse-401", || TransportError::Refused("HTTP 401".into()));
+    assert_eq!(first, 1, "batches sent during the pause");
+    assert_eq!(after_nudge, 2, "a nudge (new credentials) tries once more");
+    assert_eq!(acked, 0, "records were dropped");
+}

@@ -7,6 +7,29 @@
 // Tests may unwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// Each scenario of a protocol test runs twice (`NAME::direct`, `NAME::nginx`): against the
+/// test app directly, and through Debian's nginx (TLS terminated by nginx, keep-alive to the
+/// agent, plain HTTP to the app). `NAME` is a function taking a `Front`.
+macro_rules! both_fronts {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn direct() {
+                super::$name(crate::common::mgmt::Front::Direct);
+            }
+            #[test]
+            fn nginx() {
+                // Under CI=true a missing nginx fails here instead of skipping.
+                if crate::common::nginx::binary().is_none() {
+                    eprintln!("skipped: nginx is not installed");
+                    return;
+                }
+                super::$name(crate::common::mgmt::Front::Nginx);
+            }
+        }
+    };
+}
+
 mod common;
 mod update_support;
 

@@ -718,16 +718,19 @@ impl SlowRegistry {
                     let resp = match fs::read(dir.join(path.trim_start_matches('/'))) {
                         Ok(body) => {
                             let mut r = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
                                 body.len()
                             )
                             .into_bytes();
                             r.extend(body);
                             r
                         }
-                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
                     };
                     let _ = conn.write_all(&resp);
+                    // Keep-alive, as a real registry: the client ends the connection.
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+                    let _ = std::io::copy(&mut reader, &mut std::io::sink());
                 });
             }
         });

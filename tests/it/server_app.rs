@@ -3,7 +3,7 @@
 //! module processes started and stopped as the app's config changes.
 use crate::common;
 use crate::common::sandbox::pid_alive as alive;
-use common::mgmt::MgmtServer;
+use common::mgmt::{Front, MgmtServer};
 use common::sandbox::wait_for;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -22,15 +22,14 @@ fn module_pid(home: &std::path::Path, name: &str) -> Option<i32> {
         .ok()
 }
 
-#[test]
-fn the_config_comes_from_the_app_over_https() {
-    let dir = std::env::temp_dir().join(format!("svc-server-app-{}", std::process::id()));
+fn the_config_comes_from_the_app_over_https(front: Front) {
+    let dir = std::env::temp_dir().join(format!("svc-server-app-{front:?}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("mod")).unwrap();
     let exe = dir.join("mod/module");
     std::fs::copy(MODULE, &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let srv = MgmtServer::start(&dir.join("tls"));
+    let srv = MgmtServer::start_behind(&dir.join("tls"), front);
     let creds = dir.join("svc.json");
     std::fs::write(
         &creds,
@@ -87,3 +86,5 @@ fn the_config_comes_from_the_app_over_https() {
     assert!(server.wait().unwrap().success(), "{}", server_log());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+both_fronts!(the_config_comes_from_the_app_over_https);

@@ -54,7 +54,10 @@ fn the_shipped_unit_is_sandboxed() {
         Ok(o) => o,
         Err(_) => {
             // The test command installs it (scripts/syscfg-test-deps.sh): there it must run.
-            assert!(std::env::var_os("CI").is_none(), "systemd-analyze not found");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "systemd-analyze not found"
+            );
             eprintln!("skipped: systemd-analyze not found");
             return;
         }

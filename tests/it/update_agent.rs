@@ -3,7 +3,7 @@
 //! (wrong sha256, wrong size, not an executable for this machine) change nothing and leave
 //! no file behind; a connection cut half-way is resumed with a Range request.
 use crate::common;
-use common::mgmt::MgmtServer;
+use common::mgmt::{Front, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;
 use sha2::Digest;
@@ -20,13 +20,14 @@ fn sha(b: &[u8]) -> String {
 }
 
 fn setup(
+    front: Front,
     name: &str,
     artifact: Vec<u8>,
     announced_sha: Option<String>,
     announced_size: Option<usize>,
 ) -> (Sandbox, MgmtServer) {
-    let sb = Sandbox::new(name);
-    let srv = MgmtServer::start(&sb.root.join("tls"));
+    let sb = Sandbox::new(&format!("{name}-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
     sb.write_credentials(&srv.url);
     sb.install_fake_server();
     let size = announced_size.unwrap_or(artifact.len());
@@ -64,9 +65,8 @@ fn leftovers(sb: &Sandbox) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn a_good_artifact_is_verified_activated_and_run() {
-    let (sb, srv) = setup("upd-good", svc_server_bytes(), None, None);
+fn a_good_artifact_is_verified_activated_and_run(front: Front) {
+    let (sb, srv) = setup(front, "upd-good", svc_server_bytes(), None, None);
     let mut agent = spawn(&sb, &srv);
     let want = format!("../cache/svc-server-{}", env!("CARGO_PKG_VERSION"));
     wait_for("the new link", 120, || link(&sb) == want);
@@ -100,10 +100,10 @@ fn a_good_artifact_is_verified_activated_and_run() {
         "{:?}",
         leftovers(&sb)
     );
-    assert_eq!(
-        sb.status()["svc_server"]["version"],
-        env!("CARGO_PKG_VERSION")
-    );
+    // The status file is written at the end of the loop's pass, after the line above.
+    wait_for("the new version in the status", 30, || {
+        sb.status()["svc_server"]["version"] == env!("CARGO_PKG_VERSION")
+    });
     // The app sees the version record (and so any rollback) in the status report.
     wait_for("the version record in the status", 30, || {
         sb.status()["versions"]["svc-server"]["current"] == env!("CARGO_PKG_VERSION")
@@ -111,8 +111,7 @@ fn a_good_artifact_is_verified_activated_and_run() {
     terminate(&mut agent);
 }
 
-#[test]
-fn bad_artifacts_change_nothing_and_leave_no_file() {
+fn bad_artifacts_change_nothing_and_leave_no_file(front: Front) {
     let mut not_elf = b"#!/bin/sh\necho hi\n".to_vec();
     not_elf.resize(4096, b'#');
     let mut wrong_arch = svc_server_bytes();
@@ -149,7 +148,7 @@ fn bad_artifacts_change_nothing_and_leave_no_file() {
         ),
     ];
     for (name, bytes, sha, size, why) in cases {
-        let (sb, srv) = setup(name, bytes, sha, size);
+        let (sb, srv) = setup(front, name, bytes, sha, size);
         let before = link(&sb);
         let mut agent = spawn(&sb, &srv);
         // The daemon's "update failed" line comes after the engine cleaned up.
@@ -171,11 +170,10 @@ fn bad_artifacts_change_nothing_and_leave_no_file() {
     }
 }
 
-#[test]
-fn a_cut_download_is_resumed_not_restarted() {
+fn a_cut_download_is_resumed_not_restarted(front: Front) {
     let bytes = svc_server_bytes();
     let half = bytes.len() / 2;
-    let (sb, srv) = setup("upd-resume", bytes, None, None);
+    let (sb, srv) = setup(front, "upd-resume", bytes, None, None);
     srv.state.lock().unwrap().cut_next_download_at = Some(half);
     let mut agent = spawn(&sb, &srv);
     let want = format!("../cache/svc-server-{}", env!("CARGO_PKG_VERSION"));
@@ -208,9 +206,8 @@ fn a_cut_download_is_resumed_not_restarted() {
     terminate(&mut agent);
 }
 
-#[test]
-fn a_missing_artifact_is_asked_for_once_not_in_a_storm() {
-    let (sb, srv) = setup("upd-404", svc_server_bytes(), None, None);
+fn a_missing_artifact_is_asked_for_once_not_in_a_storm(front: Front) {
+    let (sb, srv) = setup(front, "upd-404", svc_server_bytes(), None, None);
     srv.state.lock().unwrap().files.clear();
     let mut agent = spawn(&sb, &srv);
     wait_for("the 404 logged", 60, || sb.log().contains("HTTP 404"));
@@ -231,3 +228,8 @@ fn a_missing_artifact_is_asked_for_once_not_in_a_storm() {
     );
     terminate(&mut agent);
 }
+
+both_fronts!(a_good_artifact_is_verified_activated_and_run);
+both_fronts!(bad_artifacts_change_nothing_and_leave_no_file);
+both_fronts!(a_cut_download_is_resumed_not_restarted);
+both_fronts!(a_missing_artifact_is_asked_for_once_not_in_a_storm);

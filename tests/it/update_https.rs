@@ -507,8 +507,10 @@ fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
                 let _ = s.read(&mut buf);
                 let _ = write!(
                     s,
-                    "HTTP/1.1 302 Found\r\nLocation: {back}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    "HTTP/1.1 302 Found\r\nLocation: {back}\r\nContent-Length: 0\r\n\r\n"
                 );
+                // Keep-alive: the client ends the connection, not this server.
+                std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
             }
         });
     }

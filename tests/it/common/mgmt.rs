@@ -54,12 +54,27 @@ pub struct State {
     pub files: std::collections::HashMap<String, Vec<u8>>,
     /// Cut the connection after this many bytes of the next full (non-Range) download.
     pub cut_next_download_at: Option<usize>,
+    /// Answer log batches with this status (and no body) instead of taking them.
+    pub logs_refuse: Option<u16>,
 }
 
 pub struct MgmtServer {
+    /// What the agent talks to: this server, or nginx in front of it.
     pub url: String,
     pub state: Arc<Mutex<State>>,
     pub ca: TestCa,
+    /// nginx in front (`Front::Nginx`), stopped on drop.
+    pub nginx: Option<super::nginx::Nginx>,
+}
+
+/// Who the agent talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Front {
+    /// This server terminates TLS itself.
+    Direct,
+    /// Debian's nginx terminates TLS (the test CA's certificate) and proxies over plain
+    /// HTTP on loopback to this server: defaults otherwise (HTTP/1.1 keep-alive to clients).
+    Nginx,
 }
 
 fn etag_of(body: &str) -> String {
@@ -76,21 +91,40 @@ fn etag_of(body: &str) -> String {
 
 impl MgmtServer {
     pub fn start(dir: &std::path::Path) -> MgmtServer {
+        MgmtServer::start_behind(dir, Front::Direct)
+    }
+
+    pub fn start_behind(dir: &std::path::Path, front: Front) -> MgmtServer {
         let ca = TestCa::new(dir);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!(
-            "https://localhost:{}",
-            listener.local_addr().unwrap().port()
-        );
+        let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
-        let (st, cfg) = (Arc::clone(&state), Arc::clone(&ca.server_config));
+        let tls = (front == Front::Direct).then(|| Arc::clone(&ca.server_config));
+        let st = Arc::clone(&state);
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (st, cfg) = (Arc::clone(&st), Arc::clone(&cfg));
-                std::thread::spawn(move || serve(conn, cfg, st));
+                let (st, tls) = (Arc::clone(&st), tls.clone());
+                std::thread::spawn(move || serve(conn, tls, st));
             }
         });
-        MgmtServer { url, state, ca }
+        let (url, nginx) = match front {
+            Front::Direct => (format!("https://localhost:{port}"), None),
+            Front::Nginx => {
+                let n = super::nginx::Nginx::start(
+                    &dir.join("nginx"),
+                    &ca.cert_pem_path,
+                    &ca.key_pem_path,
+                    port,
+                );
+                (n.url.clone(), Some(n))
+            }
+        };
+        MgmtServer {
+            url,
+            state,
+            ca,
+            nginx,
+        }
     }
 
     pub fn set_answer(&self, v: serde_json::Value) {
@@ -99,6 +133,23 @@ impl MgmtServer {
 
     pub fn script(&self, b: Behavior) {
         self.state.lock().unwrap().script.push_back(b);
+    }
+
+    /// Drops what is left of the script: polls are answered normally again.
+    pub fn script_clear(&self) {
+        self.state.lock().unwrap().script.clear();
+    }
+
+    /// The log batches that reached the server, taken or refused.
+    pub fn log_posts(&self) -> Vec<Seen> {
+        self.state
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|s| s.path.ends_with("/logs"))
+            .cloned()
+            .collect()
     }
 
     pub fn polls(&self) -> Vec<Seen> {
@@ -139,38 +190,96 @@ impl Write for Counting {
     }
 }
 
-fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) {
+/// One client connection, TLS or plain (behind nginx).
+trait Conn: Read + Write {
+    fn tcp(&mut self) -> &mut Counting;
+    /// Ends the connection politely (TLS close_notify), when the client asked for it.
+    fn close(&mut self);
+}
+
+impl Conn for Counting {
+    fn tcp(&mut self) -> &mut Counting {
+        self
+    }
+    fn close(&mut self) {
+        let _ = self.inner.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl Conn for rustls::StreamOwned<rustls::ServerConnection, Counting> {
+    fn tcp(&mut self) -> &mut Counting {
+        &mut self.sock
+    }
+    fn close(&mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush();
+    }
+}
+
+fn serve(tcp: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, st: Arc<Mutex<State>>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
     let tcp = Counting {
         inner: tcp,
         read: 0,
         written: 0,
     };
-    let conn = match rustls::ServerConnection::new(cfg) {
-        Ok(c) => c,
-        Err(_) => return,
-    };
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    match tls {
+        Some(cfg) => {
+            let Ok(conn) = rustls::ServerConnection::new(cfg) else {
+                return;
+            };
+            serve_conn(&mut rustls::StreamOwned::new(conn, tcp), &st);
+        }
+        None => serve_conn(&mut { tcp }, &st),
+    }
+}
+
+/// HTTP/1.1 keep-alive, as an ordinary server does: answers requests on one connection until
+/// the client closes it or asks for `Connection: close` (nginx's default to its upstream).
+/// The server never closes a connection to help the client; only `Reset` and a cut
+/// download do, on purpose.
+fn serve_conn(conn: &mut dyn Conn, st: &Arc<Mutex<State>>) {
     let mut buf = Vec::new();
+    let mut last_seen = None;
+    while let Some((index, keep)) = serve_request(conn, st, &mut buf) {
+        last_seen = index;
+        if !keep {
+            conn.close();
+            break;
+        }
+    }
+    // The wire totals of the connection (the client's close_notify included) go to its
+    // last exchange: one request per connection is what the agent makes.
+    if let Some(i) = last_seen {
+        let (r, w) = (conn.tcp().read, conn.tcp().written);
+        if let Some(seen) = st.lock().unwrap().seen.get_mut(i) {
+            seen.wire_in = r;
+            seen.wire_out = w;
+        }
+    }
+}
+
+/// Serves one request: `None` when the connection is gone (or cut on purpose), else the
+/// index of the exchange in `seen` and whether to keep the connection.
+fn serve_request(
+    conn: &mut dyn Conn,
+    st: &Arc<Mutex<State>>,
+    buf: &mut Vec<u8>,
+) -> Option<(Option<usize>, bool)> {
     let mut chunk = [0u8; 4096];
     let head_end = loop {
-        match tls.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
-    let path = lines
-        .next()
-        .unwrap_or("")
-        .split(' ')
-        .nth(1)
-        .unwrap_or("")
-        .to_string();
+    let request_line = lines.next().unwrap_or("").to_string();
+    let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| {
             l.split_once(':')
@@ -183,21 +292,31 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
     while buf.len() < head_end + len {
-        match tls.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
     let body = buf[head_end..head_end + len].to_vec();
+    buf.drain(..head_end + len);
     let mut seen = Seen {
         path: path.clone(),
         headers,
         body,
         status_sent: 0,
-        bytes_in: buf.len(),
+        bytes_in: head_end + len,
         bytes_out: 0,
         wire_in: 0,
         wire_out: 0,
+    };
+    let keep = !request_line.ends_with("HTTP/1.0")
+        && !seen
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    let push = |seen: Seen| {
+        let mut s = st.lock().unwrap();
+        s.seen.push(seen);
+        s.seen.len() - 1
     };
     // (A statement of its own: an `if let` scrutinee would hold the lock for the block.)
     let file = st.lock().unwrap().files.get(&path).cloned();
@@ -218,37 +337,22 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
             "200 OK"
         };
         let head = format!(
-            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
             data.len() - start
         );
         seen.status_sent = if range_start.is_some() { 206 } else { 200 };
-        st.lock().unwrap().seen.push(seen);
-        let _ = tls.write_all(head.as_bytes());
+        let index = push(seen);
+        let _ = conn.write_all(head.as_bytes());
         let body = &data[start..];
-        match cut {
-            Some(n) => {
-                let _ = tls.write_all(&body[..n.min(body.len())]);
-                let _ = tls.flush();
-                let _ = tls.sock.inner.shutdown(std::net::Shutdown::Both);
-            }
-            None => {
-                let _ = tls.write_all(body);
-                let _ = tls.flush();
-                tls.conn.send_close_notify();
-                let _ = tls.flush();
-            }
+        if let Some(n) = cut {
+            let _ = conn.write_all(&body[..n.min(body.len())]);
+            let _ = conn.flush();
+            let _ = conn.tcp().inner.shutdown(std::net::Shutdown::Both);
+            return None;
         }
-        return;
-    }
-    if path.starts_with("/artifacts/") {
-        seen.status_sent = 404;
-        st.lock().unwrap().seen.push(seen);
-        let _ = tls
-            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        let _ = tls.flush();
-        tls.conn.send_close_notify();
-        let _ = tls.flush();
-        return;
+        let _ = conn.write_all(body);
+        let _ = conn.flush();
+        return Some((Some(index), keep));
     }
     let behavior = if path.ends_with("/poll") {
         st.lock()
@@ -260,23 +364,29 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
         Behavior::Normal
     };
     let (status, extra, payload): (u16, Vec<(String, String)>, String) = match behavior {
+        _ if path.starts_with("/artifacts/") => (404, vec![], String::new()),
         Behavior::Reset => {
-            st.lock().unwrap().seen.push(seen);
-            let _ = tls.sock.inner.shutdown(std::net::Shutdown::Both);
-            return;
+            push(seen);
+            let _ = conn.tcp().inner.shutdown(std::net::Shutdown::Both);
+            return None;
         }
         Behavior::Garbage => (200, vec![], "{\"config\": [this is not json".into()),
         Behavior::Status(code, h, b) => (code, h, b),
         Behavior::Slow(d) => {
             std::thread::sleep(d);
-            normal(&path, &seen, &st)
+            normal(&path, &seen, st)
         }
-        Behavior::Normal => normal(&path, &seen, &st),
+        Behavior::Normal => normal(&path, &seen, st),
     };
-    let mut resp = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        payload.len()
-    );
+    // 204 and 304 carry no body and, as from nginx, no length either.
+    let mut resp = if status == 204 || status == 304 {
+        format!("HTTP/1.1 {status} X\r\n")
+    } else {
+        format!(
+            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n",
+            payload.len()
+        )
+    };
     for (k, v) in &extra {
         resp.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -284,24 +394,18 @@ fn serve(tcp: TcpStream, cfg: Arc<rustls::ServerConfig>, st: Arc<Mutex<State>>) 
     resp.push_str(&payload);
     seen.status_sent = status;
     seen.bytes_out = resp.len();
-    let _ = tls.write_all(resp.as_bytes());
-    let _ = tls.flush();
-    tls.conn.send_close_notify();
-    let _ = tls.flush();
-    // Whatever the client still sends (its close_notify) counts too.
-    let _ = tls
-        .sock
-        .inner
-        .set_read_timeout(Some(Duration::from_millis(200)));
-    let _ = std::io::copy(&mut tls.sock, &mut std::io::sink());
-    seen.wire_in = tls.sock.read;
-    seen.wire_out = tls.sock.written;
-    st.lock().unwrap().seen.push(seen);
+    let index = push(seen);
+    let _ = conn.write_all(resp.as_bytes());
+    let _ = conn.flush();
+    Some((Some(index), keep))
 }
 
 fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String, String)>, String) {
     let mut s = st.lock().unwrap();
     if path.ends_with("/logs") {
+        if let Some(code) = s.logs_refuse {
+            return (code, vec![], String::new());
+        }
         s.logs
             .push(String::from_utf8_lossy(&seen.body).into_owned());
         return (200, vec![], "{}".into());

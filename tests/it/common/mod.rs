@@ -1,4 +1,5 @@
 pub mod mgmt;
+pub mod nginx;
 pub mod sandbox;
 pub mod testca;
 pub mod tls;

@@ -34,8 +34,16 @@ impl Sandbox {
     }
 
     pub fn write_credentials(&self, app_address: &str) {
-        let creds = serde_json::json!({"cloud": {"app_address": app_address, "id": "part-1", "secret": "sandbox-secret-123"}});
-        std::fs::write(self.root.join("etc/svc.json"), creds.to_string()).unwrap();
+        self.write_credentials_with(app_address, "sandbox-secret-123");
+    }
+
+    /// Writes the credentials file as a provisioning tool would: a new file renamed over the
+    /// old one.
+    pub fn write_credentials_with(&self, app_address: &str, secret: &str) {
+        let creds = serde_json::json!({"cloud": {"app_address": app_address, "id": "part-1", "secret": secret}});
+        let tmp = self.root.join("etc/.svc.json.tmp");
+        std::fs::write(&tmp, creds.to_string()).unwrap();
+        std::fs::rename(tmp, self.root.join("etc/svc.json")).unwrap();
     }
 
     pub fn file_app(&self) {

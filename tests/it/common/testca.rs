@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 pub struct TestCa {
     pub ca_pem_path: PathBuf,
+    /// The server's certificate and key as PEM files, for nginx.
+    pub cert_pem_path: PathBuf,
+    pub key_pem_path: PathBuf,
     pub server_config: Arc<rustls::ServerConfig>,
 }
 
@@ -29,6 +32,10 @@ impl TestCa {
         let cert = params.signed_by(&key, &issuer).unwrap();
         let ca_pem_path = dir.join("ca.pem");
         std::fs::write(&ca_pem_path, ca_cert.pem()).unwrap();
+        let cert_pem_path = dir.join("server.pem");
+        let key_pem_path = dir.join("server.key");
+        std::fs::write(&cert_pem_path, cert.pem()).unwrap();
+        std::fs::write(&key_pem_path, key.serialize_pem()).unwrap();
         let chain = vec![CertificateDer::from(cert.der().to_vec())];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -40,6 +47,8 @@ impl TestCa {
             .unwrap();
         TestCa {
             ca_pem_path,
+            cert_pem_path,
+            key_pem_path,
             server_config: Arc::new(server_config),
         }
     }

@@ -25,6 +25,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 pub struct TestCa {
     /// PEM file of the CA (what `SSL_CERT_FILE` points at).
     pub ca_file: PathBuf,
+    /// The server certificate (with the CA) and its key as PEM files, for nginx.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
     chain: Vec<CertificateDer<'static>>,
     key_der: Vec<u8>,
 }
@@ -63,10 +66,16 @@ pub fn test_ca() -> &'static TestCa {
         std::fs::create_dir_all(&dir).expect("ca dir");
         let ca_file = dir.join("ca.pem");
         std::fs::write(&ca_file, ca_cert.pem()).expect("write ca");
+        let cert_file = dir.join("server.pem");
+        let key_file = dir.join("server.key");
+        std::fs::write(&cert_file, leaf_cert.pem() + &ca_cert.pem()).expect("write cert");
+        std::fs::write(&key_file, leaf_key.serialize_pem()).expect("write key");
         // Before any request of this process: minreq reads the store once.
         std::env::set_var("SSL_CERT_FILE", &ca_file);
         TestCa {
             ca_file,
+            cert_file,
+            key_file,
             chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
             key_der: leaf_key.serialize_der(),
         }
@@ -210,12 +219,24 @@ fn serve(
     tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
     let mut tls = rustls::StreamOwned::new(conn, tcp.try_clone()?);
+    // HTTP/1.1 keep-alive, as nginx and Go serve: the connection stays open after an answer
+    // until the client closes it or asks for `Connection: close`.
+    while serve_one(&mut tls, &tcp, &state)? {}
+    Ok(())
+}
+
+/// Serves one request; false when the connection is to end.
+fn serve_one(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    tcp: &TcpStream,
+    state: &Arc<Mutex<State>>,
+) -> std::io::Result<bool> {
     // Read the request head.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if tls.read(&mut byte)? == 0 || head.len() > 64 * 1024 {
-            return Ok(());
+            return Ok(false);
         }
         head.push(byte[0]);
     }
@@ -228,6 +249,9 @@ fn serve(
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
+    let keep = !headers
+        .get("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let resource = {
         let mut st = state.lock().unwrap();
         st.seen.push(SeenRequest {
@@ -238,17 +262,15 @@ fn serve(
         st.resources.get(&path).cloned()
     };
     let Some(res) = resource else {
-        return respond_simple(&mut tls, &tcp, "404 Not Found");
+        return respond_simple(tls, keep, "404 Not Found");
     };
     if let Behavior::NotFound = res.behavior {
-        return respond_simple(&mut tls, &tcp, "404 Not Found");
+        return respond_simple(tls, keep, "404 Not Found");
     }
     if let Behavior::Redirect(to) = &res.behavior {
-        let h = format!(
-            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        );
+        let h = format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n");
         tls.write_all(h.as_bytes())?;
-        return finish(&mut tls, &tcp);
+        return finish(tls, keep);
     }
     let validators = format!(
         "ETag: {}\r\nLast-Modified: {}\r\n",
@@ -258,9 +280,10 @@ fn serve(
         || (!headers.contains_key("if-none-match")
             && headers.get("if-modified-since") == Some(&res.last_modified))
     {
-        let h = format!("HTTP/1.1 304 Not Modified\r\n{validators}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        // No Content-Length, no close: what nginx sends.
+        let h = format!("HTTP/1.1 304 Not Modified\r\n{validators}\r\n");
         tls.write_all(h.as_bytes())?;
-        return finish(&mut tls, &tcp);
+        return finish(tls, keep);
     }
     let len = res.body.len() as u64;
     // Range honoured only when If-Range (if any) matches the current validator.
@@ -276,9 +299,9 @@ fn serve(
     let (status, start) = match range_start {
         Some(s) if s < len => ("206 Partial Content", s),
         Some(_) => {
-            let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let h = format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\n\r\n");
             tls.write_all(h.as_bytes())?;
-            return finish(&mut tls, &tcp);
+            return finish(tls, keep);
         }
         None => ("200 OK", 0),
     };
@@ -287,7 +310,13 @@ fn serve(
         _ => format!("Content-Length: {}\r\n", len - start),
     };
     let mut h = format!(
-        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\n{length}Connection: close\r\n"
+        "HTTP/1.1 {status}\r\n{validators}Accept-Ranges: bytes\r\n{length}{}",
+        // Without a length the body ends where the connection does.
+        if matches!(res.behavior, Behavior::NoLength) {
+            "Connection: close\r\n"
+        } else {
+            ""
+        }
     );
     if start > 0 {
         h.push_str(&format!(
@@ -306,7 +335,7 @@ fn serve(
                 tls.flush()?;
                 // FIN without close_notify: the client sees a truncated stream.
                 let _ = tcp.shutdown(Shutdown::Both);
-                return Ok(());
+                return Ok(false);
             }
             tls.write_all(body)?;
         }
@@ -315,7 +344,7 @@ fn serve(
             tls.write_all(&body[..n])?;
             tls.flush()?;
             let _ = tcp.shutdown(Shutdown::Both);
-            return Ok(());
+            return Ok(false);
         }
         Behavior::Trickle { chunk, every } => {
             for piece in body.chunks(chunk) {
@@ -324,36 +353,43 @@ fn serve(
                 std::thread::sleep(every);
             }
         }
+        Behavior::NoLength => {
+            tls.write_all(body)?;
+            return finish(tls, false);
+        }
         _ => {
             for piece in body.chunks(256 * 1024) {
                 tls.write_all(piece)?;
             }
         }
     }
-    finish(&mut tls, &tcp)
+    finish(tls, keep)
 }
 
 fn respond_simple(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
-    tcp: &TcpStream,
+    keep: bool,
     status: &str,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let body = status.as_bytes();
     let h = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     tls.write_all(h.as_bytes())?;
     tls.write_all(body)?;
-    finish(tls, tcp)
+    finish(tls, keep)
 }
 
+/// Ends an answer: flushed, the connection kept for the next request unless the client
+/// asked to close it.
 fn finish(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
-    tcp: &TcpStream,
-) -> std::io::Result<()> {
-    tls.conn.send_close_notify();
+    keep: bool,
+) -> std::io::Result<bool> {
+    if !keep {
+        tls.conn.send_close_notify();
+    }
     tls.flush()?;
-    let _ = tcp.shutdown(Shutdown::Write);
-    Ok(())
+    Ok(keep)
 }
