@@ -5,11 +5,10 @@ pub fn online(url: &str, timeout: Duration) -> bool {
     if url.is_empty() {
         return false;
     }
-    match minreq::get(url)
-        .with_timeout(timeout.as_secs().max(1))
-        .send()
-    {
-        Ok(r) => (200..300).contains(&r.status_code),
+    // Through the one HTTP client: no redirect is followed (a hotel's login page answering
+    // 302 is not the internet) and the body is never read.
+    match crate::http::get(url, timeout.as_secs().max(1)).send() {
+        Ok(r) => (200..300).contains(&r.status()),
         Err(e) => {
             crate::debug!("provisioning", "internet check {} failed: {}", url, e);
             false

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 #[derive(Debug)]
 pub enum NmError {
@@ -152,18 +153,40 @@ pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
     (keyfile_name(&id) == name).then_some(id)
 }
 
+/// Deadline of an nmcli that only reads state (devices, connectivity).
+pub(crate) const NMCLI_QUERY: Duration = Duration::from_secs(15);
+/// Deadline of a scan with `--rescan yes`.
+pub(crate) const NMCLI_SCAN: Duration = Duration::from_secs(45);
+/// Deadline of a change: `connection up` waits up to 90 s for an activation by itself.
+const NMCLI_CHANGE: Duration = Duration::from_secs(120);
+
+/// `program args…` through the one process runner: argv only (no secret ever goes in it:
+/// pass keys travel in keyfiles), and a deadline, so that a wedged NetworkManager cannot
+/// wedge provisioning.
+pub(crate) fn nmcli(
+    program: &Path,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<crate::process::Output, crate::process::RunError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    crate::process::run(cmd, timeout)
+}
+
 /// Whether NetworkManager manages a Wi-Fi device (false when nmcli is missing too).
 pub fn wifi_device_present() -> bool {
-    Command::new("nmcli")
-        .args(["-t", "-f", "TYPE", "dev"])
-        .output()
-        .map(|o| {
-            o.status.success()
-                && String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .any(|l| l == "wifi")
-        })
-        .unwrap_or(false)
+    nmcli(
+        Path::new("nmcli"),
+        &["-t", "-f", "TYPE", "dev"],
+        NMCLI_QUERY,
+    )
+    .map(|o| {
+        o.success()
+            && String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "wifi")
+    })
+    .unwrap_or(false)
 }
 
 pub struct Nmcli {
@@ -181,16 +204,14 @@ impl Nmcli {
     }
 
     fn run(&self, args: &[&str]) -> Result<(), NmError> {
-        let out = Command::new(&self.program)
-            .args(args)
-            .output()
-            .map_err(NmError::Io)?;
-        if out.status.success() {
+        let out = nmcli(&self.program, args, NMCLI_CHANGE)
+            .map_err(|e| NmError::Io(std::io::Error::other(e.to_string())))?;
+        if out.success() {
             Ok(())
         } else {
             Err(NmError::Nmcli {
                 args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                stderr: out.stderr_text(),
             })
         }
     }

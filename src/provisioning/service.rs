@@ -3,7 +3,7 @@
 //! saved and joined. `svc-agent provision` runs it in the foreground.
 use super::defaults::{self, Settings};
 use super::driver::Provisioning;
-use super::nm::{Nmcli, WifiProfile};
+use super::nm::{self, Nmcli, WifiProfile};
 use super::portal::NetworkInput;
 use super::server::{Portal, PortalActions, Visible};
 use super::state::{Mode, NmConnectivity, Observed};
@@ -81,13 +81,15 @@ pub(crate) fn online_probe(
             // the app answers, which is nearly always.
             return true;
         }
-        let nm = std::process::Command::new(&nmcli)
-            .args(["-t", "networking", "connectivity"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| NmConnectivity::parse(&String::from_utf8_lossy(&o.stdout)))
-            .unwrap_or(NmConnectivity::Unknown);
+        let nm = nm::nmcli(
+            &nmcli,
+            &["-t", "networking", "connectivity"],
+            nm::NMCLI_QUERY,
+        )
+        .ok()
+        .filter(|o| o.success())
+        .map(|o| NmConnectivity::parse(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or(NmConnectivity::Unknown);
         super::state::is_online(&Observed {
             check_url,
             nm,
@@ -181,8 +183,9 @@ pub fn parse_scan(out: &str) -> Vec<Visible> {
 }
 
 fn scan() -> Vec<Visible> {
-    let out = std::process::Command::new("nmcli")
-        .args([
+    let out = nm::nmcli(
+        std::path::Path::new("nmcli"),
+        &[
             "-t",
             "-f",
             "SSID,SIGNAL",
@@ -191,10 +194,11 @@ fn scan() -> Vec<Visible> {
             "list",
             "--rescan",
             "yes",
-        ])
-        .output();
+        ],
+        nm::NMCLI_SCAN,
+    );
     match out {
-        Ok(o) if o.status.success() => parse_scan(&String::from_utf8_lossy(&o.stdout)),
+        Ok(o) if o.success() => parse_scan(&String::from_utf8_lossy(&o.stdout)),
         _ => Vec::new(),
     }
 }
