@@ -194,6 +194,7 @@ yocto_recipe_checks() {
 			ok "meta-svc's $f is identical to dist/$f"
 		else bad "meta-svc has no copy of dist/$f identical to it"; fi
 	done
+	if cmp -s "$REPO/meta-svc/LICENSE" "$REPO/LICENSE"; then ok "meta-svc/LICENSE is the project's LICENSE"; else bad "meta-svc/LICENSE differs from LICENSE or is missing"; fi
 	# No recipe packages machine credentials: one image must not give every device one
 	# identity (it would also sit in sstate and package feeds).
 	if grep -lE 'svc\.json' "$Y"/env-*.txt 2>/dev/null | xargs -r grep -hE '^(do_install|    ).*sysconfdir\}?/svc\.json' | grep -q .; then
@@ -326,10 +327,12 @@ buildroot() {
 				bad "cargo fetch into $dl/br-cargo-home"
 		fi
 		# The pinned commit from this clone instead of the git host (same commit, so the same
-		# tarball and hash); the host Rust of Buildroot is not built: the machine's cargo
-		# vendors (make -o host-rustc).
+		# tarball and hash). Buildroot's host Rust and host tar are not built (their sources
+		# are not offline): the machine's cargo vendors and its tar packs (make -o).
 		rm -rf "$out/build/svc-agent-"*
-		if br_make "$out" DL_DIR="$dl" SVC_AGENT_SITE="$REPO" -o host-rustc -o host-rust-bin svc-agent-source \
+		mkdir -p "$out/host/bin"
+		ln -sf "$(command -v tar)" "$out/host/bin/tar"
+		if br_make "$out" DL_DIR="$dl" SVC_AGENT_SITE="$REPO" -o host-rustc -o host-rust-bin -o host-tar svc-agent-source \
 			>"$BRW/source-source.log" 2>&1; then
 			ok "make svc-agent-source (from source, offline)"
 		else
@@ -354,4 +357,55 @@ buildroot() {
 }
 
 want buildroot && buildroot
+
+# =========================================================================================
+# cross: the C compiler the committed Cross.toml and cross/Dockerfile.musl give cc-rs
+# =========================================================================================
+cross_check() {
+	local C=$W/cross t zt log
+	mkdir -p "$C"
+	# The image must not need pip: cross 0.2.5's images have pip 9 (too old for the ziglang
+	# wheel), Ubuntu 24.04's refuses system installs (PEP 668).
+	if grep -nE '^[^#]*(pip[0-9.]*|-m pip) install' cross/Dockerfile.musl; then
+		bad "cross/Dockerfile.musl installs with pip"
+	else ok "cross/Dockerfile.musl needs no pip"; fi
+	# What the image runs is these committed files, so running them here is running the image's.
+	if grep -q '^COPY cross/install-zig.sh cross/zig-cc cross/zig-ar /usr/local/bin/$' cross/Dockerfile.musl &&
+		grep -q '^RUN /usr/local/bin/install-zig.sh /opt/zig$' cross/Dockerfile.musl &&
+		grep -q 'CC_aarch64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml &&
+		grep -q 'CC_x86_64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml; then
+		ok "the image's compiler is the committed cross/zig-cc, its zig from cross/install-zig.sh"
+	else bad "Cross.toml / cross/Dockerfile.musl do not use the committed cross/zig-cc and install-zig.sh"; return; fi
+
+	# The pinned wheel, fetched by pip (the image fetches the same file and checks the same
+	# sha256), unpacked by the committed install script.
+	local ver
+	ver=$(sed -n 's/^ZIG_VERSION=//p' cross/install-zig.sh)
+	rm -rf "$C/wheel"
+	if "$PY" -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_12_x86_64 \
+		-d "$C/wheel" "ziglang==$ver" >/dev/null 2>&1 && sh cross/install-zig.sh "$C/zig" "$C"/wheel/*.whl >/dev/null; then
+		ok "zig $ver from the pinned ziglang wheel (cross/install-zig.sh)"
+	else bad "cross/install-zig.sh with the ziglang==$ver wheel"; return; fi
+	rustup target add aarch64-unknown-linux-musl x86_64-unknown-linux-musl >/dev/null 2>&1 || true
+	cargo fetch --locked >/dev/null 2>&1 || bad "cargo fetch"
+
+	# aws-lc-sys for both targets, offline, with CC/AR exactly as Cross.toml sets them (the
+	# wrapper) and ZIG/ZIG_TARGET as the image sets them; cc-rs adds --target=<rust triple>.
+	for t in aarch64-unknown-linux-musl x86_64-unknown-linux-musl; do
+		zt=${t%%-*}-linux-musl
+		log=$C/aws-lc-sys-$t.log
+		rm -rf "$C/target/$t/release/build/aws-lc-sys-"*
+		if offline env "CC_${t//-/_}=$REPO/cross/zig-cc" "AR_${t//-/_}=$REPO/cross/zig-ar" \
+			ZIG="$C/zig/zig" ZIG_TARGET="$zt" CC_ENABLE_DEBUG_OUTPUT=1 CARGO_TARGET_DIR="$C/target" \
+			nice cargo build --offline --locked --release -vv -p aws-lc-sys --target "$t" >"$log" 2>&1 &&
+			grep -q -- "zig-cc.*--target=$t" "$log"; then
+			ok "aws-lc-sys for $t compiled by cross/zig-cc (cc-rs passed --target=$t)"
+		else
+			grep -E 'error|unable' "$log" | head -n 5
+			bad "aws-lc-sys for $t with cross/zig-cc"
+		fi
+	done
+}
+
+want cross && cross_check
 finish
