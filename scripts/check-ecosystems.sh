@@ -100,6 +100,7 @@ chmod -R a+rX "$W/src"
 
 # Offline: a network namespace of its own has only a loopback that is down.
 offline() { unshare --net -- "$@"; }
+unshare --net true 2>/dev/null || { bad "unshare --net (the offline runs need a network namespace)"; finish; }
 # As the BitBake user, offline, in the en_US.UTF-8 locale, with Debian's python first.
 as_user() {
 	offline runuser -u "$BBUSER" -- env -i HOME="/home/$BBUSER" LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 \
