@@ -230,7 +230,8 @@ yocto_recipe_checks() {
 	fi
 }
 
-want yocto && yocto
+t0=$SECONDS
+want yocto && { yocto; echo "time yocto: $((SECONDS - t0)) s"; }
 
 # =========================================================================================
 # Buildroot
@@ -357,7 +358,8 @@ buildroot() {
 	fi
 }
 
-want buildroot && buildroot
+t0=$SECONDS
+want buildroot && { buildroot; echo "time buildroot: $((SECONDS - t0)) s"; }
 
 # =========================================================================================
 # cross: the C compiler the committed Cross.toml and cross/Dockerfile.musl give cc-rs
@@ -408,5 +410,6 @@ cross_check() {
 	done
 }
 
-want cross && cross_check
+t0=$SECONDS
+want cross && { cross_check; echo "time cross: $((SECONDS - t0)) s"; }
 finish
