@@ -1,14 +1,27 @@
 #!/bin/sh
-# svc-agent installer. Usage (as root):
-#   export SVC_APP_ADDRESS=https://.. SVC_PART_ID=.. SVC_API_KEY_ID=..
-#   read -r SVC_API_KEY && export SVC_API_KEY       # typed or pasted: not in shell history
-#   curl -fsSL https://…/install.sh | sudo -E sh
-#   sh install.sh --uninstall        (or SVC_UNINSTALL=1)
-# Credentials come from the environment only, never from the command line (ps-visible).
-# SVC_RELEASE_URL overrides where svc-agent-<arch> and svc-agent-<arch>.sha256 are fetched from.
+# svc-agent installer (spec section 4). As the spec writes it, with the machine's credentials
+# as plain shell variables inside the root shell (not exported, not before `sudo`):
+#   sudo /bin/sh -c "SVC_API_KEY_ID=<key id> SVC_API_KEY=<key> SVC_PART_ID=<part id>; $(curl -fsSL <install_url>)"
+# or, with the credentials file /etc/svc.json placed on the machine beforehand:
+#   sudo /bin/sh -c "$(curl -fsSL <install_url>)"
+# `curl -fsSL <install_url> | sudo sh` and `sh install.sh` (as root) work the same way; the
+# variables may also come exported. `sh install.sh --uninstall` (or SVC_UNINSTALL=1) removes it.
+#
+# The app address and the release URL are written into the published copy of this script
+# (scripts/publish-install.sh fills PUBLISHED_* below), so the spec's three variables are all a
+# user supplies; SVC_APP_ADDRESS and SVC_RELEASE_URL override them. Without credentials and
+# without /etc/svc.json the script refuses (variables put before `sudo` are dropped by sudo's
+# env_reset, and that must not end in a silently unprovisioned machine); SVC_UNPROVISIONED=1
+# installs anyway, for machines provisioned later through the agent's hotspot portal.
+# The credentials are written 0600 by the shell itself and are never a process argument here.
 set -eu
 
-RELEASE_URL="${SVC_RELEASE_URL:-https://releases.example.invalid/svc-agent/stable}"
+# Filled in when the script is published (scripts/publish-install.sh); empty in the sources.
+PUBLISHED_APP_ADDRESS=""
+PUBLISHED_RELEASE_URL=""
+
+RELEASE_URL="${SVC_RELEASE_URL:-$PUBLISHED_RELEASE_URL}"
+APP_ADDRESS="${SVC_APP_ADDRESS:-$PUBLISHED_APP_ADDRESS}"
 CREDS="${SVC_CREDENTIALS_PATH:-/etc/svc.json}"
 AGENT=/opt/svc/bin/svc-agent
 
@@ -45,6 +58,29 @@ if [ "${1:-}" = "--uninstall" ] || [ "${SVC_UNINSTALL:-}" = 1 ]; then
 	exit 0
 fi
 
+# What the credentials will be, decided before anything is downloaded or installed.
+have=0
+for v in "${SVC_API_KEY_ID:-}" "${SVC_API_KEY:-}" "${SVC_PART_ID:-}"; do
+	[ -z "$v" ] || have=$((have + 1))
+done
+if [ "$have" = 3 ]; then
+	MODE="write"
+	[ -n "$APP_ADDRESS" ] || die "no app address: this copy of install.sh was not published (scripts/publish-install.sh) and SVC_APP_ADDRESS is not set"
+	case "$APP_ADDRESS" in
+	https://* | http://* | file:///*) ;;
+	*) die "the app address must be https://... (http://... or file:///dir when meant so), not '$APP_ADDRESS'" ;;
+	esac
+elif [ "$have" != 0 ]; then
+	die "SVC_API_KEY_ID, SVC_API_KEY and SVC_PART_ID go together: $have of 3 are set"
+elif [ -f "$CREDS" ]; then
+	MODE="keep"
+elif [ "${SVC_UNPROVISIONED:-}" = 1 ]; then
+	MODE="none"
+else
+	die "no credentials: set SVC_API_KEY_ID, SVC_API_KEY and SVC_PART_ID inside the root shell (sudo /bin/sh -c \"SVC_API_KEY_ID=... SVC_API_KEY=... SVC_PART_ID=...; \$(curl -fsSL URL)\"; variables before sudo are dropped), or place $CREDS first, or set SVC_UNPROVISIONED=1 to provision through the hotspot portal later"
+fi
+[ -n "$RELEASE_URL" ] || die "no release URL: this copy of install.sh was not published (scripts/publish-install.sh) and SVC_RELEASE_URL is not set"
+
 command -v curl >/dev/null 2>&1 || die "curl is required (install it with your package manager)"
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum is required"
 
@@ -67,18 +103,21 @@ got=$(sha256sum "$TMP/svc-agent" | cut -d' ' -f1)
 if [ -z "$want" ] || [ "$want" != "$got" ]; then die "checksum mismatch: expected $want, got $got"; fi
 chmod 0755 "$TMP/svc-agent"
 
-if [ -n "${SVC_API_KEY_ID:-}" ] && [ -n "${SVC_API_KEY:-}" ] && [ -n "${SVC_PART_ID:-}" ]; then
-	[ -n "${SVC_APP_ADDRESS:-}" ] || die "SVC_APP_ADDRESS is required with the credentials (https://..., or file:///dir)"
-	addr=$(json_escape "$SVC_APP_ADDRESS")
+case "$MODE" in
+write)
+	addr=$(json_escape "$APP_ADDRESS")
 	part=$(json_escape "$SVC_PART_ID")
 	kid=$(json_escape "$SVC_API_KEY_ID")
 	key=$(json_escape "$SVC_API_KEY")
+	# Nothing started from here on needs the key: keep it out of every child's environment.
+	unset SVC_API_KEY
 	(
 		umask 077
 		cat >"$TMP/svc.json" <<JSON
 {"cloud":{"app_address":"$addr","id":"$part","api_key":{"id":"$kid","key":"$key"}}}
 JSON
 	)
+	key=""
 	if [ -f "$CREDS" ] && cmp -s "$TMP/svc.json" "$CREDS"; then
 		info "$CREDS unchanged"
 	else
@@ -88,11 +127,14 @@ JSON
 		mv -f "$CREDS.tmp.$$" "$CREDS"
 		info "wrote $CREDS"
 	fi
-elif [ -f "$CREDS" ]; then
+	;;
+keep)
+	# A file placed by hand may have been made readable to others: the agent wants 0600 root.
+	chown 0:0 "$CREDS" && chmod 0600 "$CREDS" || die "cannot make $CREDS 0600 root"
 	info "keeping existing $CREDS"
-else
-	info "warning: no credentials (SVC_API_KEY_ID, SVC_API_KEY, SVC_PART_ID) and no $CREDS; the agent starts unprovisioned"
-fi
+	;;
+none) info "warning: no credentials (SVC_UNPROVISIONED=1): provision the machine through the agent's hotspot portal" ;;
+esac
 
 "$TMP/svc-agent" install || die "svc-agent install failed"
 info "svc-agent installed; logs: journalctl -u svc-agent"

@@ -11,6 +11,7 @@ tiers=(
   "demo:scripts/demo.sh --check"
   "fuzz:scripts/fuzz.sh"
   "packaging:scripts/check-packaging.sh"
+  "ecosystems:scripts/check-ecosystems.sh"
   "system:scripts/test-system.sh"
 )
 

@@ -1,10 +1,14 @@
 #!/bin/bash
-# install.sh for a running machine (`curl -fsSL …/install.sh | sudo sh`), for real: from a
-# release server on the host, under systemd. The agent ends installed and running as
-# svc-agent.service with a 0600 credentials file; the secret is in no process argument and
+# install.sh for a running machine, for real: the spec's command (section 4) typed by an
+# unprivileged user, through real sudo, against a release server on the host, under systemd.
+#   sudo /bin/sh -c "SVC_API_KEY_ID=… SVC_API_KEY=… SVC_PART_ID=…; $(curl -fsSL <install_url>)"
+#   sudo /bin/sh -c "$(curl -fsSL <install_url>)"          (credentials file placed first)
+# The variables put before sudo (dropped by env_reset) fail loudly and install nothing. The
+# agent ends installed and running with a 0600 root credentials file; the key is in no
+# process's arguments except the two the spec's form itself creates (sudo and its sh -c), and
 # not in the journal; a second run changes nothing; --uninstall leaves no file behind.
-# Needs: install.sh, `svc-agent install`/`uninstall --purge`, file:// protocol.
-# lab-timeout: 480
+# Needs: install.sh, scripts/publish-install.sh, `svc-agent install`/`uninstall --purge`.
+# lab-timeout: 600
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 . "$LAB_SHARE/host.env"
@@ -20,27 +24,53 @@ JSON
 # Nothing from the image: the agent comes only from the release server.
 rm -rf /opt/svc /etc/svc.json
 
-# Watch every process's arguments while the installer runs: the key must never show.
+# A user with sudo rights (Debian's sudo and sudoers: env_reset on).
+lab_check "sudo installed" dpkg -i /lab/share/sudo_*.deb
+id lab >/dev/null 2>&1 || useradd -m -s /bin/sh lab
+echo 'lab ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/lab
+chmod 0440 /etc/sudoers.d/lab
+lab_check "sudoers resets the environment" sh -c 'sudo -l -U lab | grep -q env_reset'
+
+# as_user TEXT: what the user types at their shell, run from a file (so the typed text is
+# no process's argument, as in an interactive shell).
+as_user() {
+    local f
+    f="$(mktemp /tmp/typed.XXXXXX)"
+    printf '%s\n' "$1" > "$f"
+    chown lab "$f"
+    chmod 0700 "$f"
+    runuser -u lab -- /bin/sh "$f"
+    local rc=$?
+    rm -f "$f"
+    return "$rc"
+}
+spec_with_vars="sudo /bin/sh -c \"SVC_API_KEY_ID=lab-key-id SVC_API_KEY=$secret SVC_PART_ID=lab-part; \$(curl -fsSL $release/install.sh)\""
+spec_no_vars="sudo /bin/sh -c \"\$(curl -fsSL $release/install.sh)\""
+
+# Watch every process's arguments, one line per process ("/proc/PID/cmdline:ARGS"), while
+# the installer runs (one grep per sweep: a process per entry is too slow under TCG).
 ( set +eo pipefail
   while :; do
-      # One cat per sweep (a process per entry is too slow under TCG); NULs become spaces.
-      cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' '
-      echo
+      grep -a -H '' /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' '
       sleep 0.02
   done ) > /tmp/argv.log &
 watcher=$!
 
-# As the README says: exported variables (builtins, so never in any argv), then the pipe.
-install_once() (
-    export SVC_RELEASE_URL="$release" SVC_PART_ID="lab-part" SVC_API_KEY_ID="lab-key-id" \
-        SVC_API_KEY="$secret" SVC_APP_ADDRESS="file://$mgmt"
-    curl -fsSL "$release/install.sh" | sh
-)
-lab_check "install.sh (first run)" install_once
+# 1. The variables before sudo: env_reset drops them. It must fail and install nothing.
+if as_user "SVC_API_KEY_ID=lab-key-id SVC_API_KEY=misplaced-key SVC_PART_ID=lab-part sudo /bin/sh -c \"\$(curl -fsSL $release/install.sh)\"" 2> /tmp/misplaced.err; then
+    lab_fail "variables before sudo: install.sh exited 0 (an unprovisioned install)"
+fi
+lab_check "variables before sudo: the error says where they go" grep -q "inside the root shell" /tmp/misplaced.err
+lab_check "variables before sudo: nothing installed" test ! -e /opt/svc -a ! -e /etc/svc.json
+lab_log "ok: variables before sudo fail loudly and install nothing"
+
+# 2. The spec's command with the three variables.
+lab_check "spec command with the variables (first run)" as_user "$spec_with_vars"
 lab_wait 120 "svc-agent.service active" systemctl is-active --quiet svc-agent.service
 lab_wait 120 "the agent polled (status.json)" test -s "$mgmt/status.json"
 lab_check "credentials 0600 root" test "$(stat -c '%a %U' /etc/svc.json)" = "600 root"
 lab_check "credentials hold the api key" grep -q "\"key\":\"$secret\"" /etc/svc.json
+lab_check "credentials hold the published app address" grep -q "\"app_address\":\"file://$mgmt\"" /etc/svc.json
 lab_check "link to the cached binary" test "$(readlink /opt/svc/bin/svc-agent)" = "../cache/svc-agent-$(svc-agent version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')"
 
 # Second run: nothing changes (same files, same contents, same service process).
@@ -50,7 +80,7 @@ state() {
     sha256sum /etc/svc.json /etc/systemd/system/svc-agent.service
 }
 before="$(state)"; pid_before="$(systemctl show -p MainPID --value svc-agent.service)"
-lab_check "install.sh (second run)" install_once
+lab_check "spec command with the variables (second run)" as_user "$spec_with_vars"
 after="$(state)"; pid_after="$(systemctl show -p MainPID --value svc-agent.service)"
 if [ "$before" != "$after" ]; then
     diff <(echo "$before") <(echo "$after") || true
@@ -58,15 +88,37 @@ if [ "$before" != "$after" ]; then
 fi
 lab_log "ok: the second run changed no file"
 lab_check "the service was not restarted by the second run" test "$pid_before" = "$pid_after"
+lab_check "install.sh --uninstall" sh -c "curl -fsSL '$release/install.sh' | sh -s -- --uninstall"
+lab_check "uninstalled" test ! -e /opt/svc -a ! -e /etc/svc.json
+
+# 3. The spec's command without variables, the credentials file placed beforehand (here
+#    carelessly 0644: the installer makes it 0600 root and keeps its content).
+printf '{"cloud":{"app_address":"file://%s","id":"lab-part","api_key":{"id":"lab-key-id","key":"%s"}}}\n' "$mgmt" "$secret" > /etc/svc.json
+chmod 0644 /etc/svc.json
+placed="$(sha256sum < /etc/svc.json)"
+rm -f "$mgmt/status.json"
+lab_check "spec command with a placed credentials file" as_user "$spec_no_vars"
+lab_wait 120 "svc-agent.service active (placed file)" systemctl is-active --quiet svc-agent.service
+lab_wait 120 "the agent polled (placed file)" test -s "$mgmt/status.json"
+lab_check "placed credentials kept" test "$(sha256sum < /etc/svc.json)" = "$placed"
+lab_check "placed credentials now 0600 root" test "$(stat -c '%a %U' /etc/svc.json)" = "600 root"
 
 lab_check "the argument watcher ran through the installs" kill "$watcher"
 wait "$watcher" 2>/dev/null || true
 lab_check "the watcher saw the installer's processes" grep -q "curl -fsSL $release" /tmp/argv.log
-if grep -q "$secret" /tmp/argv.log; then lab_fail "the api key appeared in a process's arguments"; fi
-lab_log "ok: the api key was in no process's arguments"
+# The spec's form itself puts the key into sudo's and its shell's arguments; no other process
+# (curl, sed, cat, svc-agent, ...) may ever carry it.
+if grep -a "$secret" /tmp/argv.log | grep -av -E '^/proc/[0-9]+/cmdline:(sudo /bin/sh|/bin/sh) -c SVC_API_KEY_ID=lab-key-id SVC_API_KEY='"$secret"' SVC_PART_ID=lab-part; '; then
+    lab_fail "the api key appeared in the arguments of a process other than sudo and its sh -c"
+fi
+lab_check "the watcher saw the spec's sh -c" grep -aq "^/proc/[0-9]*/cmdline:/bin/sh -c SVC_API_KEY_ID=" /tmp/argv.log
+lab_log "ok: the api key was in no process's arguments but the spec's sudo and sh -c"
 journalctl --sync
-if journalctl -b -o cat | grep -q "$secret"; then lab_fail "the api key reached the journal"; fi
-lab_log "ok: the api key is not in the journal"
+# sudo itself logs the command it runs (the spec's form puts the key there: docs/packaging.md
+# says so); nothing else may log it, the installer and the agent least of all.
+lab_check "sudo logged the spec's command" sh -c 'journalctl -b -o short _COMM=sudo | grep -q "COMMAND=/bin/sh -c"'
+if journalctl -b -o short | grep -v ' sudo\[[0-9]*\]: ' | grep -q "$secret"; then lab_fail "the api key reached the journal (other than sudo's own log)"; fi
+lab_log "ok: the api key is not in the journal (other than sudo's own log of its command)"
 
 # Uninstall: everything it added goes.
 lab_check "install.sh --uninstall" sh -c "curl -fsSL '$release/install.sh' | sh -s -- --uninstall"

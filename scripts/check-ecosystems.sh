@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# Ecosystems tier: the ecosystems' own tools on meta-svc/ and buildroot-package/, offline.
+# Unpacks the vendor snapshots (Buildroot, OpenEmbedded-Core, BitBake; see
+# ../shared/vendor/README.md, or SVC_VENDOR_DIR) into a work folder and runs, with the network
+# cut off (a private network namespace):
+#   Yocto:     bitbake -p with meta-svc and no SRCREV override; bitbake -e of each recipe;
+#              yocto-check-layer's offline checks; oelint-adv with its default rule set;
+#              the layer's own copies of dist/ files against dist/.
+#   Buildroot: utils/check-package; a defconfig with the package enabled as its README says;
+#              `make svc-agent-source` for both routes; the from-source route's vendored
+#              sources built offline with the CARGO_HOME Buildroot uses.
+#   cross:     the zig wrapper of cross/Dockerfile.musl, exactly as cc-rs calls it, compiling
+#              aws-lc-sys for aarch64 musl.
+# Runs as root on a fresh Debian 12 (installs what it needs; BitBake runs as an unprivileged
+# user). Prints "ecosystems: N passed, M failed"; exit 1 when anything failed.
+#   ECO_WORK   work folder (default /var/tmp/svc-ecosystems; kept between runs as a cache)
+#   ECO_ONLY   a subset: any of "yocto buildroot cross" (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+REPO=$(pwd)
+PASS=0
+FAIL=0
+ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+log() { echo "ecosystems: $*" >&2; }
+finish() {
+	echo "ecosystems: $PASS passed, $FAIL failed"
+	[ "$FAIL" -eq 0 ]
+	exit
+}
+want() { case " ${ECO_ONLY:-yocto buildroot cross} " in *" $1 "*) return 0 ;; esac; return 1; }
+
+VENDOR=${SVC_VENDOR_DIR:-$REPO/../shared/vendor}
+W=${ECO_WORK:-/var/tmp/svc-ecosystems}
+BBUSER=svc-eco
+OELINT_VERSION=9.11.2
+
+[ "$(id -u)" = 0 ] || { bad "run as root (installs tools, creates the $BBUSER user)"; finish; }
+for t in buildroot openembedded-core bitbake; do
+	ls "$VENDOR"/"$t"-*.tar.xz >/dev/null 2>&1 || { bad "no $t snapshot in $VENDOR"; finish; }
+done
+
+# --- tools -------------------------------------------------------------------------------
+# shellcheck source=scripts/lib/apt.sh
+. scripts/lib/apt.sh
+# BitBake's host tools (oe-core's sanity list) and the locale it insists on.
+for c in chrpath cpio diffstat gawk lz4 rsync zstd file git make gcc g++ patch bzip2 unzip wget \
+	bc perl xz python3 pip3 locale-gen runuser unshare; do
+	case $c in
+	g++) apt_need g++ g++ ;;
+	pip3) apt_need pip3 python3-pip ;;
+	locale-gen) apt_need locale-gen locales ;;
+	runuser | unshare) apt_need "$c" util-linux ;;
+	xz) apt_need xz xz-utils ;;
+	lz4) apt_need lz4 lz4 ;;
+	*) apt_need "$c" "$c" ;;
+	esac
+done
+# Buildroot's check-package: python3 with magic and flake8.
+apt_need flake8 flake8
+apt_need_file /usr/lib/python3/dist-packages/magic/__init__.py python3-magic
+apt_install_needed || { bad "apt: installing the ecosystem tools"; finish; }
+# Debian's python3 (not a per-user pyenv) for everything below.
+PY=/usr/bin/python3
+
+if ! locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$'; then
+	sed -i 's/^# *\(en_US.UTF-8 UTF-8\)/\1/' /etc/locale.gen
+	grep -q '^en_US.UTF-8 UTF-8' /etc/locale.gen || echo 'en_US.UTF-8 UTF-8' >>/etc/locale.gen
+	locale-gen >/dev/null || { bad "locale-gen en_US.UTF-8"; finish; }
+fi
+id "$BBUSER" >/dev/null 2>&1 || useradd --system --create-home --shell /bin/bash "$BBUSER" ||
+	{ bad "useradd $BBUSER"; finish; }
+
+# oelint-adv in a venv of its own (PEP 668: not into Debian's python).
+VENV=$W/venv
+mkdir -p "$W"
+if ! "$VENV/bin/oelint-adv" --version 2>/dev/null | grep -q "$OELINT_VERSION"; then
+	"$PY" -m venv "$VENV" >/dev/null 2>&1 || { apt_need_file /usr/lib/python3.11/ensurepip/__init__.py python3-venv && apt_install_needed && "$PY" -m venv "$VENV"; } ||
+		{ bad "python3 -m venv"; finish; }
+	"$VENV/bin/pip" install -q "oelint-adv==$OELINT_VERSION" >/dev/null || { bad "pip install oelint-adv==$OELINT_VERSION"; finish; }
+fi
+
+# --- the snapshots -----------------------------------------------------------------------
+# Unpacked once per snapshot (the file name carries the commit); the layer under test is
+# copied fresh every run, so the unprivileged user reads only its own copy.
+unpack() { # NAME -> prints the unpacked top folder
+	local tarball stamp
+	tarball=$(ls "$VENDOR"/"$1"-*.tar.xz | head -n1)
+	stamp="$W/src/$(basename "$tarball" .tar.xz)"
+	if [ ! -f "$stamp/.unpacked" ]; then
+		rm -rf "$stamp" && mkdir -p "$stamp"
+		tar -xJf "$tarball" -C "$stamp" || return 1
+		touch "$stamp/.unpacked"
+	fi
+	echo "$stamp/$1"
+}
+OE=$(unpack openembedded-core) && BB=$(unpack bitbake) && BR=$(unpack buildroot) ||
+	{ bad "unpacking the vendor snapshots"; finish; }
+chmod -R a+rX "$W/src"
+
+# Offline: a network namespace of its own has only a loopback that is down.
+offline() { unshare --net -- "$@"; }
+unshare --net true 2>/dev/null || { bad "unshare --net (the offline runs need a network namespace)"; finish; }
+# As the BitBake user, offline, in the en_US.UTF-8 locale, with Debian's python first.
+as_user() {
+	offline runuser -u "$BBUSER" -- env -i HOME="/home/$BBUSER" LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 \
+		PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin "$@"
+}
+
+# =========================================================================================
+# Yocto
+# =========================================================================================
+yocto() {
+	local Y=$W/yocto start layer r out
+	mkdir -p "$Y"
+	rsync -a --delete "$REPO/meta-svc/" "$Y/meta-svc/"
+	# A git repository of its own, so that yocto-check-layer looks at the layer only.
+	chown -R "$BBUSER:" "$Y"
+	mkdir -p "$Y/build/conf"
+	cat >"$Y/build/conf/bblayers.conf" <<EOF
+BBPATH = "\${TOPDIR}"
+BBFILES ?= ""
+BBLAYERS ?= "$OE/meta $Y/meta-svc"
+EOF
+	# oe-core's defaults plus: no network, and the download and sstate folders in the
+	# work folder. Nothing pins SVC_SRCREV: the layer must parse as it ships.
+	cat >"$Y/build/conf/local.conf" <<EOF
+MACHINE ??= "qemux86-64"
+DISTRO ?= ""
+INIT_MANAGER = "systemd"
+BB_NO_NETWORK = "1"
+DL_DIR = "$Y/downloads"
+SSTATE_DIR = "$Y/sstate"
+TMPDIR = "$Y/build/tmp"
+CONNECTIVITY_CHECK_URIS = ""
+EOF
+	chown -R "$BBUSER:" "$Y"
+	bbrun() { as_user bash -c 'cd "$1" && shift && export BITBAKEDIR="$1" && shift && . ./oe-init-build-env "$1" >/dev/null && shift && "$@"' \
+		bbrun "$OE" "$BB" "$Y/build" "$@"; }
+
+	start=$SECONDS
+	local parsed=yes
+	rm -f "$Y"/env-*.txt
+	if bbrun bitbake -p >"$Y/parse.log" 2>&1; then
+		ok "bitbake -p with meta-svc, offline, no SRCREV override ($((SECONDS - start)) s)"
+	else
+		grep -E 'ERROR|NetworkAccess' "$Y/parse.log" | head -n 15
+		bad "bitbake -p with meta-svc, offline, no SRCREV override"
+		# A failed parse leaves no cache: every further bitbake call would parse all of
+		# oe-core again (minutes) and fail the same way.
+		parsed=no
+	fi
+
+	for r in $(cd "$Y/meta-svc" && ls recipes-*/*/*.bb | sed 's#.*/##; s#_.*##' | sort -u); do
+		[ "$parsed" = yes ] || { bad "bitbake -e $r (not run: the parse failed)"; continue; }
+		if bbrun bitbake -e "$r" >"$Y/env-$r.txt" 2>&1; then
+			ok "bitbake -e $r"
+		else
+			grep -E 'ERROR' "$Y/env-$r.txt" | head -n 10
+			bad "bitbake -e $r"
+		fi
+	done
+	yocto_recipe_checks "$Y"
+
+	# yocto-check-layer's checks that need neither a network nor a world build.
+	if out=$(bbrun env CHECK_LAYER_PARSED="$parsed" "$PY" "$REPO/scripts/lib/check-layer-offline.py" "$OE" "$Y/meta-svc" 2>&1); then
+		echo "$out" | grep -E '^(ok|skip)' | sed 's/^/     /'
+		ok "yocto-check-layer (offline checks) meta-svc"
+	else
+		echo "$out" | tail -n 30
+		bad "yocto-check-layer (offline checks) meta-svc"
+	fi
+
+	# oelint-adv, default rule set: every recipe and include, no suppression file (run from
+	# outside the layer so that none is read), findings of warning and error level. Only
+	# homepageping is off: it needs the network.
+	layer=$Y/meta-svc
+	if (cd "$Y" && HOME=$Y "$VENV/bin/oelint-adv" --quiet --hide info --release wrynose \
+		--suppress oelint.vars.homepageping --constantmods "+$layer/oelint-constants.json" -- \
+		"$layer"/recipes-*/*/*.bb "$layer"/recipes-*/*/*.inc "$layer/conf/layer.conf"); then
+		ok "oelint-adv $OELINT_VERSION, default rule set"
+	else bad "oelint-adv $OELINT_VERSION, default rule set"; fi
+}
+
+# Checks of what BitBake made of each recipe (bitbake -e output) and of the layer's files.
+yocto_recipe_checks() {
+	local Y=$1 f e
+	# The layer uses only what is inside it.
+	if grep -rnE 'FILESEXTRAPATHS|(THISDIR|LAYERDIR)\}/\.\.' "$REPO/meta-svc/recipes-"* "$REPO/meta-svc/conf"; then
+		bad "meta-svc reaches outside itself (../, FILESEXTRAPATHS)"
+	else ok "meta-svc is self-contained"; fi
+	for f in svc-agent.service svc-defaults.json; do
+		e=$(find "$REPO/meta-svc" -name "$f" | head -n1)
+		if [ -n "$e" ] && cmp -s "$e" "$REPO/dist/$f"; then
+			ok "meta-svc's $f is identical to dist/$f"
+		else bad "meta-svc has no copy of dist/$f identical to it"; fi
+	done
+	if cmp -s "$REPO/meta-svc/LICENSE" "$REPO/LICENSE"; then ok "meta-svc/LICENSE is the project's LICENSE"; else bad "meta-svc/LICENSE differs from LICENSE or is missing"; fi
+	# No recipe packages machine credentials: one image must not give every device one
+	# identity (it would also sit in sstate and package feeds).
+	if grep -lE 'svc\.json' "$Y"/env-*.txt 2>/dev/null | xargs -r grep -hE '^(do_install|    ).*sysconfdir\}?/svc\.json' | grep -q .; then
+		bad "a recipe installs /etc/svc.json (credentials in the image)"
+	else ok "no recipe installs /etc/svc.json"; fi
+	if grep -rn 'svc\.json' "$REPO/meta-svc/recipes-"* | grep -vE '^[^:]+:[0-9]+:\s*#'; then
+		bad "a recipe of meta-svc names /etc/svc.json (credentials in the image)"
+	else ok "no recipe of meta-svc names /etc/svc.json"; fi
+	if grep -q '^SVC_CREDENTIALS_FILE' "$Y"/env-*.txt 2>/dev/null; then
+		bad "SVC_CREDENTIALS_FILE still exists (credentials baked into images)"
+	else ok "no credentials variable in any recipe"; fi
+	# The prebuilt recipe uses oe-core's bin_package class.
+	if [ -f "$Y/env-svc-agent-bin.txt" ] && grep -q 'classes-recipe/bin_package\.bbclass:' "$Y/env-svc-agent-bin.txt"; then
+		ok "svc-agent-bin inherits bin_package"
+	else bad "svc-agent-bin does not inherit bin_package"; fi
+	# The from-source recipe: a pinned commit (no AUTOREV) and a version that says so.
+	if [ -f "$Y/env-svc-agent.txt" ]; then
+		local srcrev pv
+		srcrev=$(sed -n 's/^SRCREV="\(.*\)"/\1/p' "$Y/env-svc-agent.txt")
+		pv=$(sed -n 's/^PV="\(.*\)"/\1/p' "$Y/env-svc-agent.txt")
+		if echo "$srcrev" | grep -Eq '^[0-9a-f]{40}$'; then ok "svc-agent: SRCREV pinned ($srcrev)"; else bad "svc-agent: SRCREV is '$srcrev', not a commit"; fi
+		case "$pv" in
+		*+git*) ok "svc-agent: PV $pv (a git build)" ;;
+		*) bad "svc-agent: PV '$pv' does not say it is a git build" ;;
+		esac
+		# The version at the pinned commit is the PV's base (when the commit is in this clone).
+		if git cat-file -e "$srcrev^{commit}" 2>/dev/null; then
+			local cv
+			cv=$(git show "$srcrev:Cargo.toml" | sed -n 's/^version = "\(.*\)"/\1/p' | head -n1)
+			if [ "${pv%%+git*}" = "$cv" ]; then ok "svc-agent: PV base $cv is the version at $srcrev"; else bad "svc-agent: PV $pv but Cargo.toml at $srcrev says $cv"; fi
+		fi
+	fi
+}
+
+t0=$SECONDS
+want yocto && { yocto; echo "time yocto: $((SECONDS - t0)) s"; }
+
+# =========================================================================================
+# Buildroot
+# =========================================================================================
+# br_make OUT ARG...: Buildroot's make on the external tree, offline.
+br_make() {
+	local out=$1
+	shift
+	offline env CARGO_NET_OFFLINE=true make -s -C "$BR" O="$out" BR2_EXTERNAL="$EXT" "$@"
+}
+
+# br_config ROUTE: a defconfig with the package enabled as the README's fragment for ROUTE
+# says (the fenced block after `<!-- fragment: ROUTE -->`), on Buildroot's qemu aarch64 board.
+br_config() {
+	local route=$1 out=$BRW/out-$1 frag
+	frag=$(awk -v m="<!-- fragment: $route -->" '$0 == m { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$EXT/README.md")
+	[ -n "$frag" ] || { bad "buildroot-package/README.md has no '$route' fragment"; return 1; }
+	rm -rf "$out" && mkdir -p "$out"
+	br_make "$out" qemu_aarch64_virt_defconfig >/dev/null || { bad "make qemu_aarch64_virt_defconfig ($route)"; return 1; }
+	echo "$frag" >>"$out/.config"
+	br_make "$out" olddefconfig >/dev/null 2>&1 || { bad "make olddefconfig ($route)"; return 1; }
+	local want
+	for want in $(echo "$frag" | grep -E '^BR2_[A-Z0-9_]+=y$'); do
+		grep -qx "$want" "$out/.config" || { bad "$route: README's $want did not survive olddefconfig"; return 1; }
+	done
+	ok "defconfig + the README's $route fragment: svc-agent enabled"
+}
+
+buildroot() {
+	BRW=$W/buildroot
+	EXT=$BRW/ext
+	local dl=$BRW/dl f pv
+	mkdir -p "$BRW"
+	rsync -a --delete "$REPO/buildroot-package/" "$EXT/"
+
+	# Buildroot's own coding-style checker on every file of the external tree.
+	if (cd "$EXT" && find . -type f ! -name '*.md' | sed 's#^\./##' | xargs "$PY" "$BR/utils/check-package" -b); then
+		ok "utils/check-package -b buildroot-package"
+	else bad "utils/check-package -b buildroot-package"; fi
+	for f in svc-agent.service svc-defaults.json; do
+		if cmp -s "$EXT/package/svc-agent/$f" "$REPO/dist/$f"; then ok "buildroot-package's $f is identical to dist/$f"; else bad "buildroot-package has no copy of dist/$f identical to it"; fi
+	done
+	if grep -rnE '_PATH\)/\.\.|TOPDIR\)/\.\.|/dist/' "$EXT/package" "$EXT/external.mk"; then
+		bad "buildroot-package reaches outside itself"
+	else ok "buildroot-package is self-contained"; fi
+
+	# --- prebuilt route: a stand-in release (what the release publishes: the binaries and
+	# LICENSE), its hash lines added as the release adds them (scripts/release-hashes.sh).
+	if br_config prebuilt; then
+		local rel=$BRW/release ext_rel=$BRW/ext-released out=$BRW/out-prebuilt
+		rm -rf "$rel" "$ext_rel" && mkdir -p "$rel"
+		for a in x86_64 aarch64; do printf 'stand-in svc-agent-%s\n' "$a" >"$rel/svc-agent-$a"; done
+		cp "$REPO/LICENSE" "$rel/LICENSE"
+		cp -a "$EXT" "$ext_rel"
+		sh "$REPO/scripts/release-hashes.sh" "$rel" | sed -n '/svc-agent\.hash/,/^# meta-svc/p' | grep '^sha256' \
+			>>"$ext_rel/package/svc-agent/svc-agent.hash"
+		sed -i "s#^BR2_PRIMARY_SITE=.*##" "$out/.config"
+		printf 'BR2_PRIMARY_SITE="file://%s"\nBR2_PRIMARY_SITE_ONLY=y\n' "$rel" >>"$out/.config"
+		rm -rf "$dl/svc-agent"
+		if EXT=$ext_rel br_make "$out" olddefconfig >/dev/null 2>&1 && EXT=$ext_rel br_make "$out" DL_DIR="$dl" svc-agent-source >"$BRW/prebuilt-source.log" 2>&1; then
+			ok "make svc-agent-source (prebuilt, from a released mirror)"
+		else
+			tail -n 5 "$BRW/prebuilt-source.log"
+			bad "make svc-agent-source (prebuilt, from a released mirror)"
+		fi
+		# The licence the route declares is one it has (legal-info copies it). Host tar 1.34
+		# would make Buildroot build its own host-tar first: not ours to test (-o host-tar).
+		if EXT=$ext_rel br_make "$out" DL_DIR="$dl" -o host-tar svc-agent-legal-info >"$BRW/prebuilt-legal.log" 2>&1 &&
+			ls "$out"/legal-info/licenses/svc-agent-*/LICENSE >/dev/null 2>&1; then
+			ok "prebuilt route declares its licence file (legal-info)"
+		else
+			tail -n 5 "$BRW/prebuilt-legal.log"
+			bad "prebuilt route declares no licence file (legal-info)"
+		fi
+	fi
+
+	# --- from source: the pinned commit, vendored by Buildroot's cargo download
+	# post-process into the tarball, with the CARGO_HOME Buildroot uses (DL_DIR/br-cargo-home).
+	if br_config source; then
+		local out=$BRW/out-source vars
+		vars=$(br_make "$out" printvars VARS='SVC_AGENT_%' QUOTED_VARS=YES 2>/dev/null)
+		if echo "$vars" | grep -q "^SVC_AGENT_SITE_METHOD='local'"; then
+			bad "from source: SITE_METHOD local (Buildroot's cargo vendoring never runs; rsync copies target/)"
+		else ok "from source: a download Buildroot vendors (not SITE_METHOD local)"; fi
+		if echo "$vars" | grep -A12 "^SVC_AGENT_INSTALL_TARGET_CMDS=" | grep -q -- '--bins'; then
+			bad "from source: cargo install --bins installs svc-server too"
+		else ok "from source: installs svc-agent only"; fi
+		pv=$(echo "$vars" | sed -n "s/^SVC_AGENT_VERSION='\(.*\)'/\1/p")
+		# The crates, fetched beforehand from the registry into Buildroot's CARGO_HOME (the
+		# download step itself runs offline, CARGO_NET_OFFLINE=true).
+		local pin=$BRW/pin
+		rm -rf "$pin" && mkdir -p "$pin"
+		if git -C "$REPO" archive "$pv" 2>/dev/null | tar -x -C "$pin"; then
+			CARGO_HOME=$dl/br-cargo-home cargo fetch --locked --manifest-path "$pin/Cargo.toml" >/dev/null 2>&1 ||
+				bad "cargo fetch into $dl/br-cargo-home"
+		fi
+		# The pinned commit from this clone instead of the git host (same commit, so the same
+		# tarball and hash). Buildroot's host Rust and host tar are not built (their sources
+		# are not offline): the machine's cargo vendors and its tar packs (make -o).
+		rm -rf "$out/build/svc-agent-"*
+		mkdir -p "$out/host/bin"
+		ln -sf "$(command -v tar)" "$out/host/bin/tar"
+		if br_make "$out" DL_DIR="$dl" SVC_AGENT_SITE="$REPO" -o host-rustc -o host-rust-bin -o host-tar svc-agent-source \
+			>"$BRW/source-source.log" 2>&1; then
+			ok "make svc-agent-source (from source, offline)"
+		else
+			tail -n 8 "$BRW/source-source.log"
+			bad "make svc-agent-source (from source, offline)"
+		fi
+		local tarball
+		tarball=$(ls "$dl"/svc-agent/svc-agent-*-cargo*.tar.gz 2>/dev/null | head -n1)
+		if [ -n "$tarball" ]; then
+			if tar -tzf "$tarball" | grep -q '^[^/]*/target/'; then bad "the vendored tarball holds target/"; else ok "the vendored tarball holds no target/ ($(du -h "$tarball" | cut -f1))"; fi
+			local srcb=$BRW/srcbuild
+			rm -rf "$srcb" && mkdir -p "$srcb" && tar -xzf "$tarball" -C "$srcb" --strip-components=1
+			if (cd "$srcb" && offline env CARGO_HOME="$dl/br-cargo-home" CARGO_TARGET_DIR="$BRW/target" \
+				nice cargo build --offline --locked --bin svc-agent) >"$BRW/source-build.log" 2>&1; then
+				ok "the vendored sources build offline with CARGO_HOME=DL_DIR/br-cargo-home"
+			else
+				tail -n 8 "$BRW/source-build.log"
+				bad "the vendored sources do not build offline"
+			fi
+		else bad "from source: no vendored tarball in DL_DIR"; fi
+	fi
+}
+
+t0=$SECONDS
+want buildroot && { buildroot; echo "time buildroot: $((SECONDS - t0)) s"; }
+
+# =========================================================================================
+# cross: the C compiler the committed Cross.toml and cross/Dockerfile.musl give cc-rs
+# =========================================================================================
+cross_check() {
+	local C=$W/cross t zt log
+	mkdir -p "$C"
+	# The image must not need pip: cross 0.2.5's images have pip 9 (too old for the ziglang
+	# wheel), Ubuntu 24.04's refuses system installs (PEP 668).
+	if grep -nE '^[^#]*(pip[0-9.]*|-m pip) install' cross/Dockerfile.musl; then
+		bad "cross/Dockerfile.musl installs with pip"
+	else ok "cross/Dockerfile.musl needs no pip"; fi
+	# What the image runs is these committed files, so running them here is running the image's.
+	if grep -q '^COPY cross/install-zig.sh cross/zig-cc cross/zig-ar /usr/local/bin/$' cross/Dockerfile.musl &&
+		grep -q '^RUN /usr/local/bin/install-zig.sh /opt/zig$' cross/Dockerfile.musl &&
+		grep -q 'CC_aarch64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml &&
+		grep -q 'CC_x86_64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml; then
+		ok "the image's compiler is the committed cross/zig-cc, its zig from cross/install-zig.sh"
+	else bad "Cross.toml / cross/Dockerfile.musl do not use the committed cross/zig-cc and install-zig.sh"; return; fi
+
+	# The pinned wheel, fetched by pip (the image fetches the same file and checks the same
+	# sha256), unpacked by the committed install script.
+	local ver
+	ver=$(sed -n 's/^ZIG_VERSION=//p' cross/install-zig.sh)
+	rm -rf "$C/wheel"
+	if "$PY" -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_12_x86_64 \
+		-d "$C/wheel" "ziglang==$ver" >/dev/null 2>&1 && sh cross/install-zig.sh "$C/zig" "$C"/wheel/*.whl >/dev/null; then
+		ok "zig $ver from the pinned ziglang wheel (cross/install-zig.sh)"
+	else bad "cross/install-zig.sh with the ziglang==$ver wheel"; return; fi
+	rustup target add aarch64-unknown-linux-musl x86_64-unknown-linux-musl >/dev/null 2>&1 || true
+	cargo fetch --locked >/dev/null 2>&1 || bad "cargo fetch"
+
+	# aws-lc-sys for both targets, offline, with CC/AR exactly as Cross.toml sets them (the
+	# wrapper) and ZIG/ZIG_TARGET as the image sets them; cc-rs adds --target=<rust triple>.
+	for t in aarch64-unknown-linux-musl x86_64-unknown-linux-musl; do
+		zt=${t%%-*}-linux-musl
+		log=$C/aws-lc-sys-$t.log
+		rm -rf "$C/target/$t/release/build/aws-lc-sys-"*
+		if offline env "CC_${t//-/_}=$REPO/cross/zig-cc" "AR_${t//-/_}=$REPO/cross/zig-ar" \
+			ZIG="$C/zig/zig" ZIG_TARGET="$zt" CC_ENABLE_DEBUG_OUTPUT=1 CARGO_TARGET_DIR="$C/target" \
+			nice cargo build --offline --locked --release -vv -p aws-lc-sys --target "$t" >"$log" 2>&1 &&
+			grep -q -- "zig-cc.*--target=$t" "$log"; then
+			ok "aws-lc-sys for $t compiled by cross/zig-cc (cc-rs passed --target=$t)"
+		else
+			grep -E 'error|unable' "$log" | head -n 5
+			bad "aws-lc-sys for $t with cross/zig-cc"
+		fi
+	done
+}
+
+t0=$SECONDS
+want cross && { cross_check; echo "time cross: $((SECONDS - t0)) s"; }
+finish
