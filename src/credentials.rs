@@ -43,7 +43,7 @@ impl fmt::Debug for Credentials {
 }
 
 #[derive(Debug)]
-pub enum CredentialsError {
+pub(crate) enum CredentialsError {
     Missing(PathBuf),
     Unreadable(PathBuf, std::io::Error),
     Invalid(PathBuf, String),
@@ -68,11 +68,11 @@ impl std::error::Error for CredentialsError {}
 impl Credentials {
     /// Reads and checks the credentials file; every secret in it is registered with the
     /// logger so that it can never appear in a log line.
-    pub fn load(paths: &Paths) -> Result<Credentials, CredentialsError> {
+    pub(crate) fn load(paths: &Paths) -> Result<Credentials, CredentialsError> {
         Self::load_file(&paths.credentials())
     }
 
-    pub fn load_file(path: &Path) -> Result<Credentials, CredentialsError> {
+    pub(crate) fn load_file(path: &Path) -> Result<Credentials, CredentialsError> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -164,7 +164,7 @@ impl Credentials {
     }
 
     /// The headers that say who this machine is, on every request to the app.
-    pub fn identity_headers(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn identity_headers(&self) -> Vec<(&'static str, String)> {
         let auth = match &self.secret {
             Secret::PartSecret(s) => format!("Secret {s}"),
             Secret::ApiKey(k) => format!("ApiKey {}:{}", k.id, k.key),
@@ -189,7 +189,7 @@ impl Credentials {
 /// A credentials file that others may read is made 0600 (the agent runs as root and owns
 /// it), and the warning says so: a secret readable by any local user is an open door. The
 /// daemon does this at start; `doctor` only reports.
-pub fn tighten_mode(path: &Path) {
+pub(crate) fn tighten_mode(path: &Path) {
     let Some(mode) = file_mode(path) else {
         return;
     };
@@ -221,7 +221,7 @@ fn register_strings(v: &Value) {
 }
 
 /// The permission bits of the credentials file, for `doctor`.
-pub fn file_mode(path: &Path) -> Option<u32> {
+pub(crate) fn file_mode(path: &Path) -> Option<u32> {
     std::fs::metadata(path)
         .ok()
         .map(|m| m.permissions().mode() & 0o777)

@@ -34,13 +34,13 @@ pub fn atomic_write(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
 }
 
 /// Renames `from` over `to` and makes the rename durable.
-pub fn durable_rename(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn durable_rename(from: &Path, to: &Path) -> io::Result<()> {
     fs::rename(from, to)?;
     fsync_dir(&parent_dir(to))
 }
 
 /// fsyncs a directory so that a rename or create inside it survives a power cut.
-pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -48,7 +48,7 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 /// `.<name>.tmp.<pid>.<n>`, with `n` counting up per process. Unique per call, so two
 /// threads writing the same file never share (and truncate, or rename away) one temp file.
 /// The `.tmp.<pid>.` part lets cleanups tell this process's temps from a crashed one's.
-pub fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -59,31 +59,31 @@ pub fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// The part of every temp name this process makes: `.tmp.<pid>.`.
-pub fn own_temp_marker() -> String {
+pub(crate) fn own_temp_marker() -> String {
     format!(".tmp.{}.", std::process::id())
 }
 
 /// An exclusive `flock` on a file, released on drop. A lock belongs to the open file
 /// description, so two threads of one process that each acquire it exclude each other just
 /// as two processes do.
-pub struct FileLock {
+pub(crate) struct FileLock {
     file: File,
 }
 
 impl FileLock {
     /// Waits for the lock.
-    pub fn exclusive(path: &Path) -> io::Result<FileLock> {
+    pub(crate) fn exclusive(path: &Path) -> io::Result<FileLock> {
         Self::lock(path, libc::LOCK_EX)?
             .ok_or_else(|| io::Error::new(io::ErrorKind::WouldBlock, "flock refused a wait"))
     }
 
     /// `None` when another holder has it.
-    pub fn try_exclusive(path: &Path) -> io::Result<Option<FileLock>> {
+    pub(crate) fn try_exclusive(path: &Path) -> io::Result<Option<FileLock>> {
         Self::lock(path, libc::LOCK_EX | libc::LOCK_NB)
     }
 
     /// The locked file (the instance lock writes its holder's pid into it).
-    pub fn file(&mut self) -> &mut File {
+    pub(crate) fn file(&mut self) -> &mut File {
         &mut self.file
     }
 

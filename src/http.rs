@@ -33,7 +33,7 @@ impl std::fmt::Debug for Identity {
 }
 
 /// `scheme://host[:port]` of a URL.
-pub fn origin_of(url: &str) -> &str {
+pub(crate) fn origin_of(url: &str) -> &str {
     let after = url.find("://").map_or(0, |i| i + 3);
     let end = url[after..].find('/').map_or(url.len(), |i| after + i);
     &url[..end]
@@ -60,7 +60,7 @@ impl std::fmt::Display for HttpError {
 }
 
 /// One request, built and then sent once with [`Request::send`].
-pub(crate) struct Request {
+pub struct Request {
     post: Option<Vec<u8>>,
     url: String,
     headers: Vec<(&'static str, String)>,

@@ -131,7 +131,7 @@ pub fn event(level: Level, subsystem: &str, name: &str, fields: &[(&str, &str)])
 }
 
 /// The text of an [`event`] line (exposed for tests and for callers that build lines).
-pub fn format_event(name: &str, fields: &[(&str, &str)]) -> String {
+pub(crate) fn format_event(name: &str, fields: &[(&str, &str)]) -> String {
     let mut out = String::from(name);
     for (key, value) in fields {
         out.push(' ');
@@ -199,7 +199,7 @@ fn under_journal() -> bool {
 }
 
 /// Splits a `<N>` syslog priority prefix off a child's output line.
-pub fn parse_priority(line: &str) -> Option<(Level, &str)> {
+pub(crate) fn parse_priority(line: &str) -> Option<(Level, &str)> {
     let rest = line.strip_prefix('<')?;
     let (digit, msg) = rest.split_once('>')?;
     let level = match digit {
@@ -236,7 +236,7 @@ fn write_stderr(r: &Record) {
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before 1970).
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -244,12 +244,12 @@ pub fn now_ms() -> u64 {
 }
 
 /// UTC time as `YYYY-MM-DDTHH:MM:SS.mmmZ` without a date crate.
-pub fn timestamp() -> String {
+pub(crate) fn timestamp() -> String {
     format_timestamp_ms(now_ms())
 }
 
 /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC).
-pub fn format_timestamp_ms(ms: u64) -> String {
+pub(crate) fn format_timestamp_ms(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
@@ -263,7 +263,7 @@ pub fn format_timestamp_ms(ms: u64) -> String {
 }
 
 /// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -39,7 +39,7 @@ const HEADER: usize = 8;
 /// Fixed part of the payload: id, timestamp, level, subsystem length.
 const FIXED: usize = 18;
 /// Longer messages are cut (on a char boundary) so that one line cannot fill the queue.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024;
 const MAX_PAYLOAD: usize = FIXED + 255 + MAX_MESSAGE_BYTES;
 const STATE_FILE: &str = "state.json";
 
@@ -114,7 +114,7 @@ pub struct QueuedRecord {
 
 impl QueuedRecord {
     /// The record's object in a log batch (`docs/logs.md`).
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "id": self.id,
             "ts": crate::logging::format_timestamp_ms(self.ts_ms),
@@ -125,7 +125,7 @@ impl QueuedRecord {
     }
 
     /// Rough size of the record in a JSON batch, used to bound batches in bytes.
-    pub fn approx_json_bytes(&self) -> usize {
+    pub(crate) fn approx_json_bytes(&self) -> usize {
         96 + self.subsystem.len() + self.message.len()
     }
 }
@@ -149,7 +149,7 @@ impl DropCounts {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.debug + self.info + self.warn + self.error
     }
 
@@ -488,15 +488,6 @@ impl LogQueue {
         Ok(seg)
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The id the next appended record gets.
-    pub fn next_id(&self) -> u64 {
-        self.next_id
-    }
-
     /// Every record with an id up to this one has been delivered.
     pub fn acked_id(&self) -> u64 {
         self.acked
@@ -528,7 +519,7 @@ impl LogQueue {
     }
 
     /// Appends a record with an explicit timestamp; returns its id.
-    pub fn append_at(
+    pub(crate) fn append_at(
         &mut self,
         ts_ms: u64,
         level: Level,
@@ -661,7 +652,7 @@ impl LogQueue {
     }
 
     /// Applies the time-based flush/fsync policy; call it periodically when appends are idle.
-    pub fn maintain(&mut self) -> Result<(), QueueError> {
+    pub(crate) fn maintain(&mut self) -> Result<(), QueueError> {
         if self.unflushed && self.last_flush.elapsed() >= self.cfg.flush_interval {
             self.flush()?;
         }
@@ -888,7 +879,7 @@ impl LogQueue {
 
     /// When records were dropped, appends one warn record saying how many per level and
     /// resets the counts; returns its id. The shipper calls this before each batch.
-    pub fn take_drop_report(&mut self) -> Result<Option<u64>, QueueError> {
+    pub(crate) fn take_drop_report(&mut self) -> Result<Option<u64>, QueueError> {
         if self.dropped.total() == 0 {
             return Ok(None);
         }
@@ -940,7 +931,7 @@ const fn crc_table() -> [u32; 256] {
 static CRC_TABLE: [u32; 256] = crc_table();
 
 /// CRC-32 (IEEE 802.3), as used by zip and gzip.
-pub fn crc32(data: &[u8]) -> u32 {
+pub(crate) fn crc32(data: &[u8]) -> u32 {
     let mut c = !0u32;
     for &b in data {
         c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);

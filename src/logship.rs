@@ -14,7 +14,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -83,10 +82,6 @@ impl FileTransport {
             path: dir.join("logs.jsonl"),
             buf: Vec::new(),
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn append(&mut self) -> io::Result<()> {
@@ -320,10 +315,6 @@ impl<T: LogTransport> Shipper<T> {
         &self.transport
     }
 
-    pub fn transport_mut(&mut self) -> &mut T {
-        &mut self.transport
-    }
-
     fn with_queue<R>(
         &self,
         f: impl FnOnce(&mut LogQueue) -> Result<R, QueueError>,
@@ -379,19 +370,6 @@ impl<T: LogTransport> Shipper<T> {
                     self.cfg.refused_wait,
                 );
                 Ok(ShipOutcome::Failed { error, retry_in })
-            }
-        }
-    }
-
-    /// Ships until the queue is empty or a batch fails; returns the records delivered.
-    pub fn drain(&mut self) -> Result<(usize, Option<ShipOutcome>), ShipError> {
-        let mut sent = 0;
-        loop {
-            match self.ship_once()? {
-                ShipOutcome::Sent { records, .. } => sent += records,
-                ShipOutcome::Skipped { .. } => {}
-                ShipOutcome::Empty => return Ok((sent, None)),
-                failed @ ShipOutcome::Failed { .. } => return Ok((sent, Some(failed))),
             }
         }
     }
@@ -475,13 +453,6 @@ impl<T: LogTransport> Shipper<T> {
     }
 }
 
-static SINK_ERRORS: AtomicU64 = AtomicU64::new(0);
-
-/// Lines the sink could not queue (disk full, I/O error). They still reached stderr.
-pub fn sink_errors() -> u64 {
-    SINK_ERRORS.load(Ordering::Relaxed)
-}
-
 thread_local! {
     static IN_SINK: Cell<bool> = const { Cell::new(false) };
 }
@@ -493,12 +464,9 @@ pub fn attach(queue: Arc<Mutex<LogQueue>>) {
         if IN_SINK.with(|c| c.replace(true)) {
             return;
         }
-        let ok = match queue.lock() {
-            Ok(mut q) => q.append(r.level, &r.subsystem, &r.message).is_ok(),
-            Err(_) => false,
-        };
-        if !ok {
-            SINK_ERRORS.fetch_add(1, Ordering::Relaxed);
+        // A line that cannot be queued (a full disk) has still reached stderr and the journal.
+        if let Ok(mut q) = queue.lock() {
+            let _ = q.append(r.level, &r.subsystem, &r.message);
         }
         IN_SINK.with(|c| c.set(false));
     }));

@@ -28,11 +28,11 @@ impl Paths {
     }
 
     /// Machine credentials file, mode 0600.
-    pub fn credentials(&self) -> PathBuf {
+    pub(crate) fn credentials(&self) -> PathBuf {
         self.device("/etc/svc.json")
     }
     /// Manufacturer provisioning defaults.
-    pub fn defaults(&self) -> PathBuf {
+    pub(crate) fn defaults(&self) -> PathBuf {
         self.device("/etc/svc-defaults.json")
     }
     /// Vendor update-signing public key (raw 32-byte ed25519 key, hex or binary).
@@ -56,7 +56,7 @@ impl Paths {
         self.device("/opt/svc/cache")
     }
     /// The systemd unit directory.
-    pub fn unit_dir(&self) -> PathBuf {
+    pub(crate) fn unit_dir(&self) -> PathBuf {
         self.device("/etc/systemd/system")
     }
 }

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Bytes kept of each of stdout and stderr; the rest is read and dropped.
-pub const OUTPUT_CAP: usize = 64 * 1024;
+pub(crate) const OUTPUT_CAP: usize = 64 * 1024;
 
 /// How long the output of a finished program is waited for: a grandchild that left the
 /// process group may hold the pipes open forever.
@@ -18,25 +18,25 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What a finished program did.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
 
 impl Output {
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.status.success()
     }
 
     /// stderr as trimmed text, for error messages.
-    pub fn stderr_text(&self) -> String {
+    pub(crate) fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr).trim().to_string()
     }
 }
 
 #[derive(Debug)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// The program could not be started.
     Spawn(std::io::Error),
     /// It ran past its deadline and was killed with its process group.
@@ -60,7 +60,7 @@ impl std::error::Error for RunError {}
 /// Runs `cmd` (its program, args, env and cwd as the caller set them) to completion or
 /// until `timeout`. A text file busy error at start (a concurrent fork still held the new
 /// file's write descriptor for an instant) is retried briefly.
-pub fn run(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
+pub(crate) fn run(mut cmd: Command, timeout: Duration) -> Result<Output, RunError> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -125,7 +125,7 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
 }
 
 /// Whether a process with this pid exists (signal 0 checks without sending anything).
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     pid > 0 && crate::sys::kill(pid, 0)
 }
 

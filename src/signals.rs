@@ -28,7 +28,7 @@ fn flags() -> &'static Flags {
 
 /// SIGTERM/SIGINT ask the loop to stop; SIGHUP to re-read local files; each of them and
 /// SIGCHLD also wake the loop.
-pub fn install() -> std::io::Result<()> {
+pub(crate) fn install() -> std::io::Result<()> {
     use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
     let f = flags();
     signal_hook::flag::register(SIGTERM, Arc::clone(&f.stop))?;
@@ -45,27 +45,27 @@ pub fn install() -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn stop_requested() -> bool {
+pub(crate) fn stop_requested() -> bool {
     flags().stop.load(Ordering::Relaxed)
 }
 
-pub fn take_reload() -> bool {
+pub(crate) fn take_reload() -> bool {
     flags().reload.swap(false, Ordering::Relaxed)
 }
 
 /// A SIGHUP not yet taken (a loop checks before it sleeps).
-pub fn reload_pending() -> bool {
+pub(crate) fn reload_pending() -> bool {
     flags().reload.load(Ordering::Relaxed)
 }
 
 /// The stop flag itself, for work that polls it on another thread (svc-server's registry
 /// downloads abandon when it is set).
-pub fn stop_flag() -> Arc<AtomicBool> {
+pub(crate) fn stop_flag() -> Arc<AtomicBool> {
     Arc::clone(&flags().stop)
 }
 
 /// Sleeps up to `timeout`, returning early when a signal arrives.
-pub fn wait(timeout: Duration) {
+pub(crate) fn wait(timeout: Duration) {
     let Some(read) = flags().wake.get() else {
         std::thread::sleep(timeout);
         return;
@@ -76,7 +76,7 @@ pub fn wait(timeout: Duration) {
 }
 
 /// Wakes the loop from another thread (a finished download).
-pub fn wake() {
+pub(crate) fn wake() {
     use std::io::Write;
     if let Some(w) = flags().waker.get() {
         let _ = (&*w).write(&[1]);

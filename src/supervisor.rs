@@ -133,15 +133,11 @@ impl Supervisor {
         }
     }
 
-    pub fn spec(&self) -> &ChildSpec {
-        &self.spec
-    }
-
     pub fn state(&self) -> ChildState {
         self.state
     }
 
-    pub fn state_name(&self) -> &'static str {
+    pub(crate) fn state_name(&self) -> &'static str {
         match self.state {
             ChildState::NotStarted => "not-started",
             ChildState::Running { .. } => "running",
@@ -159,14 +155,14 @@ impl Supervisor {
     }
 
     /// When the running child started.
-    pub fn since(&self) -> Option<Instant> {
+    pub(crate) fn since(&self) -> Option<Instant> {
         match self.state {
             ChildState::Running { since, .. } => Some(since),
             _ => None,
         }
     }
 
-    pub fn uptime(&self) -> Option<Duration> {
+    pub(crate) fn uptime(&self) -> Option<Duration> {
         match self.state {
             ChildState::Running { since, .. } => Some(since.elapsed()),
             _ => None,
@@ -178,7 +174,7 @@ impl Supervisor {
     }
 
     /// Exits and failed starts so far; counted when they happen, before any restart.
-    pub fn crashes(&self) -> u64 {
+    pub(crate) fn crashes(&self) -> u64 {
         self.crash_count
     }
 
@@ -313,7 +309,7 @@ impl Supervisor {
     }
 
     /// Sends `sig` to the child process itself (e.g. SIGHUP to reload).
-    pub fn signal(&self, sig: i32) -> bool {
+    pub(crate) fn signal(&self, sig: i32) -> bool {
         match self.pid() {
             // A pid we started and have not reaped: not another process.
             Some(pid) => crate::sys::kill(pid as i32, sig),

@@ -16,7 +16,7 @@ pub fn kill(pid: i32, sig: i32) -> bool {
 }
 
 /// flock(2) on a descriptor the caller owns; EINTR is retried.
-pub fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
+pub(crate) fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
     loop {
         // SAFETY: flock(2) takes a descriptor and a flag word; no memory is passed.
         if unsafe { libc::flock(fd, op) } == 0 {
@@ -30,7 +30,7 @@ pub fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
 }
 
 /// Waits up to `timeout` for `fd` to become readable (or for a signal to interrupt).
-pub fn poll_readable(fd: RawFd, timeout: Duration) {
+pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -56,7 +56,7 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 
 /// The machine's local time as (weekday with 0 = Monday, minute of the day), in its own
 /// timezone; `None` when the C library cannot tell.
-pub fn local_weekday_minute() -> Option<(u8, u16)> {
+pub(crate) fn local_weekday_minute() -> Option<(u8, u16)> {
     // SAFETY: time(2) with a null pointer only returns the time.
     let t = unsafe { libc::time(std::ptr::null_mut()) };
     // SAFETY: an all-zero tm is a valid value of this plain C struct.
@@ -74,7 +74,7 @@ pub fn local_weekday_minute() -> Option<(u8, u16)> {
 
 /// SO_BINDTODEVICE: the socket only sees traffic that arrives on interface `ifname` (Linux
 /// otherwise accepts packets for a local address on every interface).
-pub fn bind_to_device(fd: RawFd, ifname: &str) -> std::io::Result<()> {
+pub(crate) fn bind_to_device(fd: RawFd, ifname: &str) -> std::io::Result<()> {
     let name = std::ffi::CString::new(ifname)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let bytes = name.as_bytes_with_nul();
@@ -96,7 +96,7 @@ pub fn bind_to_device(fd: RawFd, ifname: &str) -> std::io::Result<()> {
 }
 
 /// The interface that holds the IPv4 address `addr`, with its netmask (getifaddrs(3)).
-pub fn ipv4_interface(addr: Ipv4Addr) -> std::io::Result<Option<(String, Ipv4Addr)>> {
+pub(crate) fn ipv4_interface(addr: Ipv4Addr) -> std::io::Result<Option<(String, Ipv4Addr)>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a pointer to a list it allocates; freed below.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The one unit file, shared with the Yocto layer and the Buildroot package.
-pub const UNIT: &str = include_str!("../dist/svc-agent.service");
-pub const UNIT_NAME: &str = "svc-agent.service";
+pub(crate) const UNIT: &str = include_str!("../dist/svc-agent.service");
+pub(crate) const UNIT_NAME: &str = "svc-agent.service";
 
 /// Sends one notification to systemd; a no-op when not started by systemd.
-pub fn notify(state: &str) {
+pub(crate) fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
@@ -34,7 +34,7 @@ pub fn notify(state: &str) {
 }
 
 /// How often to feed the watchdog: half of `WATCHDOG_USEC`, when it is meant for us.
-pub fn watchdog_period() -> Option<Duration> {
+pub(crate) fn watchdog_period() -> Option<Duration> {
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
     if let Some(pid) = std::env::var("WATCHDOG_PID")
         .ok()
@@ -48,7 +48,7 @@ pub fn watchdog_period() -> Option<Duration> {
 }
 
 #[derive(Debug)]
-pub enum InstallError {
+pub(crate) enum InstallError {
     Io(String, std::io::Error),
     Command(String),
 }
@@ -70,12 +70,12 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> InstallError {
 }
 
 /// Runs `systemctl`; behind a trait so that install logic is testable without systemd.
-pub trait Systemctl {
+pub(crate) trait Systemctl {
     fn run(&mut self, args: &[&str]) -> Result<(), InstallError>;
 }
 
 /// The real one: argv, never a shell.
-pub struct RealSystemctl;
+pub(crate) struct RealSystemctl;
 
 impl Systemctl for RealSystemctl {
     fn run(&mut self, args: &[&str]) -> Result<(), InstallError> {
@@ -97,7 +97,7 @@ impl Systemctl for RealSystemctl {
 }
 
 /// Whether systemd is the running init (and so `systemctl` can act).
-pub fn systemd_running(paths: &Paths) -> bool {
+pub(crate) fn systemd_running(paths: &Paths) -> bool {
     paths.root() == Path::new("/") && Path::new("/run/systemd/system").is_dir()
 }
 
@@ -111,7 +111,7 @@ fn install_file(src: &Path, dst: &Path) -> Result<(), InstallError> {
 }
 
 /// Points `link` at `target` atomically: a new link at a temp name renamed over the old.
-pub fn swap_link(link: &Path, target: &Path) -> std::io::Result<()> {
+pub(crate) fn swap_link(link: &Path, target: &Path) -> std::io::Result<()> {
     if std::fs::read_link(link).ok().as_deref() == Some(target) {
         return Ok(());
     }
@@ -126,7 +126,7 @@ pub fn swap_link(link: &Path, target: &Path) -> std::io::Result<()> {
 
 /// What `install` did, for the user.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct InstallReport {
+pub(crate) struct InstallReport {
     pub binary: PathBuf,
     pub unit: PathBuf,
     pub changed: bool,
@@ -135,7 +135,7 @@ pub struct InstallReport {
 
 /// `svc-agent install`: the running binary into the cache, the link, the unit, enabled and
 /// started. Safe to run again: an identical second run changes nothing.
-pub fn install(
+pub(crate) fn install(
     paths: &Paths,
     exe: &Path,
     sysctl: &mut dyn Systemctl,
@@ -182,7 +182,7 @@ pub fn install(
 
 /// `svc-agent uninstall [--purge]`: stops and removes the service, links, cache and state;
 /// the credentials file stays unless `purge`.
-pub fn uninstall(
+pub(crate) fn uninstall(
     paths: &Paths,
     purge: bool,
     sysctl: &mut dyn Systemctl,
@@ -220,12 +220,12 @@ fn remove(p: &Path) -> Result<(), InstallError> {
 }
 
 /// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life.
-pub struct InstanceLock {
+pub(crate) struct InstanceLock {
     _lock: fsutil::FileLock,
 }
 
 impl InstanceLock {
-    pub fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
+    pub(crate) fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
         use std::io::{Read, Seek, Write};
         let path = paths.state_dir().join("agent.lock");
         let cannot = |e: std::io::Error| format!("cannot open {}: {e}", path.display());

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// The last good machine config, as received (svc-server reads this file too).
-pub fn config_path(paths: &Paths) -> PathBuf {
+pub(crate) fn config_path(paths: &Paths) -> PathBuf {
     paths.state_dir().join("config.json")
 }
 
@@ -18,7 +18,7 @@ fn answer_path(paths: &Paths) -> PathBuf {
 
 /// The parts of the last answer that the loop needs after a restart.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CachedAnswer {
+pub(crate) struct CachedAnswer {
     pub etag: Option<String>,
     pub targets: Targets,
     pub poll_interval_secs: Option<u64>,
@@ -29,7 +29,7 @@ pub struct CachedAnswer {
 }
 
 /// Loads the cached config; a damaged or invalid cache is reported and ignored.
-pub fn load_config(paths: &Paths) -> Option<(MachineConfig, Value)> {
+pub(crate) fn load_config(paths: &Paths) -> Option<(MachineConfig, Value)> {
     let bytes = std::fs::read(config_path(paths)).ok()?;
     let raw: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
@@ -55,20 +55,20 @@ pub fn load_config(paths: &Paths) -> Option<(MachineConfig, Value)> {
     }
 }
 
-pub fn save_config(paths: &Paths, raw: &Value) -> std::io::Result<()> {
+pub(crate) fn save_config(paths: &Paths, raw: &Value) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(raw).unwrap_or_default();
     // The config may hold network pass keys: only root reads it.
     crate::fsutil::atomic_write(&config_path(paths), &text, 0o600)
 }
 
-pub fn load_answer(paths: &Paths) -> CachedAnswer {
+pub(crate) fn load_answer(paths: &Paths) -> CachedAnswer {
     std::fs::read(answer_path(paths))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
 }
 
-pub fn save_answer(paths: &Paths, a: &CachedAnswer) -> std::io::Result<()> {
+pub(crate) fn save_answer(paths: &Paths, a: &CachedAnswer) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(a).unwrap_or_default();
     crate::fsutil::atomic_write(&answer_path(paths), &text, 0o600)
 }

@@ -15,7 +15,7 @@ type SharedCredentials = Arc<Mutex<(u64, Option<Credentials>)>>;
 
 /// Log batches over the management protocol (HTTPS or `file://`). The transport is rebuilt
 /// whenever the agent re-reads the credentials, so a rotated secret is used at once.
-pub struct AppLogs {
+pub(crate) struct AppLogs {
     credentials: SharedCredentials,
     generation: Option<u64>,
     transport: Option<Box<dyn Transport>>,
@@ -75,7 +75,7 @@ impl LogTransport for AppLogs {
 }
 
 /// The running pipeline; dropping it without `stop` leaves the queue on disk, intact.
-pub struct LogPipeline {
+pub(crate) struct LogPipeline {
     signal: Arc<ShipSignal>,
     thread: Option<JoinHandle<()>>,
     credentials: SharedCredentials,
@@ -84,7 +84,7 @@ pub struct LogPipeline {
 impl LogPipeline {
     /// Opens the queue and attaches it to the logger, and starts shipping. Without
     /// credentials the shipper waits (lines stay on disk) until `set_credentials`.
-    pub fn start(paths: &Paths, credentials: Option<Credentials>) -> Option<LogPipeline> {
+    pub(crate) fn start(paths: &Paths, credentials: Option<Credentials>) -> Option<LogPipeline> {
         let queue = match LogQueue::open(paths.state_dir().join("logqueue"), QueueConfig::default())
         {
             Ok(q) => Arc::new(Mutex::new(q)),
@@ -138,12 +138,12 @@ impl LogPipeline {
     }
 
     /// The app is reachable again: ship what waited.
-    pub fn nudge(&self) {
+    pub(crate) fn nudge(&self) {
         self.signal.nudge();
     }
 
     /// Flushes the queue to disk and ends the shipper.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.signal.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();

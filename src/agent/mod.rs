@@ -2,16 +2,16 @@
 //! signals, svc-server supervision, polls of the management app, config and commands,
 //! updates, log shipping and the systemd watchdog. Decisions live in `policy`; effects sit
 //! in the modules this one calls.
-pub mod cache;
-pub mod logs;
-pub mod policy;
-pub mod provisioning;
-pub mod server;
+pub(crate) mod cache;
+pub(crate) mod logs;
+pub(crate) mod policy;
+pub(crate) mod provisioning;
+pub(crate) mod server;
 #[cfg(test)]
 mod state_table;
-pub mod status;
-pub mod updater;
-pub mod updates;
+pub(crate) mod status;
+pub(crate) mod updater;
+pub(crate) mod updates;
 
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
@@ -33,14 +33,14 @@ const MAX_SLEEP: Duration = Duration::from_secs(10);
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// SIGTERM/SIGINT: stop svc-server and exit 0.
     Stop,
     /// The app asked for an agent restart: stop svc-server, exit so systemd restarts us.
     Restart,
 }
 
-pub struct Agent {
+pub(crate) struct Agent {
     paths: Paths,
     transport: Option<Box<dyn Transport>>,
     /// The credentials in use (the log uploader gets them too), and the identity of the
@@ -157,7 +157,7 @@ pub(crate) fn unix_now() -> u64 {
 
 impl Agent {
     /// Loads credentials and the cached config; nothing here needs the network.
-    pub fn new(paths: Paths) -> Agent {
+    pub(crate) fn new(paths: Paths) -> Agent {
         let loaded = LoadedCredentials::read(&paths);
         loaded.log();
         let (app, transport, credentials_stamp) = (loaded.creds, loaded.transport, loaded.stamp);
@@ -247,7 +247,7 @@ impl Agent {
 
     /// The start-up sequence of spec §3: with fast start, svc-server first; otherwise one
     /// bounded attempt at contact and updates first.
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         info!(
             "agent",
             "svc-agent {} starting (pid {}, fast start {})",
@@ -297,7 +297,7 @@ impl Agent {
     }
 
     /// One pass of the loop; returns when the agent should next wake.
-    pub fn tick(&mut self) -> Duration {
+    pub(crate) fn tick(&mut self) -> Duration {
         if signals::stop_requested() {
             self.exit = Some(Exit::Stop);
             return Duration::ZERO;
@@ -507,7 +507,7 @@ impl Agent {
         }
     }
 
-    pub fn status(&self) -> status::StatusReport {
+    pub(crate) fn status(&self) -> status::StatusReport {
         status::StatusReport {
             agent: status::AgentStatus {
                 version: env!("SVC_VERSION").into(),
@@ -575,20 +575,20 @@ impl Agent {
     }
 
     /// Stops svc-server (spec §3: the agent stopping stops it too).
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         info!("agent", "svc-agent stopping");
         self.provisioning.stop();
         self.server.stop();
         self.write_status();
     }
 
-    pub fn exit(&self) -> Option<Exit> {
+    pub(crate) fn exit(&self) -> Option<Exit> {
         self.exit
     }
 }
 
 /// Linux on amd64 or arm64 only (spec §1).
-pub fn platform_supported() -> Result<(), String> {
+pub(crate) fn platform_supported() -> Result<(), String> {
     if cfg!(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
@@ -603,7 +603,7 @@ pub fn platform_supported() -> Result<(), String> {
     }
 }
 
-pub fn run(paths: Paths) -> i32 {
+pub(crate) fn run(paths: Paths) -> i32 {
     if let Err(e) = platform_supported() {
         error!("agent", "{e}");
         return 1;

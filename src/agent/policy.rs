@@ -5,7 +5,7 @@ use crate::protocol::Target;
 
 /// What should be installed for one binary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Desired {
+pub(crate) enum Desired {
     /// Keep what runs: nothing is offered, or the offer is the running version.
     Keep,
     /// Install this target (from the app's resolution of channel or pin_version).
@@ -17,7 +17,7 @@ pub enum Desired {
 /// Applies spec §2.4's precedence: `pin_url` beats `pin_version` beats the channel. The app
 /// resolves channel and `pin_version` into `offered`; a `pin_url` is fetched as is.
 /// `bad` lists versions rolled back before: they are not retried until another is offered.
-pub fn desired(
+pub(crate) fn desired(
     vc: &VersionControl,
     offered: Option<&Target>,
     current_version: Option<&str>,
@@ -43,7 +43,7 @@ pub fn desired(
 
 /// Local wall-clock facts for the maintenance window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalTime {
+pub(crate) struct LocalTime {
     /// 0 = Monday .. 6 = Sunday.
     pub weekday: u8,
     pub minute_of_day: u16,
@@ -51,7 +51,7 @@ pub struct LocalTime {
 
 impl LocalTime {
     /// The machine's local time (its timezone, as the window is written in local time).
-    pub fn now() -> LocalTime {
+    pub(crate) fn now() -> LocalTime {
         let (weekday, minute_of_day) = crate::sys::local_weekday_minute().unwrap_or((0, 0));
         LocalTime {
             weekday,
@@ -62,7 +62,7 @@ impl LocalTime {
 
 /// Why an svc-server restart for an update waits, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestartGate {
+pub(crate) enum RestartGate {
     Now,
     OutsideWindow,
     ServerBusy,
@@ -70,7 +70,7 @@ pub enum RestartGate {
 
 /// Spec §3: no window: at once; a window: only inside it and only while svc-server is not
 /// processing config changes.
-pub fn restart_gate(
+pub(crate) fn restart_gate(
     window: Option<&MaintenanceWindow>,
     now: LocalTime,
     server_busy: bool,
@@ -84,7 +84,7 @@ pub fn restart_gate(
 }
 
 /// Fast start (spec §3): the cached config's `fast_start`, or `SVC_AGENT_FAST_START=1`.
-pub fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
+pub(crate) fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bool {
     cached_fast_start || matches!(env_value.map(str::trim), Some("1" | "true"))
 }
 

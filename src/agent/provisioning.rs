@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 #[derive(Default)]
-pub struct Runner {
+pub(crate) struct Runner {
     /// The running service's stop flag and its settings.
     running: Option<(Arc<AtomicBool>, defaults::Settings)>,
     /// Whether NetworkManager has a Wi-Fi device (asked once).
@@ -22,7 +22,7 @@ pub struct Runner {
 impl Runner {
     /// Brings the subsystem in line with `section` (at start and on every config change);
     /// returns its status for the report.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         paths: &Paths,
         section: &ProvisioningSection,
@@ -99,7 +99,7 @@ impl Runner {
         }
     }
 
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some((stop, _)) = self.running.take() {
             stop.store(true, Ordering::SeqCst);
             crate::info!("provisioning", "state: stopped");

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 /// How long svc-server gets between SIGTERM and SIGKILL; the unit's TimeoutStopSec is
 /// longer so that the agent's clean stop always finishes first.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// svc-server's process and what the agent knows of it.
-pub struct ServerManager {
+pub(crate) struct ServerManager {
     paths: Paths,
     sup: Option<Supervisor>,
     /// A monotonic instant and the Unix time it stands for.
@@ -23,7 +23,7 @@ pub struct ServerManager {
 }
 
 impl ServerManager {
-    pub fn new(paths: &Paths) -> ServerManager {
+    pub(crate) fn new(paths: &Paths) -> ServerManager {
         ServerManager {
             paths: paths.clone(),
             sup: None,
@@ -37,7 +37,7 @@ impl ServerManager {
     /// The module registry of the management app at `app_address` (`<app>/registry`,
     /// docs/registry.md); an `SVC_REGISTRY` in the agent's own environment (a systemd
     /// drop-in of the OEM) wins.
-    pub fn with_app(mut self, app_address: Option<&str>) -> ServerManager {
+    pub(crate) fn with_app(mut self, app_address: Option<&str>) -> ServerManager {
         self.registry = std::env::var("SVC_REGISTRY")
             .ok()
             .filter(|r| !r.is_empty())
@@ -76,7 +76,7 @@ impl ServerManager {
     }
 
     /// The active version, from the link's target `../cache/svc-server-<version>`.
-    pub fn installed_version(&self) -> Option<String> {
+    pub(crate) fn installed_version(&self) -> Option<String> {
         let target = std::fs::read_link(self.paths.bin_link("svc-server")).ok()?;
         let name = target.file_name()?.to_str()?;
         name.strip_prefix("svc-server-").map(str::to_string)
@@ -85,15 +85,15 @@ impl ServerManager {
     /// Whether svc-server is processing a config change right now: it holds
     /// `$SVC_HOME/state/busy` (its pid inside) while it does (docs/server.md). A file left
     /// by a dead process does not count.
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         crate::server::gate::is_busy(&crate::server::gate::busy_path(&self.svc_home()))
     }
 
-    pub fn installed(&self) -> bool {
+    pub(crate) fn installed(&self) -> bool {
         self.paths.bin_link("svc-server").exists()
     }
 
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         if !self.installed() {
             crate::warn!(
                 "svc-server",
@@ -109,7 +109,7 @@ impl ServerManager {
         self.sup = Some(sup);
     }
 
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         if let Some(s) = self.sup.as_mut() {
             let _ = s.tick(Instant::now());
         }
@@ -117,7 +117,7 @@ impl ServerManager {
 
     /// When the supervisor next needs a tick (a restart after backoff); an exit of the
     /// running child wakes the loop through SIGCHLD instead.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         match self.sup.as_ref()?.state() {
             crate::supervisor::ChildState::Backoff { until }
             | crate::supervisor::ChildState::CrashLoop { until } => Some(until),
@@ -125,7 +125,7 @@ impl ServerManager {
         }
     }
 
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut s) = self.sup.take() {
             s.stop(STOP_TIMEOUT);
             self.restarts_before += s.restarts();
@@ -133,13 +133,13 @@ impl ServerManager {
         }
     }
 
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.stop();
         self.start();
     }
 
     /// A new config: svc-server re-reads it on SIGHUP.
-    pub fn reload(&mut self) {
+    pub(crate) fn reload(&mut self) {
         if let Some(s) = self.sup.as_ref() {
             s.signal(libc::SIGHUP);
         }
@@ -147,11 +147,11 @@ impl ServerManager {
 
     /// Crashes of svc-server since the agent started, counted as they happen (before the
     /// supervisor restarts it), so that probation judges a build before its next start.
-    pub fn crashes(&self) -> u64 {
+    pub(crate) fn crashes(&self) -> u64 {
         self.crashes_before + self.sup.as_ref().map_or(0, |s| s.crashes())
     }
 
-    pub fn status(&self, managed: bool) -> super::status::ServerStatus {
+    pub(crate) fn status(&self, managed: bool) -> super::status::ServerStatus {
         let (running, pid, state, restarts) = match &self.sup {
             Some(s) => (
                 s.pid().is_some(),
@@ -184,6 +184,6 @@ impl ServerManager {
     }
 }
 /// `<app>/registry`: beside the app's other files for `file://DIR`, under its URL otherwise.
-pub fn registry_of(app_address: &str) -> String {
+pub(crate) fn registry_of(app_address: &str) -> String {
     format!("{}/registry", app_address.trim_end_matches('/'))
 }

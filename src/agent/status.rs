@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerStatus {
+pub(crate) struct ServerStatus {
     pub version: Option<String>,
     pub installed: bool,
     pub running: bool,
@@ -17,7 +17,7 @@ pub struct ServerStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentStatus {
+pub(crate) struct AgentStatus {
     pub version: String,
     pub target: String,
     pub pid: u32,
@@ -28,7 +28,7 @@ pub struct AgentStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostInfo {
+pub(crate) struct HostInfo {
     pub os: String,
     pub distro: String,
     pub arch: String,
@@ -37,7 +37,7 @@ pub struct HostInfo {
 }
 
 impl HostInfo {
-    pub fn detect(paths: &crate::paths::Paths) -> HostInfo {
+    pub(crate) fn detect(paths: &crate::paths::Paths) -> HostInfo {
         let os_release = std::fs::read_to_string(paths.device("/etc/os-release"))
             .or_else(|_| std::fs::read_to_string("/etc/os-release"))
             .unwrap_or_default();
@@ -63,7 +63,7 @@ impl HostInfo {
 
 /// The whole report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     pub agent: AgentStatus,
     pub svc_server: ServerStatus,
     pub host: HostInfo,
@@ -81,6 +81,6 @@ pub struct StatusReport {
     pub versions: crate::update::VersionRecords,
 }
 
-pub fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {
+pub(crate) fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {
     paths.state_dir().join("status.json")
 }

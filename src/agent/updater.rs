@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
 #[derive(Debug, Clone)]
-pub struct DaemonUpdater {
+pub(crate) struct DaemonUpdater {
     pub engine: Engine,
     pub base_url: Option<String>,
     /// The machine's identity for requests to the app's own origin (relative targets).
@@ -20,7 +20,7 @@ pub struct DaemonUpdater {
 }
 
 impl DaemonUpdater {
-    pub fn new(paths: Paths, base_url: Option<String>) -> DaemonUpdater {
+    pub(crate) fn new(paths: Paths, base_url: Option<String>) -> DaemonUpdater {
         DaemonUpdater {
             engine: Engine::new(paths, UpdateOptions::default()),
             base_url,
@@ -29,7 +29,10 @@ impl DaemonUpdater {
     }
 
     /// Sends `creds`' identity headers with downloads from the app's own origin.
-    pub fn with_identity(mut self, creds: &crate::credentials::Credentials) -> DaemonUpdater {
+    pub(crate) fn with_identity(
+        mut self,
+        creds: &crate::credentials::Credentials,
+    ) -> DaemonUpdater {
         if creds.app_address.starts_with("https://") || creds.app_address.starts_with("http://") {
             self.identity = Some(Identity {
                 origin: origin_of(&creds.app_address).to_string(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// A downloaded and verified artifact, ready to activate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Staged {
+pub(crate) struct Staged {
     pub name: String,
     pub version: String,
     pub path: std::path::PathBuf,
@@ -20,7 +20,7 @@ pub struct Staged {
 }
 
 /// What the update engine offers the agent.
-pub trait Updater: Send {
+pub(crate) trait Updater: Send {
     /// Downloads and verifies; the returned file is complete and checked. `None`: nothing
     /// new (already active, or a pinned URL answered 304 Not Modified).
     fn stage(&mut self, name: &str, desired: &Desired) -> Result<Option<Staged>, String>;
@@ -49,7 +49,7 @@ struct Probation {
 
 /// One binary's update in progress.
 #[derive(Default)]
-pub struct Track {
+pub(crate) struct Track {
     job: Option<(Desired, Receiver<StageResult>)>,
     pub staged: Option<Staged>,
     /// After an svc-server activation, until it passes or is rolled back.
@@ -62,7 +62,7 @@ pub struct Track {
 
 /// What the loop must do after a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Nothing,
     /// A new svc-server is active: restart it.
     RestartServer,
@@ -170,7 +170,7 @@ fn staged_matches(s: &Staged, d: &Desired) -> bool {
 /// svc-server: download, then activate inside the window when svc-server is idle, then
 /// watch the new version through its probation.
 #[allow(clippy::too_many_arguments)]
-pub fn step_server(
+pub(crate) fn step_server(
     track: &mut Track,
     updater: &mut dyn Updater,
     vc: &VersionControl,
@@ -261,7 +261,7 @@ pub fn step_server(
 
 /// svc-agent: download and activate; the new version runs after the next agent restart or
 /// reboot (spec §3). The agent never restarts itself for it.
-pub fn step_agent(
+pub(crate) fn step_agent(
     track: &mut Track,
     updater: &mut dyn Updater,
     vc: &VersionControl,

@@ -2,7 +2,7 @@
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -14,7 +14,7 @@ impl std::error::Error for UsageError {}
 
 /// Parsed arguments of one subcommand, checked against what it accepts.
 #[derive(Debug, Default)]
-pub struct Args {
+pub(crate) struct Args {
     flags: Vec<String>,
     values: Vec<(String, String)>,
     pub positional: Vec<String>,
@@ -22,7 +22,11 @@ pub struct Args {
 
 impl Args {
     /// `flags` take no value; `options` take one.
-    pub fn parse(args: &[String], flags: &[&str], options: &[&str]) -> Result<Args, UsageError> {
+    pub(crate) fn parse(
+        args: &[String],
+        flags: &[&str],
+        options: &[&str],
+    ) -> Result<Args, UsageError> {
         let mut out = Args::default();
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -62,11 +66,11 @@ impl Args {
         Ok(out)
     }
 
-    pub fn flag(&self, name: &str) -> bool {
+    pub(crate) fn flag(&self, name: &str) -> bool {
         self.flags.iter().any(|f| f == name)
     }
 
-    pub fn value(&self, name: &str) -> Option<&str> {
+    pub(crate) fn value(&self, name: &str) -> Option<&str> {
         self.values
             .iter()
             .rev()
@@ -74,7 +78,7 @@ impl Args {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn required(&self, name: &str) -> Result<&str, UsageError> {
+    pub(crate) fn required(&self, name: &str) -> Result<&str, UsageError> {
         self.value(name)
             .ok_or_else(|| UsageError(format!("--{name} is required")))
     }

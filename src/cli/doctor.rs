@@ -8,14 +8,14 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Ok,
     Warn,
     Fail,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub verdict: Verdict,
     pub detail: String,
@@ -30,7 +30,7 @@ fn check(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Che
 }
 
 /// Every pre-flight check, in order.
-pub fn run_checks(paths: &Paths) -> Vec<Check> {
+pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
     let mut out = Vec::new();
     let creds_path = paths.credentials();
     let creds = Credentials::load(paths);
@@ -250,7 +250,7 @@ usage: svc-agent doctor [--json] [--root DIR]
   free disk, systemd, NetworkManager, an AP-capable radio. Exit 1 when any check fails.
 ";
 
-pub fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
+pub(crate) fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
     let a = Args::parse(rest, &["json", "help"], &["root"])?;
     if a.flag("help") {
         print!("{DOCTOR_HELP}");

@@ -1,19 +1,19 @@
 //! The `svc-agent` command line: the daemon and the on-device tools of
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
-pub mod args;
-pub mod doctor;
+pub(crate) mod args;
+pub(crate) mod doctor;
 pub mod server;
-pub mod status;
-pub mod syscfg;
+pub(crate) mod status;
+pub(crate) mod syscfg;
 
 use crate::config::{self, env::HostEnv, version::Selector};
 use args::{Args, UsageError};
 use std::io::{Read, Write};
 
 /// Exit codes of the tool commands.
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_INVALID: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_INVALID: i32 = 1;
+pub(crate) const EXIT_USAGE: i32 = 2;
 
 /// The most config text `validate` reads; a larger input is refused, not buffered.
 const MAX_CONFIG_BYTES: u64 = 64 * 1024 * 1024;
@@ -46,7 +46,7 @@ Run `svc-agent <command> --help` for a command's details.
 ";
 
 /// The version object printed by `version --json` (the update engine checks it).
-pub fn version_json(binary_name: &str) -> serde_json::Value {
+pub(crate) fn version_json(binary_name: &str) -> serde_json::Value {
     serde_json::json!({
         "binary_name": binary_name,
         "version": env!("SVC_VERSION"),
@@ -99,7 +99,7 @@ fn help_requested(args: &Args, text: &str) -> bool {
     }
 }
 
-pub fn cmd_version(rest: &[String], binary_name: &str) -> Result<i32, UsageError> {
+pub(crate) fn cmd_version(rest: &[String], binary_name: &str) -> Result<i32, UsageError> {
     let a = Args::parse(rest, &["json", "help"], &[])?;
     if help_requested(&a, "usage: version [--json]\n  Prints binary_name, version and target (as one JSON object with --json).\n") {
         return Ok(EXIT_OK);
@@ -277,7 +277,7 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
 }
 
 /// The machine id: the credentials' part id, else `/etc/machine-id`, else `local`.
-pub fn default_machine_id(paths: &crate::paths::Paths) -> String {
+pub(crate) fn default_machine_id(paths: &crate::paths::Paths) -> String {
     let from_creds = std::fs::read(paths.credentials())
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())

@@ -19,7 +19,7 @@ usage: svc-agent status [--json] [--root DIR]
 /// Exit code when the agent is not running (`systemctl status` uses 3 for inactive units).
 const EXIT_NOT_RUNNING: i32 = 3;
 
-pub fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
+pub(crate) fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
     let a = Args::parse(rest, &["json", "help"], &["root"])?;
     if a.flag("help") {
         print!("{STATUS_HELP}");

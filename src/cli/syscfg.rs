@@ -13,7 +13,7 @@ usage: svc-agent syscfg-apply [--root DIR] [--json] --config FILE
 ";
 
 /// Runs the command; `args` are the arguments after the command name. Returns the exit code.
-pub fn cmd_syscfg(args: &[String]) -> i32 {
+pub(crate) fn cmd_syscfg(args: &[String]) -> i32 {
     let a = match Args::parse(args, &["help", "json"], &["root", "config"]) {
         Ok(a) => a,
         Err(e) => {

@@ -27,21 +27,21 @@ pub(crate) fn wait_after(retry: Retry, backoff: &mut Backoff, jitter: &mut Jitte
 /// A small xorshift generator: jitter needs spread, not cryptographic quality, and this
 /// keeps a dependency out.
 #[derive(Debug, Clone)]
-pub struct Jitter(u64);
+pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    pub fn from_entropy() -> Jitter {
+    pub(crate) fn from_entropy() -> Jitter {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
         Jitter::seeded(t ^ (u64::from(std::process::id()) << 32))
     }
-    pub fn seeded(seed: u64) -> Jitter {
+    pub(crate) fn seeded(seed: u64) -> Jitter {
         Jitter(seed.max(1))
     }
     /// A number in [0, 1).
-    pub fn next_unit(&mut self) -> f64 {
+    pub(crate) fn next_unit(&mut self) -> f64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -53,28 +53,28 @@ impl Jitter {
 
 /// Delay before retry `n` (0-based): uniformly random in [base, min(cap, base * 2^n)].
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     pub base: Duration,
     pub cap: Duration,
     attempts: u32,
 }
 
 impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Backoff {
+    pub(crate) fn new(base: Duration, cap: Duration) -> Backoff {
         Backoff {
             base,
             cap,
             attempts: 0,
         }
     }
-    pub fn attempts(&self) -> u32 {
+    pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.attempts = 0;
     }
     /// The next delay; each call counts one more failure.
-    pub fn next_delay(&mut self, jitter: &mut Jitter) -> Duration {
+    pub(crate) fn next_delay(&mut self, jitter: &mut Jitter) -> Duration {
         let d = delay(self.base, self.cap, self.attempts, jitter.next_unit());
         self.attempts = self.attempts.saturating_add(1);
         d
@@ -109,7 +109,7 @@ pub(crate) fn next_poll(
 }
 
 /// The poll interval with ±10% jitter, so that a fleet does not poll in lockstep.
-pub fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
+pub(crate) fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
     interval.mul_f64(0.9 + 0.2 * jitter.next_unit())
 }
 

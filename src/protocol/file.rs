@@ -19,7 +19,7 @@ pub struct FileTransport {
 }
 
 impl FileTransport {
-    pub fn new(dir: &str, _part_id: &str) -> FileTransport {
+    pub(crate) fn new(dir: &str, _part_id: &str) -> FileTransport {
         FileTransport {
             dir: PathBuf::from(dir),
             last_bytes: (0, 0),
@@ -93,7 +93,7 @@ impl Transport for FileTransport {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -18,14 +18,14 @@ fn timeout_secs() -> u64 {
         .unwrap_or(TIMEOUT_SECS)
 }
 
-pub struct HttpsTransport {
+pub(crate) struct HttpsTransport {
     creds: Credentials,
     base: String,
     last_bytes: (u64, u64),
 }
 
 impl HttpsTransport {
-    pub fn new(creds: Credentials) -> HttpsTransport {
+    pub(crate) fn new(creds: Credentials) -> HttpsTransport {
         let base = creds.app_address.trim_end_matches('/').to_string();
         HttpsTransport {
             creds,

@@ -2,9 +2,9 @@
 //! and receives its config, update targets, commands and poll interval; plus log upload.
 //! Two transports speak it: HTTPS (`https://`, or `http://` when written so) and a local
 //! directory (`file://DIR`), the embedded default for machines with no cloud.
-pub mod backoff;
-pub mod file;
-pub mod https;
+pub(crate) mod backoff;
+pub(crate) mod file;
+pub(crate) mod https;
 
 use crate::credentials::Credentials;
 use serde::{Deserialize, Serialize};
@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::fmt;
 
 /// Most bytes an answer may have; a larger one is refused, never buffered whole.
-pub const MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
 
 /// One downloadable version of svc-agent or svc-server, as the app resolved it from the
 /// release channel and pins.
@@ -109,7 +109,7 @@ pub enum ProtocolError {
 
 /// How the loop reacts to an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// Back off exponentially and try again.
     Backoff,
     /// The server named a delay (408/429/5xx with Retry-After): at least that long, and
@@ -121,7 +121,7 @@ pub enum Retry {
 }
 
 impl ProtocolError {
-    pub fn retry(&self) -> Retry {
+    pub(crate) fn retry(&self) -> Retry {
         match self {
             ProtocolError::Http {
                 status,

@@ -1,7 +1,7 @@
 //! Internet check: a real HTTP GET of the check URL; any 2xx counts as online.
 use std::time::Duration;
 
-pub fn online(url: &str, timeout: Duration) -> bool {
+pub(crate) fn online(url: &str, timeout: Duration) -> bool {
     if url.is_empty() {
         return false;
     }

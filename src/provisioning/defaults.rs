@@ -3,7 +3,7 @@ use crate::config::model::{Network, ProvisioningAttributes};
 
 /// The effective provisioning settings after all layers are applied.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub hotspot_prefix: String,
     pub hotspot_password: String,
     pub roaming_mode: bool,
@@ -34,7 +34,7 @@ impl Default for Settings {
 }
 
 /// Apply one layer of attributes over `base`: a key set in the layer wins.
-pub fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Settings {
+pub(crate) fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Settings {
     if let Some(v) = &layer.hotspot_prefix {
         base.hotspot_prefix = v.clone();
     }
@@ -82,7 +82,7 @@ pub(crate) fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
 }
 
 /// Layers in increasing precedence (manufacturer file, config attributes, cloud config).
-pub fn effective(layers: &[&ProvisioningAttributes]) -> Settings {
+pub(crate) fn effective(layers: &[&ProvisioningAttributes]) -> Settings {
     layers
         .iter()
         .fold(Settings::default(), |acc, l| overlay(acc, l))

@@ -3,15 +3,15 @@
 //! to the portal, so phones open their captive-portal sign-in.
 use std::path::{Path, PathBuf};
 
-pub const HOTSPOT_ADDR: &str = "10.42.0.1";
-pub const DROP_IN: &str = "etc/NetworkManager/dnsmasq-shared.d/80-svc.conf";
+pub(crate) const HOTSPOT_ADDR: &str = "10.42.0.1";
+pub(crate) const DROP_IN: &str = "etc/NetworkManager/dnsmasq-shared.d/80-svc.conf";
 
-pub fn drop_in_text() -> String {
+pub(crate) fn drop_in_text() -> String {
     format!("# written by svc-agent (agent-provisioning)\naddress=/#/{HOTSPOT_ADDR}\n")
 }
 
 /// Write the drop-in under `root`; returns its path.
-pub fn install(root: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn install(root: &Path) -> std::io::Result<PathBuf> {
     let p = root.join(DROP_IN);
     if let Some(d) = p.parent() {
         std::fs::create_dir_all(d)?;

@@ -5,9 +5,9 @@ use super::nm::{NetworkBackend, WifiProfile};
 use super::state::{step, Action, Event, Mode, State, Timing};
 use crate::paths::Paths;
 
-pub const HOTSPOT_ID: &str = "svc-hotspot";
+pub(crate) const HOTSPOT_ID: &str = "svc-hotspot";
 
-pub struct Provisioning<B: NetworkBackend> {
+pub(crate) struct Provisioning<B: NetworkBackend> {
     paths: Paths,
     backend: B,
     settings: Settings,
@@ -34,7 +34,7 @@ pub(crate) const MAX_USER_NETWORKS: usize = 4;
 const ROAM_EVERY: u64 = 30;
 
 impl<B: NetworkBackend> Provisioning<B> {
-    pub fn new(paths: Paths, backend: B, settings: Settings, now: u64) -> Self {
+    pub(crate) fn new(paths: Paths, backend: B, settings: Settings, now: u64) -> Self {
         let configured = paths.credentials().exists();
         Provisioning {
             paths,
@@ -74,7 +74,7 @@ impl<B: NetworkBackend> Provisioning<B> {
     }
 
     /// Saves the settings' networks (the manufacturer's defaults) as profiles.
-    pub fn save_settings_networks(&mut self) {
+    pub(crate) fn save_settings_networks(&mut self) {
         for n in self
             .settings
             .networks
@@ -88,7 +88,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         }
     }
 
-    pub fn with_probe(mut self, p: Box<dyn FnMut(&Settings) -> bool>) -> Self {
+    pub(crate) fn with_probe(mut self, p: Box<dyn FnMut(&Settings) -> bool>) -> Self {
         self.probe = p;
         self
     }
@@ -106,7 +106,7 @@ impl<B: NetworkBackend> Provisioning<B> {
     }
 
     /// Hotspot SSID `<prefix>-<hostname>`, truncated to 32 bytes on a char boundary.
-    pub fn hotspot_ssid(&self) -> String {
+    pub(crate) fn hotspot_ssid(&self) -> String {
         let mut s = format!("{}-{}", self.settings.hotspot_prefix, self.hostname);
         while s.len() > 32 {
             s.pop();
@@ -114,7 +114,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         s
     }
 
-    pub fn event(&mut self, ev: Event, now: u64) {
+    pub(crate) fn event(&mut self, ev: Event, now: u64) {
         let t = self.timing();
         let (s, acts) = step(self.state.clone(), ev, now, &t);
         self.state = s;
@@ -123,7 +123,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         }
     }
 
-    pub fn tick(&mut self, now: u64) {
+    pub(crate) fn tick(&mut self, now: u64) {
         let force = self.paths.device("/opt/svc/force-provisioning");
         if force.exists() && std::fs::remove_file(&force).is_ok() {
             crate::info!("provisioning", "forced provisioning requested");
@@ -221,14 +221,14 @@ impl<B: NetworkBackend> Provisioning<B> {
     }
 
     /// Forced provisioning (support): the hotspot comes up even while online.
-    pub fn force(&mut self, now: u64) {
+    pub(crate) fn force(&mut self, now: u64) {
         crate::info!("provisioning", "forced provisioning requested");
         self.event(Event::ForceProvisioning, now);
     }
 
     /// A network entered in the portal: saved, the hotspot gives way, the network is
     /// brought up and checked for internet. Whether the machine is online afterwards.
-    pub fn join(&mut self, profile: &WifiProfile, now: u64) -> bool {
+    pub(crate) fn join(&mut self, profile: &WifiProfile, now: u64) -> bool {
         if let Err(e) = self.backend.save_wifi(profile) {
             crate::error!("provisioning", "saving network {:?}: {e}", profile.ssid);
             return false;
@@ -296,7 +296,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         }
     }
 
-    pub fn status(&self) -> &State {
+    pub(crate) fn status(&self) -> &State {
         &self.state
     }
 }

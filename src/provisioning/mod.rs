@@ -2,15 +2,15 @@
 //!
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
-pub mod check;
-pub mod defaults;
-pub mod dns;
-pub mod driver;
-pub mod nm;
+pub(crate) mod check;
+pub(crate) mod defaults;
+pub(crate) mod dns;
+pub(crate) mod driver;
+pub(crate) mod nm;
 pub mod portal;
 pub mod server;
 pub mod service;
-pub mod state;
+pub(crate) mod state;
 
 use crate::config::model::ProvisioningSection;
 use nm::WifiProfile;
@@ -18,7 +18,10 @@ use nm::WifiProfile;
 /// Network profiles to apply from a config. Network credentials are only used from a config
 /// fetched online (spec §5); `disable_subsystem` leaves the network untouched. Config
 /// `networks` and `attributes.networks` both apply; an SSID in `networks` wins.
-pub fn apply_networks(section: &ProvisioningSection, fetched_online: bool) -> Vec<WifiProfile> {
+pub(crate) fn apply_networks(
+    section: &ProvisioningSection,
+    fetched_online: bool,
+) -> Vec<WifiProfile> {
     if section.disable_subsystem || !fetched_online {
         return Vec::new();
     }
@@ -35,7 +38,7 @@ pub fn apply_networks(section: &ProvisioningSection, fetched_online: bool) -> Ve
 
 /// The NetworkManager client profile of a configured network: named `net-<ssid>`
 /// (`nm::config_id`), with the network's priority as `autoconnect-priority`.
-pub fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
+pub(crate) fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
     WifiProfile {
         id: nm::config_id(&n.ssid),
         ssid: n.ssid.clone(),

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 #[derive(Debug)]
-pub enum NmError {
+pub(crate) enum NmError {
     Io(std::io::Error),
     Nmcli { args: String, stderr: String },
 }
@@ -22,7 +22,7 @@ impl fmt::Display for NmError {
 impl std::error::Error for NmError {}
 
 /// What the provisioning logic needs from the network stack.
-pub trait NetworkBackend {
+pub(crate) trait NetworkBackend {
     fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError>;
     fn up(&mut self, id: &str) -> Result<(), NmError>;
     fn down(&mut self, id: &str) -> Result<(), NmError>;
@@ -33,7 +33,7 @@ pub trait NetworkBackend {
 }
 
 #[derive(Clone, PartialEq, Eq)]
-pub struct WifiProfile {
+pub(crate) struct WifiProfile {
     pub id: String,
     pub ssid: String,
     pub psk: String,
@@ -71,7 +71,7 @@ fn esc(s: &str) -> String {
 
 /// Render the keyfile. The SSID is written as a byte list so quotes, `;` and any byte are
 /// stored literally.
-pub fn keyfile(p: &WifiProfile) -> String {
+pub(crate) fn keyfile(p: &WifiProfile) -> String {
     let ssid: String = p.ssid.bytes().map(|b| format!("{b};")).collect();
     let mut k = format!(
         "[connection]\nid={}\ntype=wifi\nautoconnect={}\nautoconnect-priority={}\n",
@@ -118,7 +118,7 @@ pub(crate) fn config_id(ssid: &str) -> String {
 /// Profile file name: `svc-` and the id with every byte outside `[A-Za-z0-9-]` written as
 /// `_XX` (hex). Injective (`_` only ever starts an escape), so `Lab WiFi` and `Lab.WiFi`
 /// get files of their own, and plain names stay readable (`svc-user-lab-home`).
-pub fn keyfile_name(id: &str) -> String {
+pub(crate) fn keyfile_name(id: &str) -> String {
     let mut s = String::with_capacity(id.len() + 20);
     for b in id.bytes() {
         if b.is_ascii_alphanumeric() || b == b'-' {
@@ -174,7 +174,7 @@ pub(crate) fn nmcli(
 }
 
 /// Whether NetworkManager manages a Wi-Fi device (false when nmcli is missing too).
-pub fn wifi_device_present() -> bool {
+pub(crate) fn wifi_device_present() -> bool {
     nmcli(
         Path::new("nmcli"),
         &["-t", "-f", "TYPE", "dev"],
@@ -189,14 +189,14 @@ pub fn wifi_device_present() -> bool {
     .unwrap_or(false)
 }
 
-pub struct Nmcli {
+pub(crate) struct Nmcli {
     pub connections_dir: PathBuf,
     /// `nmcli`, or a stand-in in tests.
     pub program: PathBuf,
 }
 
 impl Nmcli {
-    pub fn new(connections_dir: PathBuf) -> Nmcli {
+    pub(crate) fn new(connections_dir: PathBuf) -> Nmcli {
         Nmcli {
             connections_dir,
             program: PathBuf::from("nmcli"),

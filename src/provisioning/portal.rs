@@ -2,8 +2,8 @@
 //! typed request or error out) so it can be fuzzed; the server loop wraps it.
 use std::fmt;
 
-pub const MAX_REQUEST_LINE: usize = 2048;
-pub const MAX_HEADERS_BYTES: usize = 8192;
+pub(crate) const MAX_REQUEST_LINE: usize = 2048;
+pub(crate) const MAX_HEADERS_BYTES: usize = 8192;
 pub const MAX_HEADERS: usize = 64;
 pub const MAX_BODY: usize = 16 * 1024;
 
@@ -38,13 +38,13 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
-    pub fn cookie(&self, name: &str) -> Option<&str> {
+    pub(crate) fn cookie(&self, name: &str) -> Option<&str> {
         self.header("cookie")?.split(';').find_map(|c| {
             let (k, v) = c.trim().split_once('=')?;
             (k == name).then_some(v)

@@ -18,7 +18,7 @@ type Probe = Box<dyn FnMut(&Settings) -> bool>;
 
 /// Priority of a network entered in the portal: above configured networks (-999..999 are
 /// the config's range), since the person at the machine chose it just now.
-pub const USER_PRIORITY: i32 = 999;
+pub(crate) const USER_PRIORITY: i32 = 999;
 const TICK: Duration = Duration::from_secs(2);
 const PORTAL_PORT: u16 = 80;
 
@@ -148,7 +148,7 @@ fn saved_user_networks(dir: &std::path::Path) -> (Vec<(i32, String)>, Vec<String
 
 /// Visible networks, from `nmcli -t -f SSID,SIGNAL dev wifi list` (terse: `:` separates,
 /// `\:` and `\\` escape). Strongest first, one entry per SSID, hidden networks left out.
-pub fn parse_scan(out: &str) -> Vec<Visible> {
+pub(crate) fn parse_scan(out: &str) -> Vec<Visible> {
     let mut v: Vec<Visible> = Vec::new();
     for line in out.lines() {
         let mut fields = vec![String::new()];
@@ -245,9 +245,8 @@ impl PortalActions for Actions {
 }
 
 /// The running service.
-pub struct Service {
+pub(crate) struct Service {
     paths: Paths,
-    settings: Settings,
     driver: Provisioning<Nmcli>,
     portal: Option<Portal>,
     tx: SyncSender<Activity>,
@@ -264,7 +263,7 @@ pub struct Service {
 impl Service {
     /// `app_reachable`: the daemon's last poll reached the management app, one sign of being
     /// online among others (`online_probe`); its absence alone is never "offline".
-    pub fn new(
+    pub(crate) fn new(
         paths: Paths,
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
@@ -282,7 +281,7 @@ impl Service {
         probe: Option<Probe>,
     ) -> Service {
         let saved = saved_user_networks(&backend.connections_dir);
-        let mut driver = Provisioning::new(paths.clone(), backend, settings.clone(), 0);
+        let mut driver = Provisioning::new(paths.clone(), backend, settings, 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
         }
@@ -291,7 +290,6 @@ impl Service {
         let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         Service {
             paths,
-            settings,
             driver,
             portal: None,
             tx,
@@ -320,7 +318,7 @@ impl Service {
 
     /// Runs until `stop`, or (with `until_online`) until the machine is online after a
     /// hotspot session. Returns whether it ended online.
-    pub fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
+    pub(crate) fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
         let mut had_hotspot = false;
         while !stop.load(Ordering::SeqCst) {
             let mode_before = self.driver.status().mode.clone();
@@ -469,14 +467,10 @@ impl Service {
             },
         );
     }
-
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
 }
 
 /// `svc-agent provision [--root DIR] [--until-online] [--force]`.
-pub fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
+pub(crate) fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i32 {
     let defaults = match load_defaults(&paths) {
         Ok(d) => d,
         Err(e) => {

@@ -3,7 +3,7 @@
 
 /// Timings taken from the effective settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
+pub(crate) struct Timing {
     pub offline_timeout: u64,
     pub user_idle_timeout: u64,
     pub retry_networks: u64,
@@ -13,7 +13,7 @@ pub struct Timing {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Connected (and online when checked); `since` is when it last was.
     Online,
     /// Offline since `since`; hotspot not up yet.
@@ -23,7 +23,7 @@ pub enum Mode {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct State {
+pub(crate) struct State {
     pub mode: Mode,
     /// Last portal request (a phone mid-setup).
     pub last_user: Option<u64>,
@@ -34,7 +34,7 @@ pub struct State {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     Tick,
     /// Result of a connectivity check: a known network connected and the check URL reached.
     Connectivity {
@@ -46,11 +46,10 @@ pub enum Event {
     UserNetwork,
     /// `/opt/svc/force-provisioning` found (or the command).
     ForceProvisioning,
-    CredentialsWritten,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     StartHotspot,
     StopHotspot,
     /// Try the configured networks (by priority when roaming).
@@ -58,7 +57,7 @@ pub enum Action {
 }
 
 impl State {
-    pub fn new(now: u64, configured: bool) -> State {
+    pub(crate) fn new(now: u64, configured: bool) -> State {
         State {
             mode: Mode::Offline { since: now },
             last_user: None,
@@ -73,11 +72,10 @@ fn phone_active(s: &State, now: u64, t: &Timing) -> bool {
         .is_some_and(|u| now.saturating_sub(u) < t.user_idle_timeout)
 }
 
-pub fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action>) {
+pub(crate) fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action>) {
     let mut acts = Vec::new();
     match ev {
         Event::UserActivity => s.last_user = Some(now),
-        Event::CredentialsWritten => s.configured = true,
         Event::ForceProvisioning => {
             s.forced = true;
             if !matches!(s.mode, Mode::Hotspot { .. }) && t.hotspot_allowed {
@@ -149,7 +147,7 @@ pub(crate) enum NmConnectivity {
 }
 
 impl NmConnectivity {
-    pub fn parse(s: &str) -> NmConnectivity {
+    pub(crate) fn parse(s: &str) -> NmConnectivity {
         match s.trim() {
             "full" => NmConnectivity::Full,
             "limited" => NmConnectivity::Limited,
@@ -189,15 +187,10 @@ pub(crate) fn is_online(o: &Observed) -> bool {
 }
 
 /// Roaming order: highest priority first; ties keep config order.
-pub fn roaming_order<T: Clone>(nets: &[(i32, T)]) -> Vec<T> {
+pub(crate) fn roaming_order<T: Clone>(nets: &[(i32, T)]) -> Vec<T> {
     let mut v: Vec<(usize, &(i32, T))> = nets.iter().enumerate().collect();
     v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
     v.into_iter().map(|(_, n)| n.1.clone()).collect()
-}
-
-/// First network in roaming order that is visible and gives internet.
-pub fn pick_roaming<T: Clone, F: FnMut(&T) -> bool>(nets: &[(i32, T)], mut online: F) -> Option<T> {
-    roaming_order(nets).into_iter().find(|n| online(n))
 }
 
 #[cfg(test)]
@@ -336,12 +329,5 @@ mod tests {
     fn roaming_by_priority_skips_no_internet() {
         let nets = vec![(1, "c"), (10, "a"), (5, "b")];
         assert_eq!(roaming_order(&nets), vec!["a", "b", "c"]);
-        let mut tried = Vec::new();
-        let got = pick_roaming(&nets, |n| {
-            tried.push(*n);
-            *n != "a"
-        });
-        assert_eq!(got, Some("b"));
-        assert_eq!(tried, vec!["a", "b"]);
     }
 }

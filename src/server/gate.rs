@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 /// The busy file of a `SVC_HOME`.
-pub fn busy_path(svc_home: &Path) -> PathBuf {
+pub(crate) fn busy_path(svc_home: &Path) -> PathBuf {
     svc_home.join("state").join("busy")
 }
 
 /// Whether the busy file at `path` is held by a live process.
-pub fn is_busy(path: &Path) -> bool {
+pub(crate) fn is_busy(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;
     };
@@ -21,14 +21,14 @@ pub fn is_busy(path: &Path) -> bool {
 }
 
 /// Holds the busy file for as long as it lives (nested holds share one file).
-pub struct Gate {
+pub(crate) struct Gate {
     path: PathBuf,
     depth: u32,
 }
 
 impl Gate {
     /// A gate for `svc_home`; a stale file of an earlier, dead svc-server is removed.
-    pub fn new(svc_home: &Path) -> Gate {
+    pub(crate) fn new(svc_home: &Path) -> Gate {
         let path = busy_path(svc_home);
         if path.exists() {
             let _ = std::fs::remove_file(&path);
@@ -36,12 +36,8 @@ impl Gate {
         Gate { path, depth: 0 }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Marks svc-server busy (before a change is applied).
-    pub fn enter(&mut self) {
+    pub(crate) fn enter(&mut self) {
         self.depth += 1;
         if self.depth == 1 {
             let pid = format!("{}\n", std::process::id());
@@ -56,7 +52,7 @@ impl Gate {
     }
 
     /// Marks the end of one change; the file goes when the last one ends.
-    pub fn leave(&mut self) {
+    pub(crate) fn leave(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         if self.depth == 0 {
             if let Err(e) = std::fs::remove_file(&self.path) {
@@ -90,21 +86,21 @@ mod tests {
         let home = std::env::temp_dir().join(format!("svc-gate-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         let mut g = Gate::new(&home);
-        assert!(!is_busy(g.path()));
+        assert!(!is_busy(g.path.as_path()));
         g.enter();
         g.enter();
-        assert!(is_busy(g.path()));
+        assert!(is_busy(g.path.as_path()));
         g.leave();
-        assert!(is_busy(g.path()), "nested hold released early");
+        assert!(is_busy(g.path.as_path()), "nested hold released early");
         g.leave();
-        assert!(!g.path().exists());
+        assert!(!g.path.as_path().exists());
         // A file left by a process that is gone does not count.
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        std::fs::create_dir_all(g.path().parent().unwrap()).unwrap();
-        std::fs::write(g.path(), format!("{dead}\n")).unwrap();
-        assert!(!is_busy(g.path()));
+        std::fs::create_dir_all(g.path.as_path().parent().unwrap()).unwrap();
+        std::fs::write(g.path.as_path(), format!("{dead}\n")).unwrap();
+        assert!(!is_busy(g.path.as_path()));
         let _ = std::fs::remove_dir_all(&home);
     }
 }

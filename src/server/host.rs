@@ -29,7 +29,7 @@ const OWN_VARS: [&str; 5] = [
 ];
 
 /// How the host runs.
-pub struct HostSettings {
+pub(crate) struct HostSettings {
     pub svc_home: PathBuf,
     pub machine_id: String,
     pub registry: Option<Registry>,
@@ -44,7 +44,7 @@ pub struct HostSettings {
 
 /// Why a module is not running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// Its environment cannot be built (an unset `${environment.X}`): fixed by a new config.
     Env(String),
     /// No installable version (registry unreachable, nothing matches, bad package).
@@ -79,17 +79,7 @@ struct Launch {
     config_json: Vec<u8>,
 }
 
-/// What `status` reports per module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleStatus {
-    pub name: String,
-    pub version: Option<String>,
-    pub state: String,
-    pub pid: Option<u32>,
-    pub problem: Option<String>,
-}
-
-pub struct ModuleHost {
+pub(crate) struct ModuleHost {
     s: HostSettings,
     config: Option<MachineConfig>,
     slots: BTreeMap<String, Slot>,
@@ -102,7 +92,7 @@ fn get<'a>(vars: &'a [(String, String)], key: &str) -> Option<&'a str> {
 }
 
 impl ModuleHost {
-    pub fn new(s: HostSettings) -> ModuleHost {
+    pub(crate) fn new(s: HostSettings) -> ModuleHost {
         let gate = Gate::new(&s.svc_home);
         ModuleHost {
             s,
@@ -111,10 +101,6 @@ impl ModuleHost {
             order: Vec::new(),
             gate,
         }
-    }
-
-    pub fn settings(&self) -> &HostSettings {
-        &self.s
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -516,7 +502,7 @@ impl ModuleHost {
     }
 
     /// Applies a new, valid config: only what differs from the running one.
-    pub fn apply(&mut self, new: MachineConfig) {
+    pub(crate) fn apply(&mut self, new: MachineConfig) {
         self.gate.enter();
         let d = plan::diff(self.config.as_ref(), &new);
         crate::info!(
@@ -561,7 +547,7 @@ impl ModuleHost {
     }
 
     /// Retries modules that are not running (after a SIGHUP with an unchanged config).
-    pub fn retry_failed(&mut self) {
+    pub(crate) fn retry_failed(&mut self) {
         let Some(cfg) = self.config.clone() else {
             return;
         };
@@ -580,7 +566,7 @@ impl ModuleHost {
 
     /// The periodic registry check: each registry module moves to what its selector picks
     /// from the registry (spec §9.1); a failed download or unpack leaves it running as is.
-    pub fn check_updates(&mut self) {
+    pub(crate) fn check_updates(&mut self) {
         let Some(cfg) = self.config.clone() else {
             return;
         };
@@ -643,7 +629,7 @@ impl ModuleHost {
         crate::debug!(LOG, "registry check done");
     }
 
-    pub fn tick(&mut self, now: Instant) {
+    pub(crate) fn tick(&mut self, now: Instant) {
         for slot in self.slots.values_mut() {
             if let Some(sup) = slot.sup.as_mut() {
                 let _ = sup.tick(now);
@@ -652,7 +638,7 @@ impl ModuleHost {
     }
 
     /// The next restart after a backoff (an exit itself wakes the loop through SIGCHLD).
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.slots
             .values()
             .filter_map(|s| match s.sup.as_ref()?.state() {
@@ -664,7 +650,7 @@ impl ModuleHost {
 
     /// Stops every module: SIGTERM to all at once (so that the waits overlap), then each
     /// stopped in reverse start order with the bounded wait and SIGKILL of its group.
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         let running = self.slots.values().filter(|s| s.sup.is_some()).count();
         crate::info!(LOG, "stopping {running} modules");
         for slot in self.slots.values() {
@@ -680,23 +666,5 @@ impl ModuleHost {
         for (_, mut slot) in std::mem::take(&mut self.slots) {
             self.stop_slot(&mut slot, "svc-server is stopping");
         }
-    }
-
-    pub fn status(&self) -> Vec<ModuleStatus> {
-        self.order
-            .iter()
-            .filter_map(|n| self.slots.get(n).map(|s| (n, s)))
-            .map(|(n, s)| ModuleStatus {
-                name: n.clone(),
-                version: s.version.as_ref().map(|v| v.to_string()),
-                state: s
-                    .sup
-                    .as_ref()
-                    .map(|x| x.state_name().to_string())
-                    .unwrap_or_else(|| "not-running".into()),
-                pid: s.sup.as_ref().and_then(|x| x.pid()),
-                problem: s.problem.as_ref().map(|p| p.to_string()),
-            })
-            .collect()
     }
 }

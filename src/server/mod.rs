@@ -3,11 +3,11 @@
 //! supervised process with the spec's environment (§2.3), reloads on SIGHUP or when the
 //! file changes (applying only the difference), moves registry modules by their update
 //! type (§9.1) and stops every module on SIGTERM/SIGINT.
-pub mod gate;
-pub mod host;
-pub mod plan;
-pub mod registry;
-pub mod source;
+pub(crate) mod gate;
+pub(crate) mod host;
+pub(crate) mod plan;
+pub(crate) mod registry;
+pub(crate) mod source;
 
 use crate::config::env::HostEnv;
 use crate::signals;
@@ -21,7 +21,7 @@ pub(crate) const LOG: &str = "svc-server";
 
 /// Command-line options of the host.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Options {
+pub(crate) struct Options {
     pub source: Source,
     pub registry: Option<String>,
     pub check_interval: Duration,
@@ -32,7 +32,7 @@ pub struct Options {
 
 /// Errors that end svc-server before its loop runs.
 #[derive(Debug)]
-pub enum StartError {
+pub(crate) enum StartError {
     Signals(std::io::Error),
     Home(crate::config::env::EnvError),
     Registry(registry::RegistryError),
@@ -51,7 +51,7 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 /// The daemon: load, apply, then react to signals, file changes and registry checks.
-pub fn run(opts: Options) -> Result<(), StartError> {
+pub(crate) fn run(opts: Options) -> Result<(), StartError> {
     signals::install().map_err(StartError::Signals)?;
     let base_env: Vec<(String, String)> = std::env::vars().collect();
     let lookup = |k: &str| std::env::var(k).ok();

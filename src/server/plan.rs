@@ -4,7 +4,7 @@ use crate::config::model::{Component, MachineConfig, Module};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The components bound to `module`: those whose model triplet starts with its module_id.
-pub fn components_of<'a>(cfg: &'a MachineConfig, module: &Module) -> Vec<&'a Component> {
+pub(crate) fn components_of<'a>(cfg: &'a MachineConfig, module: &Module) -> Vec<&'a Component> {
     cfg.components
         .iter()
         .filter(|c| c.module_id() == module.module_id)
@@ -13,7 +13,7 @@ pub fn components_of<'a>(cfg: &'a MachineConfig, module: &Module) -> Vec<&'a Com
 
 /// For each module, the modules it must start after: the modules of the components its
 /// components depend on (a module never waits for itself).
-pub fn module_deps(cfg: &MachineConfig) -> BTreeMap<String, BTreeSet<String>> {
+pub(crate) fn module_deps(cfg: &MachineConfig) -> BTreeMap<String, BTreeSet<String>> {
     let by_id: HashMap<&str, &str> = cfg
         .modules
         .iter()
@@ -50,7 +50,7 @@ pub fn module_deps(cfg: &MachineConfig) -> BTreeMap<String, BTreeSet<String>> {
 /// Module names in start order: each after the modules it depends on, otherwise in config
 /// order. Modules on a dependency cycle between modules (possible even when components
 /// have none) come last, in config order, and are named in the second list.
-pub fn start_order(cfg: &MachineConfig) -> (Vec<String>, Vec<String>) {
+pub(crate) fn start_order(cfg: &MachineConfig) -> (Vec<String>, Vec<String>) {
     let deps = module_deps(cfg);
     let mut done: BTreeSet<String> = BTreeSet::new();
     let mut order = Vec::new();
@@ -84,7 +84,7 @@ pub fn start_order(cfg: &MachineConfig) -> (Vec<String>, Vec<String>) {
 
 /// What a new config changes, module by module.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Diff {
+pub(crate) struct Diff {
     /// Modules gone from the config (to stop).
     pub removed: Vec<String>,
     /// New modules (to install and start).
@@ -97,16 +97,9 @@ pub struct Diff {
     pub unchanged: Vec<String>,
 }
 
-impl Diff {
-    pub fn is_empty(&self) -> bool {
-        self.removed.is_empty()
-            && self.added.is_empty()
-            && self.changed.is_empty()
-            && self.components_changed.is_empty()
-    }
-}
+impl Diff {}
 
-pub fn diff(old: Option<&MachineConfig>, new: &MachineConfig) -> Diff {
+pub(crate) fn diff(old: Option<&MachineConfig>, new: &MachineConfig) -> Diff {
     let mut d = Diff::default();
     let empty = MachineConfig::default();
     let old = old.unwrap_or(&empty);
@@ -217,7 +210,13 @@ mod tests {
         assert_eq!(d.added, vec!["new"]);
         assert_eq!(d.changed, vec!["edit"]);
         assert_eq!(d.components_changed, vec!["keep"]);
-        assert!(diff(Some(&new), &new).is_empty());
+        let same = diff(Some(&new), &new);
+        assert!(
+            same.removed.is_empty()
+                && same.added.is_empty()
+                && same.changed.is_empty()
+                && same.components_changed.is_empty()
+        );
         assert_eq!(diff(Some(&new), &new).unchanged.len(), 3);
     }
 }

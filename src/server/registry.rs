@@ -15,7 +15,7 @@ use std::process::Command;
 const MAX_INDEX_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     /// No registry configured (`--registry` / `SVC_REGISTRY`).
     NotConfigured,
     /// The index could not be read (network, missing file, HTTP error).
@@ -75,21 +75,21 @@ struct Index {
 
 /// The versions of one module available for this machine's platform, URLs made absolute.
 #[derive(Debug, Clone, Default)]
-pub struct Available {
+pub(crate) struct Available {
     pub versions: Vec<(Version, Artifact)>,
 }
 
 impl Available {
-    pub fn list(&self) -> Vec<Version> {
+    pub(crate) fn list(&self) -> Vec<Version> {
         self.versions.iter().map(|(v, _)| v.clone()).collect()
     }
-    pub fn artifact(&self, v: &Version) -> Option<&Artifact> {
+    pub(crate) fn artifact(&self, v: &Version) -> Option<&Artifact> {
         self.versions.iter().find(|(x, _)| x == v).map(|(_, a)| a)
     }
 }
 
 /// `linux/amd64` or `linux/arm64` (the registry's platform keys).
-pub fn platform() -> String {
+pub(crate) fn platform() -> String {
     let arch = match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -100,7 +100,7 @@ pub fn platform() -> String {
 
 /// A registry base: `file://DIR`, `https://host/path` or `http://...` (loopback tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Registry {
+pub(crate) struct Registry {
     base: String,
 }
 
@@ -113,7 +113,7 @@ fn safe_part(s: &str) -> bool {
 }
 
 impl Registry {
-    pub fn new(base: &str) -> Result<Registry, RegistryError> {
+    pub(crate) fn new(base: &str) -> Result<Registry, RegistryError> {
         let ok = ["file://", "https://", "http://"]
             .iter()
             .any(|p| base.starts_with(p));
@@ -127,12 +127,12 @@ impl Registry {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// `<registry>/modules/<namespace>/<name>/index.json` for `module_id` = `namespace:name`.
-    pub fn index_url(&self, module_id: &str) -> Result<String, RegistryError> {
+    pub(crate) fn index_url(&self, module_id: &str) -> Result<String, RegistryError> {
         let (ns, name) = module_id
             .split_once(':')
             .filter(|(ns, name)| safe_part(ns) && safe_part(name))
@@ -178,7 +178,7 @@ impl Registry {
 
     /// The module's versions for this platform, newest last. A version that does not
     /// parse is skipped with a warning (one bad entry must not hide the others).
-    pub fn available(&self, module_id: &str) -> Result<Available, RegistryError> {
+    pub(crate) fn available(&self, module_id: &str) -> Result<Available, RegistryError> {
         let url = self.index_url(module_id)?;
         let bytes = Self::get(&url)?;
         let index: Index = serde_json::from_slice(&bytes)
@@ -208,7 +208,7 @@ impl Registry {
 
 /// An unpacked version of a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Installed {
+pub(crate) struct Installed {
     pub version: Version,
     /// `$SVC_HOME/packages/<name>/<version>` (the module's `SVC_MODULE_ROOT`).
     pub root: PathBuf,
@@ -237,7 +237,7 @@ fn safe_relative(p: &str) -> bool {
 }
 
 /// The installed version `version` of module `name`, if complete.
-pub fn installed(svc_home: &Path, name: &str, version: &Version) -> Option<Installed> {
+pub(crate) fn installed(svc_home: &Path, name: &str, version: &Version) -> Option<Installed> {
     let root = registry_module_root(svc_home, name, &version.to_string());
     let meta: Meta =
         serde_json::from_slice(&std::fs::read(meta_path(svc_home, name, version)).ok()?).ok()?;
@@ -252,7 +252,7 @@ pub fn installed(svc_home: &Path, name: &str, version: &Version) -> Option<Insta
 }
 
 /// Every complete installed version of module `name`.
-pub fn installed_versions(svc_home: &Path, name: &str) -> Vec<Version> {
+pub(crate) fn installed_versions(svc_home: &Path, name: &str) -> Vec<Version> {
     let dir = svc_home.join("packages").join(name);
     let mut out: Vec<Version> = std::fs::read_dir(dir)
         .into_iter()
@@ -286,7 +286,7 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
 /// Downloads (size and sha256 checked) and unpacks `version` of module `name` into
 /// `$SVC_HOME/packages/<name>/<version>/`: unpacked into a temp folder beside it, fsynced,
 /// then renamed, so the folder is either complete or absent. Already installed: a no-op.
-pub fn install(
+pub(crate) fn install(
     svc_home: &Path,
     name: &str,
     version: &Version,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     File(PathBuf),
     /// A management directory; the config is `poll.json`'s `config` member.
     App(PathBuf),
@@ -27,7 +27,7 @@ pub enum Source {
 
 impl Source {
     /// The file that is read and watched.
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         match self {
             Source::File(p) => p.clone(),
             Source::App(dir) => dir.join("poll.json"),
@@ -47,14 +47,14 @@ impl fmt::Display for Source {
 }
 
 /// One read of the source.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// sha256 of the bytes read: a rewrite with the same content changes nothing.
     pub hash: [u8; 32],
     pub config: Result<(MachineConfig, Report), Report>,
 }
 
 /// Reads the source and notices when its file changes.
-pub struct Watcher {
+pub(crate) struct Watcher {
     source: Source,
     seen: Option<(i64, i64, u64, u64)>,
     remote: Option<Remote>,
@@ -80,7 +80,7 @@ fn one_error(message: String) -> Report {
 }
 
 impl Watcher {
-    pub fn new(source: Source) -> Watcher {
+    pub(crate) fn new(source: Source) -> Watcher {
         Watcher {
             source,
             seen: None,
@@ -95,7 +95,7 @@ impl Watcher {
 
     /// Whether the file looks different from the last time it was read (for the app: a
     /// poll is due).
-    pub fn changed(&mut self) -> bool {
+    pub(crate) fn changed(&mut self) -> bool {
         match (&self.source, &self.remote) {
             (Source::Remote { .. }, Some(r)) => std::time::Instant::now() >= r.next_poll,
             (Source::Remote { .. }, None) => true,
@@ -105,7 +105,7 @@ impl Watcher {
 
     /// Reads and validates the config. `Err` only when the file cannot be read at all (or
     /// the app cannot be reached).
-    pub fn load(&mut self) -> Result<Loaded, String> {
+    pub(crate) fn load(&mut self) -> Result<Loaded, String> {
         if let Source::Remote { url, credentials } = &self.source {
             let (url, credentials) = (url.clone(), credentials.clone());
             return self.poll_remote(&url, &credentials);

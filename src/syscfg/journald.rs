@@ -11,7 +11,7 @@ pub const DROPIN: &str = "/etc/systemd/journald.conf.d/60-svc-agent.conf";
 
 /// The drop-in text for these settings, or `None` when the agent should impose nothing
 /// (`logging.disable`, or neither size set): then the drop-in is removed.
-pub fn render(l: &LoggingSettings) -> Option<String> {
+pub(crate) fn render(l: &LoggingSettings) -> Option<String> {
     if l.disable || (l.system_max_use.is_none() && l.runtime_max_use.is_none()) {
         return None;
     }
@@ -35,4 +35,4 @@ pub fn render(l: &LoggingSettings) -> Option<String> {
 /// SIGHUP (not in its caught or blocked signal sets), so SIGHUP would just kill it. A restart
 /// is safe: journald keeps its sockets in systemd's file-descriptor store and the stdout
 /// streams of services survive it; entries already written stay in the journal files.
-pub const RESTART_ARGV: [&str; 3] = ["systemctl", "restart", "systemd-journald.service"];
+pub(crate) const RESTART_ARGV: [&str; 3] = ["systemctl", "restart", "systemd-journald.service"];

@@ -30,7 +30,7 @@ pub enum Setting {
 }
 
 impl Setting {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Setting::Logging => "logging",
             Setting::Upgrades => "upgrades",
@@ -193,7 +193,7 @@ impl SystemFacts {
 
 /// One step on one file. `Adopt` and `Forget` touch only the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileAction {
+pub(crate) enum FileAction {
     /// Write `content` to `path` (atomically) and record its hash.
     Write {
         setting: Setting,
@@ -223,7 +223,7 @@ pub enum FileAction {
 }
 
 impl FileAction {
-    pub fn setting(&self) -> Setting {
+    pub(crate) fn setting(&self) -> Setting {
         match self {
             FileAction::Write { setting, .. }
             | FileAction::Remove { setting, .. }
@@ -231,7 +231,7 @@ impl FileAction {
             | FileAction::Forget { setting, .. } => *setting,
         }
     }
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         match self {
             FileAction::Write { path, .. }
             | FileAction::Remove { path, .. }
@@ -251,7 +251,7 @@ impl FileAction {
 
 /// What a setting asks for once the system is taken into account.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Intent {
+pub(crate) enum Intent {
     /// Make the agent's files match the config.
     Apply,
     /// Impose nothing: remove what the agent wrote (if anything).
@@ -261,7 +261,7 @@ pub enum Intent {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingPlan {
+pub(crate) struct SettingPlan {
     pub setting: Setting,
     pub intent: Intent,
     pub detail: String,
@@ -270,7 +270,7 @@ pub struct SettingPlan {
 
 /// The planner's result: file actions in execution order, and what each setting intends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub actions: Vec<FileAction>,
     pub settings: Vec<SettingPlan>,
 }
@@ -278,7 +278,7 @@ pub struct Plan {
 /// The pure planner: which files to write, remove, adopt or forget so that the machine holds
 /// exactly the files `section` asks for, given what `facts` says is there and what the agent
 /// recorded. `disable_subsystem` wants no files at all, which reverts everything.
-pub fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
+pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
     let disabled = section.disable_subsystem;
     let mut settings = Vec::new();
     // Desired content by device path; a known path absent here is not wanted.
@@ -520,7 +520,7 @@ impl Effects for RealEffects {
 
 /// Errors of one file step (reported in the setting's status, not returned).
 #[derive(Debug)]
-pub enum SyscfgError {
+pub(crate) enum SyscfgError {
     Write { path: PathBuf, source: io::Error },
     Remove { path: PathBuf, source: io::Error },
     Record { path: PathBuf, source: io::Error },
@@ -550,7 +550,7 @@ impl std::error::Error for SyscfgError {}
 /// record when it changed, and returns each setting's status. Never panics and never stops
 /// half-way on one failure: each file step is independent and the record reflects exactly the
 /// steps that succeeded.
-pub fn apply_plan(
+pub(crate) fn apply_plan(
     plan: &Plan,
     paths: &Paths,
     facts: &SystemFacts,
@@ -728,7 +728,7 @@ pub fn apply(
 }
 
 /// The daemon's entry point: detect, plan, apply with real effects.
-pub fn run(section: &SyscfgSection, paths: &Paths) -> SyscfgStatus {
+pub(crate) fn run(section: &SyscfgSection, paths: &Paths) -> SyscfgStatus {
     let facts = SystemFacts::detect(paths);
     apply(section, paths, &facts, &mut RealEffects)
 }

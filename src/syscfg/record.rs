@@ -61,7 +61,7 @@ impl WrittenFiles {
             .map(|f| f.sha256.as_str())
     }
 
-    pub fn set(&mut self, path: &str, sha256: &str) {
+    pub(crate) fn set(&mut self, path: &str, sha256: &str) {
         match self.files.iter_mut().find(|f| f.path == path) {
             Some(f) => f.sha256 = sha256.to_string(),
             None => self.files.push(RecordedFile {
@@ -72,16 +72,12 @@ impl WrittenFiles {
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
     }
 
-    pub fn forget(&mut self, path: &str) {
+    pub(crate) fn forget(&mut self, path: &str) {
         self.files.retain(|f| f.path != path);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && !self.journald_restart_pending
-    }
-
     /// The file's text: pretty JSON with a final newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
         v.push(b'\n');
         v

@@ -18,7 +18,7 @@ pub const PERIODIC: &str = "/etc/apt/apt.conf.d/20svc-auto-upgrades";
 pub const ORIGINS: &str = "/etc/apt/apt.conf.d/52svc-unattended-upgrades";
 
 /// Every file this module may write.
-pub const FILES: [&str; 2] = [PERIODIC, ORIGINS];
+pub(crate) const FILES: [&str; 2] = [PERIODIC, ORIGINS];
 
 fn header(t: UpgradeType) -> String {
     let name = match t {
@@ -33,7 +33,7 @@ fn header(t: UpgradeType) -> String {
 }
 
 /// The files (device path, text) for an upgrade type; paths not listed are not wanted.
-pub fn render(t: UpgradeType) -> Vec<(&'static str, String)> {
+pub(crate) fn render(t: UpgradeType) -> Vec<(&'static str, String)> {
     let periodic = |on: bool| {
         let mut s = header(t);
         if on {
@@ -91,7 +91,7 @@ pub struct OsRelease {
 }
 
 impl OsRelease {
-    pub fn parse(text: &str) -> OsRelease {
+    pub(crate) fn parse(text: &str) -> OsRelease {
         let mut o = OsRelease::default();
         for line in text.lines() {
             let Some((k, v)) = line.trim().split_once('=') else {
@@ -108,7 +108,7 @@ impl OsRelease {
         o
     }
 
-    pub fn read(root: &Path) -> OsRelease {
+    pub(crate) fn read(root: &Path) -> OsRelease {
         ["etc/os-release", "usr/lib/os-release"]
             .iter()
             .find_map(|p| std::fs::read_to_string(root.join(p)).ok())
@@ -116,14 +116,14 @@ impl OsRelease {
             .unwrap_or_default()
     }
 
-    pub fn is_debian_family(&self) -> bool {
+    pub(crate) fn is_debian_family(&self) -> bool {
         std::iter::once(&self.id)
             .chain(self.id_like.iter())
             .any(|i| i == "debian" || i == "ubuntu")
     }
 
     /// A name for messages: PRETTY_NAME, else ID, else "unknown OS".
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         if !self.pretty_name.is_empty() {
             &self.pretty_name
         } else if !self.id.is_empty() {
@@ -137,7 +137,7 @@ impl OsRelease {
 /// Whether dpkg's database under `root` says `package` is installed (`Status: install ok
 /// installed`; a removed package with its conffiles left is not). Read line by line: the
 /// status file is megabytes on a full system.
-pub fn dpkg_installed(root: &Path, package: &str) -> bool {
+pub(crate) fn dpkg_installed(root: &Path, package: &str) -> bool {
     let Ok(f) = std::fs::File::open(root.join("var/lib/dpkg/status")) else {
         return false;
     };

@@ -9,7 +9,7 @@ use crate::fsutil;
 use crate::paths::Paths;
 
 /// Makes the verified `.part` executable and renames it to `cached`, durably.
-pub fn install_in_cache(part: &Path, cached: &Path) -> Result<(), UpdateError> {
+pub(crate) fn install_in_cache(part: &Path, cached: &Path) -> Result<(), UpdateError> {
     fs::set_permissions(part, fs::Permissions::from_mode(0o755))
         .map_err(io_err(format!("chmod {}", part.display())))?;
     // The content was fsynced when the download completed; the rename must survive too.
@@ -22,7 +22,7 @@ pub fn install_in_cache(part: &Path, cached: &Path) -> Result<(), UpdateError> {
 
 /// Points `bin/<name>` at `target` atomically: symlink at a temp name, rename over, fsync
 /// the directory. Stale temp links of crashed runs are removed first.
-pub fn swap_link(paths: &Paths, name: &str, target: &Path) -> Result<(), UpdateError> {
+pub(crate) fn swap_link(paths: &Paths, name: &str, target: &Path) -> Result<(), UpdateError> {
     point_link(paths, name, target, true)
 }
 
@@ -80,7 +80,7 @@ fn remove_stale_temps(bin: &Path, link_name: &str) {
 }
 
 /// Where `bin/<link_name>` points, if it is a link.
-pub fn link_target(paths: &Paths, link_name: &str) -> Option<PathBuf> {
+pub(crate) fn link_target(paths: &Paths, link_name: &str) -> Option<PathBuf> {
     let link = paths.bin_link(link_name);
     let t = fs::read_link(&link).ok()?;
     Some(if t.is_absolute() {
@@ -92,7 +92,7 @@ pub fn link_target(paths: &Paths, link_name: &str) -> Option<PathBuf> {
 
 /// The version `bin/<name>` points at, read from the target's file name
 /// (`cache/<name>-<version>`); `None` when absent or not one of ours.
-pub fn linked_version(paths: &Paths, name: &str) -> Option<String> {
+pub(crate) fn linked_version(paths: &Paths, name: &str) -> Option<String> {
     let t = link_target(paths, name)?;
     let file = t.file_name()?.to_string_lossy().into_owned();
     file.strip_prefix(&format!("{name}-"))

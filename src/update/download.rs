@@ -93,7 +93,7 @@ pub enum Fetched {
 
 /// What the last download of a pinned URL left for the next conditional request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PinState {
+pub(crate) struct PinState {
     pub url: String,
     /// The version it was installed as (`<announced>+<sha12>`).
     pub version: String,
@@ -107,11 +107,11 @@ impl PinState {
     fn path(paths: &Paths, name: &str) -> PathBuf {
         paths.state_dir().join(format!("pin-{name}.json"))
     }
-    pub fn load(paths: &Paths, name: &str) -> Option<PinState> {
+    pub(crate) fn load(paths: &Paths, name: &str) -> Option<PinState> {
         let bytes = fs::read(Self::path(paths, name)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
-    pub fn save(&self, paths: &Paths, name: &str) -> Result<(), UpdateError> {
+    pub(crate) fn save(&self, paths: &Paths, name: &str) -> Result<(), UpdateError> {
         let p = Self::path(paths, name);
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| UpdateError::Record(format!("pin state: {e}")))?;
@@ -122,7 +122,7 @@ impl PinState {
 
 /// `cache/<name>-<version>.part`, or `cache/<name>-pin.part` for a pinned URL (its version
 /// is known only once downloaded).
-pub fn part_path(paths: &Paths, a: &Artifact) -> PathBuf {
+pub(crate) fn part_path(paths: &Paths, a: &Artifact) -> PathBuf {
     let v = if a.is_pin() {
         "pin"
     } else {
@@ -138,7 +138,7 @@ fn sidecar_path(part: &Path) -> PathBuf {
 }
 
 /// Removes a failed or rejected download and its sidecar.
-pub fn discard(part: &Path) {
+pub(crate) fn discard(part: &Path) {
     let _ = fs::remove_file(part);
     discard_sidecar(part);
 }
@@ -200,7 +200,7 @@ enum AttemptEnd {
 /// Downloads `a` into its `.part` file, resuming an earlier partial download when the
 /// sidecar shows it is the same file. `conditional` (pinned URLs) adds If-None-Match /
 /// If-Modified-Since to a fresh request.
-pub fn fetch(
+pub(crate) fn fetch(
     paths: &Paths,
     a: &Artifact,
     opts: &DownloadOptions,
@@ -212,7 +212,7 @@ pub fn fetch(
 /// [`fetch`] into a `.part` file of the caller's choosing (svc-server's registry downloads
 /// module packages with it). The size and hash are checked by the caller (see
 /// [`super::verify::check_file_hash`]); this only streams, limits and resumes.
-pub fn fetch_into(
+pub(crate) fn fetch_into(
     part: PathBuf,
     a: &Artifact,
     opts: &DownloadOptions,

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use crate::paths::Paths;
 
-pub mod activate;
+pub(crate) mod activate;
 pub mod cache;
-pub mod download;
-pub mod record;
+pub(crate) mod download;
+pub(crate) mod record;
 pub mod rollback;
 pub mod verify;
 
@@ -31,7 +31,7 @@ pub use rollback::{
 };
 
 /// Log subsystem tag of this module.
-pub const SUB: &str = "update";
+pub(crate) const SUB: &str = "update";
 
 /// One binary the management app offers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,7 +72,7 @@ impl Artifact {
     }
 
     /// A `pin_url` artifact carries no sha256: its content is whatever the URL serves.
-    pub fn is_pin(&self) -> bool {
+    pub(crate) fn is_pin(&self) -> bool {
         self.sha256.is_none()
     }
 }
@@ -93,7 +93,7 @@ pub enum Outcome {
 
 /// What [`Engine::stage`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Staging {
+pub(crate) enum Staging {
     /// Verified and in the cache; not active yet.
     Ready { version: String },
     /// This version is already the active one.
@@ -211,7 +211,7 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
 }
 
 /// Names this module installs.
-pub const NAMES: [&str; 2] = ["svc-agent", "svc-server"];
+pub(crate) const NAMES: [&str; 2] = ["svc-agent", "svc-server"];
 
 /// The Rust arch name of this build, part of the signed message.
 pub fn this_target() -> &'static str {
@@ -221,7 +221,7 @@ pub fn this_target() -> &'static str {
 /// Crash points for power-cut tests: `SVC_CRASH_AT=<point>` makes the process SIGKILL itself
 /// when it reaches that point (no unwinding, no flush: like a power cut for this process).
 /// Only in builds with the `test-hooks` feature (the tests); a no-op in every shipped build.
-pub fn crash_point(point: &str) {
+pub(crate) fn crash_point(point: &str) {
     if !cfg!(feature = "test-hooks") {
         return;
     }
@@ -284,7 +284,7 @@ impl Engine {
     }
 
     /// The file a version lives in once verified.
-    pub fn cached_file(&self, name: &str, version: &str) -> PathBuf {
+    pub(crate) fn cached_file(&self, name: &str, version: &str) -> PathBuf {
         self.paths.cache_dir().join(format!("{name}-{version}"))
     }
 
@@ -302,7 +302,7 @@ impl Engine {
     /// Everything before activation: download (or find in the cache) and verify. A
     /// `Ready` version is in `cache/<name>-<version>` and may be activated with
     /// [`Engine::activate`] later (the daemon waits for the maintenance window).
-    pub fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
+    pub(crate) fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
         validate_artifact(a)?;
         let held = StateLock::acquire(&self.paths)?;
         let mut records = VersionRecords::load(&self.paths)?;
@@ -370,7 +370,7 @@ impl Engine {
     }
 
     /// Makes a staged version active: link swap, record, cache cleanup.
-    pub fn activate(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
+    pub(crate) fn activate(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
         if !self.cached_file(name, version).is_file() {
             return Err(UpdateError::Record(format!(
                 "{name} {version} is not in the cache"
@@ -501,7 +501,7 @@ fn hashed(a: &Artifact, sha: &str) -> Artifact {
 }
 
 /// `<announced>+<sha12>`, or `pin+<sha12>` when the app announced none.
-pub fn pin_version(announced: &str, sha: &str) -> String {
+pub(crate) fn pin_version(announced: &str, sha: &str) -> String {
     let short = &sha[..sha.len().min(12)];
     let base = if announced.is_empty() {
         "pin"

@@ -155,7 +155,7 @@ fn clear_boot(paths: &Paths) -> Result<(), UpdateError> {
 }
 
 /// Puts a freshly activated agent version on probation (zero starts so far).
-pub fn start_agent_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
+pub(crate) fn start_agent_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
     save_boot(
         paths,
         &AgentBoot {

@@ -16,7 +16,7 @@ use super::{io_err, Artifact, UpdateError, UpdateOptions, SUB};
 use crate::paths::Paths;
 
 /// All checks on a complete download whose streamed sha256 is `sha256`.
-pub fn verify_file(
+pub(crate) fn verify_file(
     paths: &Paths,
     a: &Artifact,
     file: &Path,
@@ -67,7 +67,7 @@ pub fn verify_file(
 }
 
 /// Size and sha256 of a file on disk against the artifact (re-check of a cached file).
-pub fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
+pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
     let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -110,7 +110,7 @@ fn ed25519() -> Option<&'static dyn SignatureVerificationAlgorithm> {
 }
 
 /// When `Paths::signing_key()` exists, the artifact must carry a valid signature by it.
-pub fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateError> {
+pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateError> {
     let key_path = paths.signing_key();
     let key_bytes = match std::fs::read(&key_path) {
         Ok(b) => b,
@@ -148,7 +148,7 @@ pub fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateError> {
 }
 
 /// Raw bytes of length `len`, or the same as hex or base64 text (surrounding space ignored).
-pub fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
+pub(crate) fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
     if bytes.len() == len {
         return Some(bytes.to_vec());
     }
@@ -162,7 +162,7 @@ pub fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
 }
 
 /// Standard base64 (padding optional); no crate for forty lines.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let val = |c: u8| -> Option<u32> {
         Some(u32::from(match c {
             b'A'..=b'Z' => c - b'A',
@@ -225,7 +225,7 @@ pub fn this_machine() -> u16 {
 
 /// ELF magic, this machine's class (64/32-bit), little-endian, executable (ET_EXEC or a
 /// PIE's ET_DYN), `e_machine` of this architecture.
-pub fn check_elf(file: &Path) -> Result<(), UpdateError> {
+pub(crate) fn check_elf(file: &Path) -> Result<(), UpdateError> {
     let mut h = [0u8; 20];
     let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
     let mut got = 0;
@@ -241,7 +241,7 @@ pub fn check_elf(file: &Path) -> Result<(), UpdateError> {
     check_elf_header(&h[..got])
 }
 
-pub fn check_elf_header(h: &[u8]) -> Result<(), UpdateError> {
+pub(crate) fn check_elf_header(h: &[u8]) -> Result<(), UpdateError> {
     if h.len() < 20 || &h[..4] != b"\x7fELF" {
         return Err(UpdateError::NotElf("no ELF magic".into()));
     }

@@ -72,7 +72,7 @@ fn the_shipped_unit_is_sandboxed() {
     let unit_text = std::fs::read_to_string(&unit).unwrap();
     for must in [
         "ProtectSystem=strict",
-        "ReadWritePaths=/opt/svc /etc",
+        "ReadWritePaths=/opt/svc /etc /var/lib",
         "UMask=0077",
     ] {
         assert!(unit_text.contains(must), "{must}");
