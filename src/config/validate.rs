@@ -34,7 +34,11 @@ pub fn parse_slice(bytes: &[u8]) -> Result<(MachineConfig, Report), Report> {
                     );
                     r
                 }
-                Err(e) => json_error(e),
+                Err(e) => {
+                    let (at, message) = syntax_error(bytes, &Ptr::root(), &e);
+                    r.error(&at, format!("not valid JSON: {message}"));
+                    r
+                }
             });
         }
     };
@@ -51,12 +55,99 @@ pub fn parse_value(root: &Value) -> Result<(MachineConfig, Report), Report> {
     parse_str(&root.to_string())
 }
 
-fn json_error(e: serde_json::Error) -> Report {
-    let mut r = Report::default();
-    // serde_json's message already names line and column; depth is bounded by its
-    // recursion limit (128), so deep nesting is an error here, never a stack overflow.
-    r.error(&Ptr::root(), format!("not valid JSON: {e}"));
-    r
+/// Where a JSON syntax error lies, as the pointer of the value being read there (under
+/// `base`, the pointer of `text` itself), and its message. Depth is bounded by serde_json's
+/// recursion limit (128), so deep nesting is an error, never a stack overflow; it and a
+/// number out of range (`1e400`) are reported at the value, not at the enclosing section.
+fn syntax_error(text: &[u8], base: &Ptr, e: &serde_json::Error) -> (Ptr, String) {
+    let at = pointer_at(text, offset_of(text, e.line(), e.column()), base);
+    let message = e.to_string();
+    // Line and column count from the start of `text`, which is a part of the document
+    // unless `base` is the root: there the pointer says where, and they would mislead.
+    let message = match message.rsplit_once(" at line ") {
+        Some((m, _)) if base != &Ptr::root() => m.to_string(),
+        _ => message,
+    };
+    (at, message)
+}
+
+/// The byte offset of serde_json's 1-based line and (byte) column.
+fn offset_of(text: &[u8], line: usize, column: usize) -> usize {
+    let mut start = 0;
+    for _ in 1..line {
+        match text[start..].iter().position(|&b| b == b'\n') {
+            Some(p) => start += p + 1,
+            None => return text.len(),
+        }
+    }
+    (start + column.saturating_sub(1)).min(text.len())
+}
+
+/// The pointer (under `base`) of the value that `text[offset]` is part of. `text` is JSON
+/// up to `offset` (serde_json read that far), so one pass that tracks the open containers
+/// and their current key or index finds it.
+fn pointer_at(text: &[u8], offset: usize, base: &Ptr) -> Ptr {
+    enum Frame {
+        /// An object and the key of the member being read (`None` between members).
+        Obj(Option<String>),
+        /// An array and the index of the element being read.
+        Arr(usize),
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut expect_key = false;
+    let end = offset.min(text.len());
+    let mut i = 0;
+    while i < end {
+        match text[i] {
+            b'{' => {
+                stack.push(Frame::Obj(None));
+                expect_key = true;
+            }
+            b'[' => stack.push(Frame::Arr(0)),
+            b'}' | b']' => {
+                stack.pop();
+                expect_key = false;
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Arr(n)) => *n += 1,
+                Some(Frame::Obj(k)) => {
+                    *k = None;
+                    expect_key = true;
+                }
+                None => {}
+            },
+            b'"' => {
+                let mut j = i + 1;
+                while j < end && text[j] != b'"' {
+                    j += if text[j] == b'\\' { 2 } else { 1 };
+                }
+                if expect_key {
+                    if let Some(Frame::Obj(k)) = stack.last_mut() {
+                        let raw = &text[i..(j + 1).min(text.len())];
+                        *k = Some(serde_json::from_slice(raw).unwrap_or_else(|_| {
+                            String::from_utf8_lossy(&raw[1..])
+                                .trim_end_matches('"')
+                                .to_string()
+                        }));
+                    }
+                    expect_key = false;
+                }
+                i = j;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut p = base.clone();
+    for f in &stack {
+        match f {
+            Frame::Obj(Some(k)) => p = p.key(k),
+            // Between members: the object itself is the place.
+            Frame::Obj(None) => break,
+            Frame::Arr(n) => p = p.idx(*n),
+        }
+    }
+    p
 }
 
 type Raw<'a> = &'a serde_json::value::RawValue;
@@ -92,10 +183,16 @@ fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
     match serde_json::from_str(raw.get()) {
         Ok(v) => Some(v),
         Err(e) => {
-            r.error(path, format!("not valid JSON: {e}"));
+            let (at, message) = syntax_error(raw.get().as_bytes(), path, &e);
+            r.error(&at, format!("not valid JSON: {message}"));
             None
         }
     }
+}
+
+/// Whether a raw member is `null` ("not set", as everywhere else).
+fn is_null(raw: Raw<'_>) -> bool {
+    raw.get().trim() == "null"
 }
 
 /// The elements of a raw array member, unparsed; a non-array is reported.
@@ -200,14 +297,19 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// An integer from 0 to [`MAX_UINT`] (seconds: a bound that JSON Schema and every
+    /// JSON reader compare exactly, unlike u64's maximum, which is no f64).
     fn uint(&self, key: &str, r: &mut Report) -> Option<u64> {
         let v = self.get(key)?;
-        match v.as_u64() {
-            Some(n) => Some(n),
-            None => {
+        match integer(v).and_then(|n| u64::try_from(n).ok()) {
+            Some(n) if n <= MAX_UINT => Some(n),
+            _ => {
                 r.error(
                     &self.at(key),
-                    format!("expected a non-negative integer, found {}", describe(v)),
+                    format!(
+                        "expected an integer from 0 to {MAX_UINT}, found {}",
+                        describe(v)
+                    ),
                 );
                 None
             }
@@ -248,6 +350,23 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// The largest value of an integer option (seconds): 2^32 - 1, about 136 years.
+pub(crate) const MAX_UINT: u64 = u32::MAX as u64;
+
+/// An integer in JSON Schema's sense: a number with no fraction, so `5.0` is 5 and `-0`
+/// (which serde_json reads as the float -0.0) is 0.
+fn integer(v: &Value) -> Option<i128> {
+    if let Some(n) = v.as_i64() {
+        return Some(n.into());
+    }
+    if let Some(n) = v.as_u64() {
+        return Some(n.into());
+    }
+    let f = v.as_f64()?;
+    // Beyond 2^63 a float is far outside every range checked here anyway.
+    (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i128)
+}
+
 fn describe(v: &Value) -> String {
     match v {
         Value::Number(n) => format!("{n}"),
@@ -260,26 +379,21 @@ fn describe(v: &Value) -> String {
 fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     let root = Ptr::root();
     let mut cfg = MachineConfig::default();
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, _) in &members.0 {
-        if seen.contains(&key.as_str()) {
+    // The last occurrence of each key is the one used (as serde_json does).
+    let mut last_of: HashMap<&str, Raw<'_>> = HashMap::new();
+    for (key, raw) in &members.0 {
+        if last_of.insert(key, *raw).is_some() {
             r.warn(
                 &root.key(key),
                 format!("key {key:?} appears more than once; the last one is used"),
             );
         }
-        seen.push(key);
     }
-    let last = |name: &str| {
-        members
-            .0
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| *v)
-    };
+    // `null` means "not set" for a section as for any other member.
+    let last = |name: &str| last_of.get(name).copied().filter(|raw| !is_null(raw));
     let mut modules = Vec::new();
-    let mut module_ids = Vec::new();
+    let mut module_refs = Vec::new();
+    let mut module_ids = HashSet::new();
     if let Some(raw) = last("modules") {
         for (i, item) in raw_array(raw, &root.key("modules"), r).iter().enumerate() {
             let path = root.key("modules").idx(i);
@@ -287,16 +401,19 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
                 continue;
             };
             if let Some(id) = v.get("module_id").and_then(Value::as_str) {
-                module_ids.push(id.to_string());
+                module_ids.insert(id.to_string());
             }
-            if let Some(m) = module(&v, &path, r) {
-                modules.push((i, m));
+            let (m, refs) = module(&v, i, &path, r);
+            if let Some(m) = m {
+                modules.push(m);
             }
+            module_refs.push(refs);
         }
     }
-    check_unique_modules(&modules, r);
+    check_unique_modules(&module_refs, r);
     let mut components = Vec::new();
-    let mut names = Vec::new();
+    let mut component_refs = Vec::new();
+    let mut names = HashSet::new();
     if let Some(raw) = last("components") {
         for (i, item) in raw_array(raw, &root.key("components"), r)
             .into_iter()
@@ -307,16 +424,19 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
                 continue;
             };
             if let Some(n) = v.get("name").and_then(Value::as_str) {
-                names.push(n.to_string());
+                names.insert(n.to_string());
             }
-            if let Some(c) = component(v, &path, r) {
-                components.push((i, c));
+            let (c, refs) = component(v, i, &path, r);
+            if let Some(c) = c {
+                components.push(c);
             }
+            component_refs.push(refs);
         }
     }
     // Cross-references use every declared id and name, also of entries with other errors,
-    // so that one mistake is reported once rather than again at each reference.
-    check_components(&components, &module_ids, &names, r);
+    // so that one mistake is reported once rather than again at each reference; and every
+    // entry's own references are checked, also when it has other errors.
+    check_components(&component_refs, &module_ids, &names, r);
     if let Some(raw) = last("agent") {
         if let Some(v) = tree(raw, &root.key("agent"), r) {
             if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
@@ -335,9 +455,29 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
-    cfg.components = components.into_iter().map(|(_, c)| c).collect();
-    cfg.modules = modules.into_iter().map(|(_, m)| m).collect();
+    cfg.components = components;
+    cfg.modules = modules;
     cfg
+}
+
+/// What the cross-checks need of a component: whatever of it is readable, also when other
+/// fields have errors.
+#[derive(Default)]
+struct ComponentRefs {
+    index: usize,
+    name: Option<String>,
+    /// The first two parts of a three-part model.
+    module_id: Option<String>,
+    /// (position, name) of each well-formed entry.
+    depends_on: Vec<(usize, String)>,
+}
+
+/// What the cross-checks need of a module, also when other fields have errors.
+#[derive(Default)]
+struct ModuleRefs {
+    index: usize,
+    name: Option<String>,
+    module_id: Option<String>,
 }
 
 /// `[A-Za-z0-9._-]+` but not `.` or `..`: namespaces, module names and model names, which
@@ -350,7 +490,16 @@ pub fn is_ident(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
+fn component(
+    mut v: Value,
+    index: usize,
+    path: &Ptr,
+    r: &mut Report,
+) -> (Option<Component>, ComponentRefs) {
+    let mut refs = ComponentRefs {
+        index,
+        ..Default::default()
+    };
     // Attributes are opaque here: keep them as compact text, checked only to be an object.
     let attributes = match v.as_object_mut().and_then(|m| m.shift_remove("attributes")) {
         None | Some(Value::Null) => Some(RawJson::empty_object()),
@@ -363,7 +512,9 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
             None
         }
     };
-    let o = Obj::new(&v, path, "a component", r)?;
+    let Some(o) = Obj::new(&v, path, "a component", r) else {
+        return (None, refs);
+    };
     let name = o.name("name", r);
     let model = o.name("model", r);
     if let Some(m) = &model {
@@ -374,6 +525,9 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
                 format!("model {m:?} must be a triplet <namespace>:<module-name>:<model-name> (letters, digits, '.', '_', '-')"),
             );
         }
+        if let [ns, module, _] = parts.as_slice() {
+            refs.module_id = Some(format!("{ns}:{module}"));
+        }
     }
     let api_type = o.name("type", r);
     let namespace = o.name("namespace", r);
@@ -381,7 +535,10 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
     if let Some(list) = o.array("depends_on", r) {
         for (i, d) in list.iter().enumerate() {
             match d {
-                Value::String(s) if !s.is_empty() => depends_on.push(s.clone()),
+                Value::String(s) if !s.is_empty() => {
+                    refs.depends_on.push((i, s.clone()));
+                    depends_on.push(s.clone());
+                }
                 other => r.error(
                     &o.at("depends_on").idx(i),
                     format!(
@@ -403,58 +560,65 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
         ],
         r,
     );
-    Some(Component {
-        name: name?,
-        model: model?,
-        api_type: api_type?,
-        namespace: namespace?,
-        attributes: attributes?,
-        depends_on,
-        extra,
-    })
+    refs.name.clone_from(&name);
+    let c = match (name, model, api_type, namespace, attributes) {
+        (Some(name), Some(model), Some(api_type), Some(namespace), Some(attributes)) => {
+            Some(Component {
+                name,
+                model,
+                api_type,
+                namespace,
+                attributes,
+                depends_on,
+                extra,
+            })
+        }
+        _ => None,
+    };
+    (c, refs)
 }
 
 fn check_components(
-    comps: &[(usize, Component)],
-    module_ids: &[String],
-    names: &[String],
+    comps: &[ComponentRefs],
+    module_ids: &HashSet<String>,
+    names: &HashSet<String>,
     r: &mut Report,
 ) {
     let base = Ptr::root().key("components");
-    let module_ids: HashSet<&str> = module_ids.iter().map(String::as_str).collect();
-    let names: HashSet<&str> = names.iter().map(String::as_str).collect();
     let mut first_index: HashMap<&str, usize> = HashMap::new();
-    for (i, c) in comps {
-        if let Some(first) = first_index.get(c.name.as_str()) {
-            r.error(
-                &base.idx(*i).key("name"),
-                format!(
-                    "duplicate component name {:?} (also /components/{first})",
-                    c.name
-                ),
-            );
-        } else {
-            first_index.insert(&c.name, *i);
+    for c in comps {
+        let at = base.idx(c.index);
+        if let Some(name) = &c.name {
+            if let Some(first) = first_index.get(name.as_str()) {
+                r.error(
+                    &at.key("name"),
+                    format!("duplicate component name {name:?} (also /components/{first})"),
+                );
+            } else {
+                first_index.insert(name, c.index);
+            }
         }
-        if c.model.split(':').count() == 3 && !module_ids.contains(c.module_id()) {
-            r.error(
-                &base.idx(*i).key("model"),
-                format!(
-                    "no module declares module_id {:?} (the first two parts of the model must equal a module's module_id)",
-                    c.module_id()
-                ),
-            );
+        if let Some(id) = &c.module_id {
+            if !module_ids.contains(id) {
+                r.error(
+                    &at.key("model"),
+                    format!(
+                        "no module declares module_id {id:?} (the first two parts of the model must equal a module's module_id)"
+                    ),
+                );
+            }
         }
-        for (j, d) in c.depends_on.iter().enumerate() {
-            let p = base.idx(*i).key("depends_on").idx(j);
-            if d == &c.name {
+        let mut listed: HashSet<&str> = HashSet::new();
+        for (j, d) in &c.depends_on {
+            let p = at.key("depends_on").idx(*j);
+            if Some(d) == c.name.as_ref() {
                 r.error(&p, format!("component {d:?} cannot depend on itself"));
-            } else if !names.contains(d.as_str()) {
+            } else if !names.contains(d) {
                 r.error(
                     &p,
                     format!("depends on {d:?}, which is not a component of this config"),
                 );
-            } else if c.depends_on[..j].contains(d) {
+            } else if !listed.insert(d) {
                 r.warn(&p, format!("{d:?} is listed twice"));
             }
         }
@@ -463,21 +627,21 @@ fn check_components(
 }
 
 /// A cycle in `depends_on` can never start; name one component on it.
-fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
+fn check_dependency_cycles(comps: &[ComponentRefs], r: &mut Report) {
     // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
     // whatever is never taken sits on (or behind) a cycle.
     let index: HashMap<&str, usize> = comps
         .iter()
         .enumerate()
-        .map(|(k, (_, c))| (c.name.as_str(), k))
+        .filter_map(|(k, c)| Some((c.name.as_deref()?, k)))
         .collect();
     let mut waiting_on = vec![0usize; comps.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
-    for (k, (_, c)) in comps.iter().enumerate() {
+    for (k, c) in comps.iter().enumerate() {
         let deps: HashSet<usize> = c
             .depends_on
             .iter()
-            .filter_map(|d| index.get(d.as_str()).copied())
+            .filter_map(|(_, d)| index.get(d.as_str()).copied())
             .filter(|&d| d != k)
             .collect();
         waiting_on[k] = deps.len();
@@ -495,16 +659,25 @@ fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
         }
     }
     if let Some(k) = (0..comps.len()).find(|&k| waiting_on[k] > 0) {
-        let (i, c) = &comps[k];
+        let c = &comps[k];
         r.error(
-            &Ptr::root().key("components").idx(*i).key("depends_on"),
-            format!("dependency cycle through component {:?}", c.name),
+            &Ptr::root().key("components").idx(c.index).key("depends_on"),
+            format!(
+                "dependency cycle through component {:?}",
+                c.name.as_deref().unwrap_or_default()
+            ),
         );
     }
 }
 
-fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
-    let o = Obj::new(v, path, "a module", r)?;
+fn module(v: &Value, index: usize, path: &Ptr, r: &mut Report) -> (Option<Module>, ModuleRefs) {
+    let mut refs = ModuleRefs {
+        index,
+        ..Default::default()
+    };
+    let Some(o) = Obj::new(v, path, "a module", r) else {
+        return (None, refs);
+    };
     let module_type = match o.string("type", true, r).as_deref() {
         Some("registry") => Some(ModuleType::Registry),
         Some("local") => Some(ModuleType::Local),
@@ -564,7 +737,7 @@ fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
     }
     let env = o
         .object("env", r)
-        .map(|e| module_env(&e, r))
+        .map(|e| module_env(&e, module_type, r))
         .unwrap_or_default();
     let extra = o.extra(
         &[
@@ -577,22 +750,29 @@ fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
         ],
         r,
     );
-    let version = match module_type? {
-        ModuleType::Registry => Some(version?),
-        ModuleType::Local => version,
+    refs.name.clone_from(&name);
+    refs.module_id.clone_from(&module_id);
+    let m = match (module_type, name, module_id, version) {
+        (Some(ModuleType::Registry), _, _, None) => None,
+        (Some(module_type), Some(name), Some(module_id), version) => Some(Module {
+            module_type,
+            name,
+            module_id,
+            version,
+            env,
+            executable_path,
+            extra,
+        }),
+        _ => None,
     };
-    Some(Module {
-        module_type: module_type?,
-        name: name?,
-        module_id: module_id?,
-        version,
-        env,
-        executable_path,
-        extra,
-    })
+    (m, refs)
 }
 
-fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
+fn module_env(
+    o: &Obj<'_>,
+    module_type: Option<ModuleType>,
+    r: &mut Report,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (k, v) in o.map {
         let p = o.at(k);
@@ -620,10 +800,10 @@ fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
             r.error(&p, "environment values cannot hold NUL");
             continue;
         }
-        if matches!(k.as_str(), "SVC_HOME" | "SVC_MODULE_DATA" | "SVC_MODULE_ID") {
+        if super::env::is_host_var(k, module_type) {
             r.warn(
                 &p,
-                format!("overrides the {k} that svc-server sets for every module"),
+                format!("ignored: svc-server sets {k} itself for every module (spec 2.3)"),
             );
         }
         out.push((k.clone(), s.clone()));
@@ -631,29 +811,30 @@ fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
     out
 }
 
-fn check_unique_modules(modules: &[(usize, Module)], r: &mut Report) {
+fn check_unique_modules(modules: &[ModuleRefs], r: &mut Report) {
     let base = Ptr::root().key("modules");
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut ids: HashMap<&str, usize> = HashMap::new();
-    for (i, m) in modules {
-        if let Some(first) = names.get(m.name.as_str()) {
-            r.error(
-                &base.idx(*i).key("name"),
-                format!("duplicate module name {:?} (also /modules/{first})", m.name),
-            );
-        } else {
-            names.insert(&m.name, *i);
+    for m in modules {
+        if let Some(name) = &m.name {
+            if let Some(first) = names.get(name.as_str()) {
+                r.error(
+                    &base.idx(m.index).key("name"),
+                    format!("duplicate module name {name:?} (also /modules/{first})"),
+                );
+            } else {
+                names.insert(name, m.index);
+            }
         }
-        if let Some(first) = ids.get(m.module_id.as_str()) {
-            r.error(
-                &base.idx(*i).key("module_id"),
-                format!(
-                    "module_id {:?} is declared twice (also /modules/{first})",
-                    m.module_id
-                ),
-            );
-        } else {
-            ids.insert(&m.module_id, *i);
+        if let Some(id) = &m.module_id {
+            if let Some(first) = ids.get(id.as_str()) {
+                r.error(
+                    &base.idx(m.index).key("module_id"),
+                    format!("module_id {id:?} is declared twice (also /modules/{first})"),
+                );
+            } else {
+                ids.insert(id, m.index);
+            }
         }
     }
 }
@@ -793,7 +974,9 @@ fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {
 fn hhmm(o: &Obj<'_>, key: &str, r: &mut Report) -> Option<u16> {
     let s = o.string(key, true, r)?;
     let parsed = s.split_once(':').and_then(|(h, m)| {
-        let ok = h.len() == 2 && m.len() == 2;
+        // Two digits each: `parse` alone would take "+1".
+        let ok =
+            h.len() == 2 && m.len() == 2 && (h.to_owned() + m).bytes().all(|b| b.is_ascii_digit());
         let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
         (ok && h < 24 && m < 60).then_some(h * 60 + m)
     });
@@ -840,11 +1023,8 @@ fn maintenance_window(o: &Obj<'_>, r: &mut Report) -> Option<MaintenanceWindow> 
     let start = hhmm(o, "start", r);
     let end = hhmm(o, "end", r);
     let _ = o.extra(&["days", "start", "end"], r);
+    // `end == start` is a whole day from `start` (see MaintenanceWindow::allows).
     let (start, end) = (start?, end?);
-    if start == end {
-        r.error(&o.at("end"), "end equals start: the window would be empty");
-        return None;
-    }
     days_ok.then_some(MaintenanceWindow { days, start, end })
 }
 
@@ -948,10 +1128,11 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
 
 fn networks(list: &[Value], path: &Ptr, r: &mut Report) -> Vec<Network> {
     let mut out: Vec<Network> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for (i, v) in list.iter().enumerate() {
         let p = path.idx(i);
         if let Some(n) = network(v, &p, r) {
-            if out.iter().any(|o| o.ssid == n.ssid) {
+            if !seen.insert(n.ssid.clone()) {
                 r.warn(
                     &p.key("ssid"),
                     format!(
@@ -1010,7 +1191,7 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
     }
     let priority = match o.get("priority") {
         None => 0,
-        Some(v) => match v.as_i64() {
+        Some(v) => match integer(v) {
             Some(n) if (-999..=999).contains(&n) => n as i32,
             _ => {
                 r.error(
