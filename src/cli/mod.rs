@@ -174,7 +174,8 @@ fn cmd_validate(rest: &[String]) -> Result<i32, UsageError> {
     };
     drop(bytes);
     let effective = cfg.as_ref().map(|c| &c.agent);
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout flushes each line, and a config can have 100,000s of diagnostics.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.flag("json") {
         let mut v = serde_json::json!({
             "valid": report.is_valid(),
@@ -203,6 +204,7 @@ fn cmd_validate(rest: &[String]) -> Result<i32, UsageError> {
             report.warnings.len()
         );
     }
+    let _ = out.flush();
     Ok(if report.is_valid() {
         EXIT_OK
     } else {

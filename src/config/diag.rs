@@ -67,12 +67,24 @@ impl Ptr {
     }
     /// The pointer to member `key` of this object (escaping `~` and `/`).
     pub fn key(&self, key: &str) -> Ptr {
-        let escaped = key.replace('~', "~0").replace('/', "~1");
-        Ptr(format!("{}/{}", self.0, escaped))
+        // One allocation: pointers are made for every member of every component.
+        let mut p = String::with_capacity(self.0.len() + 1 + key.len());
+        p.push_str(&self.0);
+        p.push('/');
+        if key.contains(['~', '/']) {
+            p.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        } else {
+            p.push_str(key);
+        }
+        Ptr(p)
     }
     /// The pointer to element `i` of this array.
     pub fn idx(&self, i: usize) -> Ptr {
-        Ptr(format!("{}/{}", self.0, i))
+        use std::fmt::Write;
+        let mut p = String::with_capacity(self.0.len() + 8);
+        p.push_str(&self.0);
+        let _ = write!(p, "/{i}");
+        Ptr(p)
     }
 }
 

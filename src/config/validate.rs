@@ -395,8 +395,9 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     let mut module_refs = Vec::new();
     let mut module_ids = HashSet::new();
     if let Some(raw) = last("modules") {
-        for (i, item) in raw_array(raw, &root.key("modules"), r).iter().enumerate() {
-            let path = root.key("modules").idx(i);
+        let base = root.key("modules");
+        for (i, item) in raw_array(raw, &base, r).iter().enumerate() {
+            let path = base.idx(i);
             let Some(v) = tree(item, &path, r) else {
                 continue;
             };
@@ -412,31 +413,26 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     }
     check_unique_modules(&module_refs, r);
     let mut components = Vec::new();
-    let mut component_refs = Vec::new();
     let mut names = HashSet::new();
     if let Some(raw) = last("components") {
-        for (i, item) in raw_array(raw, &root.key("components"), r)
-            .into_iter()
-            .enumerate()
-        {
-            let path = root.key("components").idx(i);
+        let base = root.key("components");
+        for (i, item) in raw_array(raw, &base, r).into_iter().enumerate() {
+            let path = base.idx(i);
             let Some(v) = tree(item, &path, r) else {
                 continue;
             };
             if let Some(n) = v.get("name").and_then(Value::as_str) {
                 names.insert(n.to_string());
             }
-            let (c, refs) = component(v, i, &path, r);
-            if let Some(c) = c {
+            if let Some(c) = component(v, i, &path, r) {
                 components.push(c);
             }
-            component_refs.push(refs);
         }
     }
     // Cross-references use every declared id and name, also of entries with other errors,
     // so that one mistake is reported once rather than again at each reference; and every
     // entry's own references are checked, also when it has other errors.
-    check_components(&component_refs, &module_ids, &names, r);
+    check_components(&components, &module_ids, &names, r);
     if let Some(raw) = last("agent") {
         if let Some(v) = tree(raw, &root.key("agent"), r) {
             if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
@@ -455,21 +451,71 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
-    cfg.components = components;
+    cfg.components = components
+        .into_iter()
+        .filter_map(|c| match c {
+            Entry::Whole(_, c) => Some(c),
+            Entry::Part(_) => None,
+        })
+        .collect();
     cfg.modules = modules;
     cfg
 }
 
-/// What the cross-checks need of a component: whatever of it is readable, also when other
-/// fields have errors.
-#[derive(Default)]
+/// A component as the cross-checks see it: whole, or, when it has errors, whatever of it
+/// is readable (so that its references are checked too). Whole components are not copied.
+enum Entry {
+    Whole(usize, Component),
+    Part(ComponentRefs),
+}
+
 struct ComponentRefs {
     index: usize,
     name: Option<String>,
-    /// The first two parts of a three-part model.
-    module_id: Option<String>,
-    /// (position, name) of each well-formed entry.
-    depends_on: Vec<(usize, String)>,
+    model: Option<String>,
+    /// The well-formed entries of `depends_on`...
+    depends_on: Vec<String>,
+    /// ...and their positions, when some entry was left out (else the same).
+    positions: Option<Vec<usize>>,
+}
+
+/// The module id part of a three-part model, `<namespace>:<module-name>`.
+fn model_module_id(model: &str) -> Option<&str> {
+    if model.split(':').count() != 3 {
+        return None;
+    }
+    model.rfind(':').map(|i| &model[..i])
+}
+
+impl Entry {
+    fn index(&self) -> usize {
+        match self {
+            Entry::Whole(i, _) => *i,
+            Entry::Part(p) => p.index,
+        }
+    }
+    fn name(&self) -> Option<&str> {
+        match self {
+            Entry::Whole(_, c) => Some(&c.name),
+            Entry::Part(p) => p.name.as_deref(),
+        }
+    }
+    fn module_id(&self) -> Option<&str> {
+        match self {
+            Entry::Whole(_, c) => model_module_id(&c.model),
+            Entry::Part(p) => p.model.as_deref().and_then(model_module_id),
+        }
+    }
+    /// (position in the file, name) of each readable `depends_on` entry.
+    fn depends_on(&self) -> impl Iterator<Item = (usize, &str)> {
+        let (list, positions) = match self {
+            Entry::Whole(_, c) => (&c.depends_on, None),
+            Entry::Part(p) => (&p.depends_on, p.positions.as_ref()),
+        };
+        list.iter()
+            .enumerate()
+            .map(move |(k, d)| (positions.map_or(k, |p| p[k]), d.as_str()))
+    }
 }
 
 /// What the cross-checks need of a module, also when other fields have errors.
@@ -490,16 +536,8 @@ pub fn is_ident(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-fn component(
-    mut v: Value,
-    index: usize,
-    path: &Ptr,
-    r: &mut Report,
-) -> (Option<Component>, ComponentRefs) {
-    let mut refs = ComponentRefs {
-        index,
-        ..Default::default()
-    };
+fn component(mut v: Value, index: usize, path: &Ptr, r: &mut Report) -> Option<Entry> {
+    let errors_before = r.errors.len();
     // Attributes are opaque here: keep them as compact text, checked only to be an object.
     let attributes = match v.as_object_mut().and_then(|m| m.shift_remove("attributes")) {
         None | Some(Value::Null) => Some(RawJson::empty_object()),
@@ -512,9 +550,7 @@ fn component(
             None
         }
     };
-    let Some(o) = Obj::new(&v, path, "a component", r) else {
-        return (None, refs);
-    };
+    let o = Obj::new(&v, path, "a component", r)?;
     let name = o.name("name", r);
     let model = o.name("model", r);
     if let Some(m) = &model {
@@ -525,27 +561,31 @@ fn component(
                 format!("model {m:?} must be a triplet <namespace>:<module-name>:<model-name> (letters, digits, '.', '_', '-')"),
             );
         }
-        if let [ns, module, _] = parts.as_slice() {
-            refs.module_id = Some(format!("{ns}:{module}"));
-        }
     }
     let api_type = o.name("type", r);
     let namespace = o.name("namespace", r);
     let mut depends_on = Vec::new();
+    let mut positions: Option<Vec<usize>> = None;
     if let Some(list) = o.array("depends_on", r) {
         for (i, d) in list.iter().enumerate() {
             match d {
                 Value::String(s) if !s.is_empty() => {
-                    refs.depends_on.push((i, s.clone()));
+                    if let Some(p) = &mut positions {
+                        p.push(i);
+                    }
                     depends_on.push(s.clone());
                 }
-                other => r.error(
-                    &o.at("depends_on").idx(i),
-                    format!(
-                        "expected a component name (non-empty string), found {}",
-                        kind(other)
-                    ),
-                ),
+                other => {
+                    // From the first one left out, positions differ from indexes.
+                    positions.get_or_insert_with(|| (0..depends_on.len()).collect());
+                    r.error(
+                        &o.at("depends_on").idx(i),
+                        format!(
+                            "expected a component name (non-empty string), found {}",
+                            kind(other)
+                        ),
+                    )
+                }
             }
         }
     }
@@ -560,26 +600,35 @@ fn component(
         ],
         r,
     );
-    refs.name.clone_from(&name);
-    let c = match (name, model, api_type, namespace, attributes) {
-        (Some(name), Some(model), Some(api_type), Some(namespace), Some(attributes)) => {
-            Some(Component {
-                name,
-                model,
-                api_type,
-                namespace,
-                attributes,
-                depends_on,
-                extra,
-            })
+    Some(match (name, model, api_type, namespace, attributes) {
+        (Some(name), Some(model), Some(api_type), Some(namespace), Some(attributes))
+            if r.errors.len() == errors_before =>
+        {
+            Entry::Whole(
+                index,
+                Component {
+                    name,
+                    model,
+                    api_type,
+                    namespace,
+                    attributes,
+                    depends_on,
+                    extra,
+                },
+            )
         }
-        _ => None,
-    };
-    (c, refs)
+        (name, model, ..) => Entry::Part(ComponentRefs {
+            index,
+            name,
+            model,
+            depends_on,
+            positions,
+        }),
+    })
 }
 
 fn check_components(
-    comps: &[ComponentRefs],
+    comps: &[Entry],
     module_ids: &HashSet<String>,
     names: &HashSet<String>,
     r: &mut Report,
@@ -587,18 +636,18 @@ fn check_components(
     let base = Ptr::root().key("components");
     let mut first_index: HashMap<&str, usize> = HashMap::new();
     for c in comps {
-        let at = base.idx(c.index);
-        if let Some(name) = &c.name {
-            if let Some(first) = first_index.get(name.as_str()) {
+        let at = base.idx(c.index());
+        if let Some(name) = c.name() {
+            if let Some(first) = first_index.get(name) {
                 r.error(
                     &at.key("name"),
                     format!("duplicate component name {name:?} (also /components/{first})"),
                 );
             } else {
-                first_index.insert(name, c.index);
+                first_index.insert(name, c.index());
             }
         }
-        if let Some(id) = &c.module_id {
+        if let Some(id) = c.module_id() {
             if !module_ids.contains(id) {
                 r.error(
                     &at.key("model"),
@@ -609,9 +658,9 @@ fn check_components(
             }
         }
         let mut listed: HashSet<&str> = HashSet::new();
-        for (j, d) in &c.depends_on {
-            let p = at.key("depends_on").idx(*j);
-            if Some(d) == c.name.as_ref() {
+        for (j, d) in c.depends_on() {
+            let p = at.key("depends_on").idx(j);
+            if Some(d) == c.name() {
                 r.error(&p, format!("component {d:?} cannot depend on itself"));
             } else if !names.contains(d) {
                 r.error(
@@ -627,21 +676,20 @@ fn check_components(
 }
 
 /// A cycle in `depends_on` can never start; name one component on it.
-fn check_dependency_cycles(comps: &[ComponentRefs], r: &mut Report) {
+fn check_dependency_cycles(comps: &[Entry], r: &mut Report) {
     // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
     // whatever is never taken sits on (or behind) a cycle.
     let index: HashMap<&str, usize> = comps
         .iter()
         .enumerate()
-        .filter_map(|(k, c)| Some((c.name.as_deref()?, k)))
+        .filter_map(|(k, c)| Some((c.name()?, k)))
         .collect();
     let mut waiting_on = vec![0usize; comps.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
     for (k, c) in comps.iter().enumerate() {
         let deps: HashSet<usize> = c
-            .depends_on
-            .iter()
-            .filter_map(|(_, d)| index.get(d.as_str()).copied())
+            .depends_on()
+            .filter_map(|(_, d)| index.get(d).copied())
             .filter(|&d| d != k)
             .collect();
         waiting_on[k] = deps.len();
@@ -661,10 +709,13 @@ fn check_dependency_cycles(comps: &[ComponentRefs], r: &mut Report) {
     if let Some(k) = (0..comps.len()).find(|&k| waiting_on[k] > 0) {
         let c = &comps[k];
         r.error(
-            &Ptr::root().key("components").idx(c.index).key("depends_on"),
+            &Ptr::root()
+                .key("components")
+                .idx(c.index())
+                .key("depends_on"),
             format!(
                 "dependency cycle through component {:?}",
-                c.name.as_deref().unwrap_or_default()
+                c.name().unwrap_or_default()
             ),
         );
     }
