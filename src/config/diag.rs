@@ -25,6 +25,10 @@ impl fmt::Display for Diagnostic {
 pub struct Report {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// Secrets met on the way (pass keys, passwords), registered with the log scrubber in
+    /// one batch when validation ends.
+    #[serde(skip)]
+    pub(crate) secrets: Vec<String>,
 }
 
 impl Report {

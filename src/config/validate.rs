@@ -43,6 +43,7 @@ pub fn parse_slice(bytes: &[u8]) -> Result<(MachineConfig, Report), Report> {
         }
     };
     let cfg = machine(members, &mut r);
+    crate::logging::register_secrets(std::mem::take(&mut r.secrets));
     if r.is_valid() {
         Ok((cfg, r))
     } else {
@@ -413,7 +414,6 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     }
     check_unique_modules(&module_refs, r);
     let mut components = Vec::new();
-    let mut names = HashSet::new();
     if let Some(raw) = last("components") {
         let base = root.key("components");
         for (i, item) in raw_array(raw, &base, r).into_iter().enumerate() {
@@ -421,9 +421,6 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             let Some(v) = tree(item, &path, r) else {
                 continue;
             };
-            if let Some(n) = v.get("name").and_then(Value::as_str) {
-                names.insert(n.to_string());
-            }
             if let Some(c) = component(v, i, &path, r) {
                 components.push(c);
             }
@@ -432,7 +429,7 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     // Cross-references use every declared id and name, also of entries with other errors,
     // so that one mistake is reported once rather than again at each reference; and every
     // entry's own references are checked, also when it has other errors.
-    check_components(&components, &module_ids, &names, r);
+    check_components(&components, &module_ids, r);
     if let Some(raw) = last("agent") {
         if let Some(v) = tree(raw, &root.key("agent"), r) {
             if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
@@ -472,6 +469,9 @@ enum Entry {
 struct ComponentRefs {
     index: usize,
     name: Option<String>,
+    /// A name that is a string but not a valid one (empty): a `depends_on` naming it is
+    /// not reported again.
+    bad_name: Option<String>,
     model: Option<String>,
     /// The well-formed entries of `depends_on`...
     depends_on: Vec<String>,
@@ -619,6 +619,14 @@ fn component(mut v: Value, index: usize, path: &Ptr, r: &mut Report) -> Option<E
         }
         (name, model, ..) => Entry::Part(ComponentRefs {
             index,
+            bad_name: match name {
+                None => o
+                    .map
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                Some(_) => None,
+            },
             name,
             model,
             depends_on,
@@ -627,76 +635,89 @@ fn component(mut v: Value, index: usize, path: &Ptr, r: &mut Report) -> Option<E
     })
 }
 
-fn check_components(
-    comps: &[Entry],
-    module_ids: &HashSet<String>,
-    names: &HashSet<String>,
-    r: &mut Report,
-) {
+fn check_components(comps: &[Entry], module_ids: &HashSet<String>, r: &mut Report) {
     let base = Ptr::root().key("components");
-    let mut first_index: HashMap<&str, usize> = HashMap::new();
-    for c in comps {
-        let at = base.idx(c.index());
-        if let Some(name) = c.name() {
-            if let Some(first) = first_index.get(name) {
-                r.error(
-                    &at.key("name"),
-                    format!("duplicate component name {name:?} (also /components/{first})"),
-                );
-            } else {
-                first_index.insert(name, c.index());
+    // Each name to the position (in `comps`) of its first component: the one index for
+    // duplicates, depends_on targets and the cycle check, all in linear time.
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(comps.len());
+    let mut bad_names: HashSet<&str> = HashSet::new();
+    for (k, c) in comps.iter().enumerate() {
+        if let Entry::Part(ComponentRefs {
+            bad_name: Some(n), ..
+        }) = c
+        {
+            bad_names.insert(n);
+        }
+        let Some(name) = c.name() else { continue };
+        match first.entry(name) {
+            std::collections::hash_map::Entry::Occupied(e) => r.error(
+                &base.idx(c.index()).key("name"),
+                format!(
+                    "duplicate component name {name:?} (also /components/{})",
+                    comps[*e.get()].index()
+                ),
+            ),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(k);
             }
         }
+    }
+    // The dependency graph for the cycle check: how many components each waits on, and
+    // who waits on each. `listed_by[t] == k + 1` when component k already listed t.
+    let mut waiting_on = vec![0usize; comps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
+    let mut listed_by = vec![0usize; comps.len()];
+    for (k, c) in comps.iter().enumerate() {
+        // Pointers are made only for a problem: a component may list 100,000s of names.
+        let at = || base.idx(c.index());
         if let Some(id) = c.module_id() {
             if !module_ids.contains(id) {
                 r.error(
-                    &at.key("model"),
+                    &at().key("model"),
                     format!(
                         "no module declares module_id {id:?} (the first two parts of the model must equal a module's module_id)"
                     ),
                 );
             }
         }
-        let mut listed: HashSet<&str> = HashSet::new();
         for (j, d) in c.depends_on() {
-            let p = at.key("depends_on").idx(j);
+            let p = || at().key("depends_on").idx(j);
             if Some(d) == c.name() {
-                r.error(&p, format!("component {d:?} cannot depend on itself"));
-            } else if !names.contains(d) {
-                r.error(
-                    &p,
+                r.error(&p(), format!("component {d:?} cannot depend on itself"));
+                continue;
+            }
+            match first.get(d) {
+                Some(&t) if listed_by[t] == k + 1 => {
+                    r.warn(&p(), format!("{d:?} is listed twice"));
+                }
+                Some(&t) => {
+                    listed_by[t] = k + 1;
+                    if t != k {
+                        waiting_on[k] += 1;
+                        dependents[t].push(k);
+                    }
+                }
+                // A component whose name is itself in error: reported there.
+                None if bad_names.contains(d) => {}
+                None => r.error(
+                    &p(),
                     format!("depends on {d:?}, which is not a component of this config"),
-                );
-            } else if !listed.insert(d) {
-                r.warn(&p, format!("{d:?} is listed twice"));
+                ),
             }
         }
     }
-    check_dependency_cycles(comps, r);
+    check_dependency_cycles(comps, waiting_on, &dependents, r);
 }
 
 /// A cycle in `depends_on` can never start; name one component on it.
-fn check_dependency_cycles(comps: &[Entry], r: &mut Report) {
+fn check_dependency_cycles(
+    comps: &[Entry],
+    mut waiting_on: Vec<usize>,
+    dependents: &[Vec<usize>],
+    r: &mut Report,
+) {
     // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
     // whatever is never taken sits on (or behind) a cycle.
-    let index: HashMap<&str, usize> = comps
-        .iter()
-        .enumerate()
-        .filter_map(|(k, c)| Some((c.name()?, k)))
-        .collect();
-    let mut waiting_on = vec![0usize; comps.len()];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
-    for (k, c) in comps.iter().enumerate() {
-        let deps: HashSet<usize> = c
-            .depends_on()
-            .filter_map(|(_, d)| index.get(d).copied())
-            .filter(|&d| d != k)
-            .collect();
-        waiting_on[k] = deps.len();
-        for d in deps {
-            dependents[d].push(k);
-        }
-    }
     let mut ready: Vec<usize> = (0..comps.len()).filter(|&k| waiting_on[k] == 0).collect();
     while let Some(k) = ready.pop() {
         for &n in &dependents[k] {
@@ -1117,7 +1138,7 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
     if let Some(a) = o.object("attributes", r) {
         let at = &mut p.attributes;
         if let Some(pw) = a.string("hotspot_password", false, r) {
-            crate::logging::register_secret(&pw);
+            r.secrets.push(pw.clone());
             if !(8..=63).contains(&pw.len()) || !pw.bytes().all(|b| (0x20..0x7f).contains(&b)) {
                 r.error(
                     &a.at("hotspot_password"),
@@ -1235,7 +1256,7 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
     }
     let psk = o.string("psk", false, r);
     if let Some(k) = &psk {
-        crate::logging::register_secret(k);
+        r.secrets.push(k.clone());
         if let Err(e) = check_psk(k) {
             r.error(&o.at("psk"), e);
         }
