@@ -95,6 +95,23 @@ pub fn register_secret(secret: &str) {
     }
 }
 
+/// [`register_secret`] for many at once, sorting once: a config with 100,000s of Wi-Fi
+/// pass keys registers them in linear time (one call per key re-sorts each time).
+pub fn register_secrets(new: Vec<String>) {
+    if let Ok(mut s) = secrets().write() {
+        let mut known: std::collections::HashSet<String> = s.iter().cloned().collect();
+        let before = s.len();
+        for secret in new {
+            if secret.len() >= 4 && known.insert(secret.clone()) {
+                s.push(secret);
+            }
+        }
+        if s.len() != before {
+            s.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        }
+    }
+}
+
 /// Replaces every registered secret in `text` with `***`.
 pub fn scrub(text: &str) -> String {
     let mut out = text.to_string();

@@ -174,7 +174,8 @@ fn cmd_validate(rest: &[String]) -> Result<i32, UsageError> {
     };
     drop(bytes);
     let effective = cfg.as_ref().map(|c| &c.agent);
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout flushes each line, and a config can have 100,000s of diagnostics.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.flag("json") {
         let mut v = serde_json::json!({
             "valid": report.is_valid(),
@@ -203,6 +204,7 @@ fn cmd_validate(rest: &[String]) -> Result<i32, UsageError> {
             report.warnings.len()
         );
     }
+    let _ = out.flush();
     Ok(if report.is_valid() {
         EXIT_OK
     } else {
@@ -216,7 +218,12 @@ usage: svc-agent module-env --config FILE --module NAME [--machine-id ID]
   SVC_MODULE_DATA, SVC_MODULE_ID and the module's env with ${environment.X} expanded
   from this process's environment) as sorted KEY=VALUE lines.
   The machine id defaults to the part id of the credentials file, else /etc/machine-id.
-  Exit 1 when the config is invalid, the module is unknown, or a variable is unset.
+  SVC_MODULE_ROOT names the version svc-server deployed (its record under SVC_HOME), else
+  the exact X.Y.Z of the selector; with neither it is left out (noted on stderr).
+  The module's env cannot change SVC_HOME, SVC_MODULE_DATA, SVC_MODULE_ID (nor a registry
+  module's SVC_MODULE_ROOT): such entries are ignored, with a warning.
+  Exit 1 when the config is invalid, the module is unknown, a variable is unset, or a
+  name or value holds a line break (it cannot be one KEY=VALUE line).
 ";
 
 fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
@@ -234,15 +241,15 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
             return Ok(EXIT_USAGE);
         }
     };
-    let cfg = match config::parse_slice(&bytes) {
-        Ok((cfg, _)) => cfg,
+    let (cfg, report) = match config::parse_slice(&bytes) {
+        Ok(parsed) => parsed,
         Err(report) => {
             eprint!("{report}");
             eprintln!("svc-agent module-env: {path} is not a valid machine config");
             return Ok(EXIT_INVALID);
         }
     };
-    let Some(module) = cfg.module(name) else {
+    let Some(index) = cfg.modules.iter().position(|m| m.name == name) else {
         let names: Vec<&str> = cfg.modules.iter().map(|m| m.name.as_str()).collect();
         eprintln!(
             "svc-agent module-env: no module named {name:?} in {path} (modules: {})",
@@ -250,6 +257,12 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
         );
         return Ok(EXIT_INVALID);
     };
+    let module = &cfg.modules[index];
+    // A valid config keeps every module, so the index is the one in the file.
+    let here = format!("/modules/{index}/");
+    for w in report.warnings.iter().filter(|w| w.path.starts_with(&here)) {
+        eprintln!("warning: {w}");
+    }
     let machine_id = a
         .value("machine-id")
         .map(str::to_string)
@@ -261,8 +274,33 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
         lookup: &lookup,
         machine_id,
     };
-    match config::env::module_env(module, &host, None) {
+    // The version svc-server deployed, as svc-server itself names SVC_MODULE_ROOT.
+    let deployed = host
+        .svc_home()
+        .ok()
+        .and_then(|home| crate::server::host::deployed_version(&home, module));
+    match config::env::module_env(module, &host, deployed.as_ref()) {
         Ok(vars) => {
+            // A line break would make one variable look like two lines (or like another
+            // variable): refuse rather than print something misread.
+            if let Some((k, _)) = vars
+                .iter()
+                .find(|(k, v)| k.contains(['\n', '\r']) || v.contains(['\n', '\r']))
+            {
+                eprintln!(
+                    "svc-agent module-env: module {name:?}: variable {k:?} holds a newline or carriage return, which one KEY=VALUE line cannot carry"
+                );
+                return Ok(EXIT_INVALID);
+            }
+            if module.module_type == config::model::ModuleType::Registry
+                && !vars.iter().any(|(k, _)| k == "SVC_MODULE_ROOT")
+            {
+                let sel = module.version.as_ref().map(|s| s.to_string());
+                eprintln!(
+                    "note: SVC_MODULE_ROOT is left out: module {name:?} has no version deployed yet and its selector {} names no single version",
+                    sel.unwrap_or_default()
+                );
+            }
             let mut out = std::io::stdout().lock();
             for (k, v) in vars {
                 let _ = writeln!(out, "{k}={v}");

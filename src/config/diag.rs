@@ -25,6 +25,10 @@ impl fmt::Display for Diagnostic {
 pub struct Report {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// Secrets met on the way (pass keys, passwords), registered with the log scrubber in
+    /// one batch when validation ends.
+    #[serde(skip)]
+    pub(crate) secrets: Vec<String>,
 }
 
 impl Report {
@@ -67,12 +71,24 @@ impl Ptr {
     }
     /// The pointer to member `key` of this object (escaping `~` and `/`).
     pub fn key(&self, key: &str) -> Ptr {
-        let escaped = key.replace('~', "~0").replace('/', "~1");
-        Ptr(format!("{}/{}", self.0, escaped))
+        // One allocation: pointers are made for every member of every component.
+        let mut p = String::with_capacity(self.0.len() + 1 + key.len());
+        p.push_str(&self.0);
+        p.push('/');
+        if key.contains(['~', '/']) {
+            p.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        } else {
+            p.push_str(key);
+        }
+        Ptr(p)
     }
     /// The pointer to element `i` of this array.
     pub fn idx(&self, i: usize) -> Ptr {
-        Ptr(format!("{}/{}", self.0, i))
+        use std::fmt::Write;
+        let mut p = String::with_capacity(self.0.len() + 8);
+        p.push_str(&self.0);
+        let _ = write!(p, "/{i}");
+        Ptr(p)
     }
 }
 

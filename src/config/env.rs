@@ -2,6 +2,9 @@
 //! `SVC_MODULE_ID`, plus the module's `env` with `${environment.X}` read from svc-server's
 //! own environment. An unset variable is an error that names it, never an empty string.
 use super::model::{Module, ModuleType};
+use super::version::Selector;
+use semver::Version;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -151,39 +154,65 @@ pub fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> 
         .join(module_name)
 }
 
-/// The variables svc-server adds for `module`, sorted by name. `installed_version` is the
-/// deployed version of a registry module (it names `SVC_MODULE_ROOT`).
+/// Whether `key` is one of the spec's variables that svc-server sets itself (§2.3), so
+/// that a module's `env` cannot change it: `SVC_HOME`, `SVC_MODULE_DATA` (which must stay
+/// under `SVC_HOME`), `SVC_MODULE_ID`, and a registry module's `SVC_MODULE_ROOT` (its
+/// install folder). A local module sets its own `SVC_MODULE_ROOT` (spec §2.3).
+pub fn is_host_var(key: &str, module_type: Option<ModuleType>) -> bool {
+    match key {
+        "SVC_HOME" | "SVC_MODULE_DATA" | "SVC_MODULE_ID" => true,
+        "SVC_MODULE_ROOT" => module_type != Some(ModuleType::Local),
+        _ => false,
+    }
+}
+
+/// The version whose folder is a registry module's `SVC_MODULE_ROOT`: the deployed one
+/// when known; else the one an exact `X.Y.Z` selector names; else none (a range or
+/// `latest` names no single version until svc-server has picked one from the registry).
+pub fn module_root_version(module: &Module, deployed: Option<&Version>) -> Option<Version> {
+    if module.module_type != ModuleType::Registry {
+        return None;
+    }
+    match (deployed, &module.version) {
+        (Some(v), _) => Some(v.clone()),
+        (None, Some(Selector::Exact(v))) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// The variables svc-server adds for `module`, sorted by name. `deployed` is the deployed
+/// version of a registry module; `SVC_MODULE_ROOT` names the folder of
+/// [`module_root_version`], and is left out when that is none. The module's `env` cannot
+/// change the variables of [`is_host_var`].
 pub fn module_env(
     module: &Module,
     host: &HostEnv<'_>,
-    installed_version: Option<&str>,
+    deployed: Option<&Version>,
 ) -> Result<Vec<(String, String)>, EnvError> {
     let home = host.svc_home()?;
-    let mut vars: Vec<(String, String)> = vec![
-        ("SVC_HOME".into(), home.display().to_string()),
-        (
-            "SVC_MODULE_DATA".into(),
-            format!(
-                "{}/",
-                module_data_dir(&home, &host.machine_id, &module.name).display()
-            ),
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert("SVC_HOME".into(), home.display().to_string());
+    vars.insert(
+        "SVC_MODULE_DATA".into(),
+        format!(
+            "{}/",
+            module_data_dir(&home, &host.machine_id, &module.name).display()
         ),
-        ("SVC_MODULE_ID".into(), module.module_id.clone()),
-    ];
+    );
+    vars.insert("SVC_MODULE_ID".into(), module.module_id.clone());
     // A local module's root is set by hand in its env (spec §2.3), if it needs one.
-    if module.module_type == ModuleType::Registry {
-        let version = installed_version
-            .map(str::to_string)
-            .or_else(|| module.version.as_ref().map(|v| v.to_string()))
-            .unwrap_or_default();
-        vars.push((
+    if let Some(version) = module_root_version(module, deployed) {
+        vars.insert(
             "SVC_MODULE_ROOT".into(),
-            registry_module_root(&home, &module.name, &version)
+            registry_module_root(&home, &module.name, &version.to_string())
                 .display()
                 .to_string(),
-        ));
+        );
     }
     for (key, template) in &module.env {
+        if is_host_var(key, Some(module.module_type)) {
+            continue;
+        }
         let value = expand(template, host.lookup).map_err(|(e, var)| match var {
             Some(var) => EnvError::Unset {
                 module: module.name.clone(),
@@ -192,11 +221,9 @@ pub fn module_env(
             },
             None => e,
         })?;
-        vars.retain(|(k, _)| k != key);
-        vars.push((key.clone(), value));
+        vars.insert(key.clone(), value);
     }
-    vars.sort();
-    Ok(vars)
+    Ok(vars.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -256,6 +283,38 @@ mod tests {
         let mut sorted = keys.clone();
         sorted.sort();
         assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn host_variables_cannot_be_overridden_and_root_needs_a_version() {
+        let host = HostEnv {
+            lookup: &lookup,
+            machine_id: "m".into(),
+        };
+        let mut m = module(&[
+            ("SVC_HOME", "/elsewhere"),
+            ("SVC_MODULE_DATA", "/tmp"),
+            ("SVC_MODULE_ROOT", "/x"),
+        ]);
+        m.version = Some("1.2.*".parse().unwrap());
+        let env = module_env(&m, &host, None).unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("SVC_HOME"), Some("/home/robot/.svc"));
+        assert_eq!(
+            get("SVC_MODULE_DATA"),
+            Some("/home/robot/.svc/module-data/m/acme_sensors/")
+        );
+        assert_eq!(get("SVC_MODULE_ROOT"), None, "a range names no folder");
+        let v = Version::new(1, 2, 7);
+        let env = module_env(&m, &host, Some(&v)).unwrap();
+        assert!(env.contains(&(
+            "SVC_MODULE_ROOT".into(),
+            "/home/robot/.svc/packages/acme_sensors/1.2.7".into()
+        )));
+        // A local module sets its own root.
+        m.module_type = ModuleType::Local;
+        let env = module_env(&m, &host, None).unwrap();
+        assert!(env.contains(&("SVC_MODULE_ROOT".into(), "/x".into())));
     }
 
     #[test]

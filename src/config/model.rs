@@ -235,10 +235,11 @@ fn ser_hhmm<S: Serializer>(minutes: &u16, s: S) -> Result<S::Ok, S::Error> {
 
 impl MaintenanceWindow {
     /// Whether local time (`weekday` 0 = Monday, `minute` of the day) is inside the window.
-    /// A window crossing midnight belongs to the day it starts on.
+    /// A window crossing midnight belongs to the day it starts on; `end == start` is the
+    /// whole day from `start` (24 hours, so crossing midnight too).
     pub fn allows(&self, weekday: u8, minute: u16) -> bool {
         let day_ok = |d: u8| self.days.contains(&d);
-        if self.start <= self.end {
+        if self.start < self.end {
             day_ok(weekday) && minute >= self.start && minute < self.end
         } else {
             (day_ok(weekday) && minute >= self.start)
@@ -368,6 +369,18 @@ mod tests {
             !night.allows(4, 30),
             "Thursday night is not in Friday's window"
         );
+    }
+
+    #[test]
+    fn window_with_end_equal_to_start_is_the_whole_day_from_start() {
+        let w = MaintenanceWindow {
+            days: vec![5],
+            start: 180,
+            end: 180,
+        };
+        assert!(w.allows(5, 180) && w.allows(5, 23 * 60 + 59));
+        assert!(w.allows(6, 179), "runs into Sunday until 03:00");
+        assert!(!w.allows(6, 180) && !w.allows(5, 179));
     }
 
     #[test]

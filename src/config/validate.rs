@@ -34,11 +34,16 @@ pub fn parse_slice(bytes: &[u8]) -> Result<(MachineConfig, Report), Report> {
                     );
                     r
                 }
-                Err(e) => json_error(e),
+                Err(e) => {
+                    let (at, message) = syntax_error(bytes, &Ptr::root(), &e);
+                    r.error(&at, format!("not valid JSON: {message}"));
+                    r
+                }
             });
         }
     };
     let cfg = machine(members, &mut r);
+    crate::logging::register_secrets(std::mem::take(&mut r.secrets));
     if r.is_valid() {
         Ok((cfg, r))
     } else {
@@ -51,12 +56,99 @@ pub fn parse_value(root: &Value) -> Result<(MachineConfig, Report), Report> {
     parse_str(&root.to_string())
 }
 
-fn json_error(e: serde_json::Error) -> Report {
-    let mut r = Report::default();
-    // serde_json's message already names line and column; depth is bounded by its
-    // recursion limit (128), so deep nesting is an error here, never a stack overflow.
-    r.error(&Ptr::root(), format!("not valid JSON: {e}"));
-    r
+/// Where a JSON syntax error lies, as the pointer of the value being read there (under
+/// `base`, the pointer of `text` itself), and its message. Depth is bounded by serde_json's
+/// recursion limit (128), so deep nesting is an error, never a stack overflow; it and a
+/// number out of range (`1e400`) are reported at the value, not at the enclosing section.
+fn syntax_error(text: &[u8], base: &Ptr, e: &serde_json::Error) -> (Ptr, String) {
+    let at = pointer_at(text, offset_of(text, e.line(), e.column()), base);
+    let message = e.to_string();
+    // Line and column count from the start of `text`, which is a part of the document
+    // unless `base` is the root: there the pointer says where, and they would mislead.
+    let message = match message.rsplit_once(" at line ") {
+        Some((m, _)) if base != &Ptr::root() => m.to_string(),
+        _ => message,
+    };
+    (at, message)
+}
+
+/// The byte offset of serde_json's 1-based line and (byte) column.
+fn offset_of(text: &[u8], line: usize, column: usize) -> usize {
+    let mut start = 0;
+    for _ in 1..line {
+        match text[start..].iter().position(|&b| b == b'\n') {
+            Some(p) => start += p + 1,
+            None => return text.len(),
+        }
+    }
+    (start + column.saturating_sub(1)).min(text.len())
+}
+
+/// The pointer (under `base`) of the value that `text[offset]` is part of. `text` is JSON
+/// up to `offset` (serde_json read that far), so one pass that tracks the open containers
+/// and their current key or index finds it.
+fn pointer_at(text: &[u8], offset: usize, base: &Ptr) -> Ptr {
+    enum Frame {
+        /// An object and the key of the member being read (`None` between members).
+        Obj(Option<String>),
+        /// An array and the index of the element being read.
+        Arr(usize),
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut expect_key = false;
+    let end = offset.min(text.len());
+    let mut i = 0;
+    while i < end {
+        match text[i] {
+            b'{' => {
+                stack.push(Frame::Obj(None));
+                expect_key = true;
+            }
+            b'[' => stack.push(Frame::Arr(0)),
+            b'}' | b']' => {
+                stack.pop();
+                expect_key = false;
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Arr(n)) => *n += 1,
+                Some(Frame::Obj(k)) => {
+                    *k = None;
+                    expect_key = true;
+                }
+                None => {}
+            },
+            b'"' => {
+                let mut j = i + 1;
+                while j < end && text[j] != b'"' {
+                    j += if text[j] == b'\\' { 2 } else { 1 };
+                }
+                if expect_key {
+                    if let Some(Frame::Obj(k)) = stack.last_mut() {
+                        let raw = &text[i..(j + 1).min(text.len())];
+                        *k = Some(serde_json::from_slice(raw).unwrap_or_else(|_| {
+                            String::from_utf8_lossy(&raw[1..])
+                                .trim_end_matches('"')
+                                .to_string()
+                        }));
+                    }
+                    expect_key = false;
+                }
+                i = j;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut p = base.clone();
+    for f in &stack {
+        match f {
+            Frame::Obj(Some(k)) => p = p.key(k),
+            // Between members: the object itself is the place.
+            Frame::Obj(None) => break,
+            Frame::Arr(n) => p = p.idx(*n),
+        }
+    }
+    p
 }
 
 type Raw<'a> = &'a serde_json::value::RawValue;
@@ -92,10 +184,16 @@ fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
     match serde_json::from_str(raw.get()) {
         Ok(v) => Some(v),
         Err(e) => {
-            r.error(path, format!("not valid JSON: {e}"));
+            let (at, message) = syntax_error(raw.get().as_bytes(), path, &e);
+            r.error(&at, format!("not valid JSON: {message}"));
             None
         }
     }
+}
+
+/// Whether a raw member is `null` ("not set", as everywhere else).
+fn is_null(raw: Raw<'_>) -> bool {
+    raw.get().trim() == "null"
 }
 
 /// The elements of a raw array member, unparsed; a non-array is reported.
@@ -200,14 +298,19 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// An integer from 0 to [`MAX_UINT`] (seconds: a bound that JSON Schema and every
+    /// JSON reader compare exactly, unlike u64's maximum, which is no f64).
     fn uint(&self, key: &str, r: &mut Report) -> Option<u64> {
         let v = self.get(key)?;
-        match v.as_u64() {
-            Some(n) => Some(n),
-            None => {
+        match integer(v).and_then(|n| u64::try_from(n).ok()) {
+            Some(n) if n <= MAX_UINT => Some(n),
+            _ => {
                 r.error(
                     &self.at(key),
-                    format!("expected a non-negative integer, found {}", describe(v)),
+                    format!(
+                        "expected an integer from 0 to {MAX_UINT}, found {}",
+                        describe(v)
+                    ),
                 );
                 None
             }
@@ -248,6 +351,23 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// The largest value of an integer option (seconds): 2^32 - 1, about 136 years.
+pub(crate) const MAX_UINT: u64 = u32::MAX as u64;
+
+/// An integer in JSON Schema's sense: a number with no fraction, so `5.0` is 5 and `-0`
+/// (which serde_json reads as the float -0.0) is 0.
+fn integer(v: &Value) -> Option<i128> {
+    if let Some(n) = v.as_i64() {
+        return Some(n.into());
+    }
+    if let Some(n) = v.as_u64() {
+        return Some(n.into());
+    }
+    let f = v.as_f64()?;
+    // Beyond 2^63 a float is far outside every range checked here anyway.
+    (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i128)
+}
+
 fn describe(v: &Value) -> String {
     match v {
         Value::Number(n) => format!("{n}"),
@@ -260,63 +380,56 @@ fn describe(v: &Value) -> String {
 fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     let root = Ptr::root();
     let mut cfg = MachineConfig::default();
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, _) in &members.0 {
-        if seen.contains(&key.as_str()) {
+    // The last occurrence of each key is the one used (as serde_json does).
+    let mut last_of: HashMap<&str, Raw<'_>> = HashMap::new();
+    for (key, raw) in &members.0 {
+        if last_of.insert(key, *raw).is_some() {
             r.warn(
                 &root.key(key),
                 format!("key {key:?} appears more than once; the last one is used"),
             );
         }
-        seen.push(key);
     }
-    let last = |name: &str| {
-        members
-            .0
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| *v)
-    };
+    // `null` means "not set" for a section as for any other member.
+    let last = |name: &str| last_of.get(name).copied().filter(|raw| !is_null(raw));
     let mut modules = Vec::new();
-    let mut module_ids = Vec::new();
+    let mut module_refs = Vec::new();
+    let mut module_ids = HashSet::new();
     if let Some(raw) = last("modules") {
-        for (i, item) in raw_array(raw, &root.key("modules"), r).iter().enumerate() {
-            let path = root.key("modules").idx(i);
+        let base = root.key("modules");
+        for (i, item) in raw_array(raw, &base, r).iter().enumerate() {
+            let path = base.idx(i);
             let Some(v) = tree(item, &path, r) else {
                 continue;
             };
             if let Some(id) = v.get("module_id").and_then(Value::as_str) {
-                module_ids.push(id.to_string());
+                module_ids.insert(id.to_string());
             }
-            if let Some(m) = module(&v, &path, r) {
-                modules.push((i, m));
+            let (m, refs) = module(&v, i, &path, r);
+            if let Some(m) = m {
+                modules.push(m);
             }
+            module_refs.push(refs);
         }
     }
-    check_unique_modules(&modules, r);
+    check_unique_modules(&module_refs, r);
     let mut components = Vec::new();
-    let mut names = Vec::new();
     if let Some(raw) = last("components") {
-        for (i, item) in raw_array(raw, &root.key("components"), r)
-            .into_iter()
-            .enumerate()
-        {
-            let path = root.key("components").idx(i);
+        let base = root.key("components");
+        for (i, item) in raw_array(raw, &base, r).into_iter().enumerate() {
+            let path = base.idx(i);
             let Some(v) = tree(item, &path, r) else {
                 continue;
             };
-            if let Some(n) = v.get("name").and_then(Value::as_str) {
-                names.push(n.to_string());
-            }
-            if let Some(c) = component(v, &path, r) {
-                components.push((i, c));
+            if let Some(c) = component(v, i, &path, r) {
+                components.push(c);
             }
         }
     }
     // Cross-references use every declared id and name, also of entries with other errors,
-    // so that one mistake is reported once rather than again at each reference.
-    check_components(&components, &module_ids, &names, r);
+    // so that one mistake is reported once rather than again at each reference; and every
+    // entry's own references are checked, also when it has other errors.
+    check_components(&components, &module_ids, r);
     if let Some(raw) = last("agent") {
         if let Some(v) = tree(raw, &root.key("agent"), r) {
             if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
@@ -335,9 +448,82 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
-    cfg.components = components.into_iter().map(|(_, c)| c).collect();
-    cfg.modules = modules.into_iter().map(|(_, m)| m).collect();
+    cfg.components = components
+        .into_iter()
+        .filter_map(|c| match c {
+            Entry::Whole(_, c) => Some(c),
+            Entry::Part(_) => None,
+        })
+        .collect();
+    cfg.modules = modules;
     cfg
+}
+
+/// A component as the cross-checks see it: whole, or, when it has errors, whatever of it
+/// is readable (so that its references are checked too). Whole components are not copied.
+enum Entry {
+    Whole(usize, Component),
+    Part(ComponentRefs),
+}
+
+struct ComponentRefs {
+    index: usize,
+    name: Option<String>,
+    /// A name that is a string but not a valid one (empty): a `depends_on` naming it is
+    /// not reported again.
+    bad_name: Option<String>,
+    model: Option<String>,
+    /// The well-formed entries of `depends_on`...
+    depends_on: Vec<String>,
+    /// ...and their positions, when some entry was left out (else the same).
+    positions: Option<Vec<usize>>,
+}
+
+/// The module id part of a three-part model, `<namespace>:<module-name>`.
+fn model_module_id(model: &str) -> Option<&str> {
+    if model.split(':').count() != 3 {
+        return None;
+    }
+    model.rfind(':').map(|i| &model[..i])
+}
+
+impl Entry {
+    fn index(&self) -> usize {
+        match self {
+            Entry::Whole(i, _) => *i,
+            Entry::Part(p) => p.index,
+        }
+    }
+    fn name(&self) -> Option<&str> {
+        match self {
+            Entry::Whole(_, c) => Some(&c.name),
+            Entry::Part(p) => p.name.as_deref(),
+        }
+    }
+    fn module_id(&self) -> Option<&str> {
+        match self {
+            Entry::Whole(_, c) => model_module_id(&c.model),
+            Entry::Part(p) => p.model.as_deref().and_then(model_module_id),
+        }
+    }
+    /// (position in the file, name) of each readable `depends_on` entry.
+    fn depends_on(&self) -> impl Iterator<Item = (usize, &str)> {
+        let (list, positions) = match self {
+            Entry::Whole(_, c) => (&c.depends_on, None),
+            Entry::Part(p) => (&p.depends_on, p.positions.as_ref()),
+        };
+        list.iter()
+            .enumerate()
+            .map(move |(k, d)| (positions.map_or(k, |p| p[k]), d.as_str()))
+    }
+}
+
+/// What the cross-checks need of a module, also when other fields have errors.
+#[derive(Default)]
+struct ModuleRefs {
+    index: usize,
+    name: Option<String>,
+    module_id: Option<String>,
 }
 
 /// `[A-Za-z0-9._-]+` but not `.` or `..`: namespaces, module names and model names, which
@@ -350,7 +536,8 @@ pub fn is_ident(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
+fn component(mut v: Value, index: usize, path: &Ptr, r: &mut Report) -> Option<Entry> {
+    let errors_before = r.errors.len();
     // Attributes are opaque here: keep them as compact text, checked only to be an object.
     let attributes = match v.as_object_mut().and_then(|m| m.shift_remove("attributes")) {
         None | Some(Value::Null) => Some(RawJson::empty_object()),
@@ -378,17 +565,27 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
     let api_type = o.name("type", r);
     let namespace = o.name("namespace", r);
     let mut depends_on = Vec::new();
+    let mut positions: Option<Vec<usize>> = None;
     if let Some(list) = o.array("depends_on", r) {
         for (i, d) in list.iter().enumerate() {
             match d {
-                Value::String(s) if !s.is_empty() => depends_on.push(s.clone()),
-                other => r.error(
-                    &o.at("depends_on").idx(i),
-                    format!(
-                        "expected a component name (non-empty string), found {}",
-                        kind(other)
-                    ),
-                ),
+                Value::String(s) if !s.is_empty() => {
+                    if let Some(p) = &mut positions {
+                        p.push(i);
+                    }
+                    depends_on.push(s.clone());
+                }
+                other => {
+                    // From the first one left out, positions differ from indexes.
+                    positions.get_or_insert_with(|| (0..depends_on.len()).collect());
+                    r.error(
+                        &o.at("depends_on").idx(i),
+                        format!(
+                            "expected a component name (non-empty string), found {}",
+                            kind(other)
+                        ),
+                    )
+                }
             }
         }
     }
@@ -403,88 +600,124 @@ fn component(mut v: Value, path: &Ptr, r: &mut Report) -> Option<Component> {
         ],
         r,
     );
-    Some(Component {
-        name: name?,
-        model: model?,
-        api_type: api_type?,
-        namespace: namespace?,
-        attributes: attributes?,
-        depends_on,
-        extra,
+    Some(match (name, model, api_type, namespace, attributes) {
+        (Some(name), Some(model), Some(api_type), Some(namespace), Some(attributes))
+            if r.errors.len() == errors_before =>
+        {
+            Entry::Whole(
+                index,
+                Component {
+                    name,
+                    model,
+                    api_type,
+                    namespace,
+                    attributes,
+                    depends_on,
+                    extra,
+                },
+            )
+        }
+        (name, model, ..) => Entry::Part(ComponentRefs {
+            index,
+            bad_name: match name {
+                None => o
+                    .map
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                Some(_) => None,
+            },
+            name,
+            model,
+            depends_on,
+            positions,
+        }),
     })
 }
 
-fn check_components(
-    comps: &[(usize, Component)],
-    module_ids: &[String],
-    names: &[String],
-    r: &mut Report,
-) {
+fn check_components(comps: &[Entry], module_ids: &HashSet<String>, r: &mut Report) {
     let base = Ptr::root().key("components");
-    let module_ids: HashSet<&str> = module_ids.iter().map(String::as_str).collect();
-    let names: HashSet<&str> = names.iter().map(String::as_str).collect();
-    let mut first_index: HashMap<&str, usize> = HashMap::new();
-    for (i, c) in comps {
-        if let Some(first) = first_index.get(c.name.as_str()) {
-            r.error(
-                &base.idx(*i).key("name"),
-                format!(
-                    "duplicate component name {:?} (also /components/{first})",
-                    c.name
-                ),
-            );
-        } else {
-            first_index.insert(&c.name, *i);
+    // Each name to the position (in `comps`) of its first component: the one index for
+    // duplicates, depends_on targets and the cycle check, all in linear time.
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(comps.len());
+    let mut bad_names: HashSet<&str> = HashSet::new();
+    for (k, c) in comps.iter().enumerate() {
+        if let Entry::Part(ComponentRefs {
+            bad_name: Some(n), ..
+        }) = c
+        {
+            bad_names.insert(n);
         }
-        if c.model.split(':').count() == 3 && !module_ids.contains(c.module_id()) {
-            r.error(
-                &base.idx(*i).key("model"),
+        let Some(name) = c.name() else { continue };
+        match first.entry(name) {
+            std::collections::hash_map::Entry::Occupied(e) => r.error(
+                &base.idx(c.index()).key("name"),
                 format!(
-                    "no module declares module_id {:?} (the first two parts of the model must equal a module's module_id)",
-                    c.module_id()
+                    "duplicate component name {name:?} (also /components/{})",
+                    comps[*e.get()].index()
                 ),
-            );
-        }
-        for (j, d) in c.depends_on.iter().enumerate() {
-            let p = base.idx(*i).key("depends_on").idx(j);
-            if d == &c.name {
-                r.error(&p, format!("component {d:?} cannot depend on itself"));
-            } else if !names.contains(d.as_str()) {
-                r.error(
-                    &p,
-                    format!("depends on {d:?}, which is not a component of this config"),
-                );
-            } else if c.depends_on[..j].contains(d) {
-                r.warn(&p, format!("{d:?} is listed twice"));
+            ),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(k);
             }
         }
     }
-    check_dependency_cycles(comps, r);
+    // The dependency graph for the cycle check: how many components each waits on, and
+    // who waits on each. `listed_by[t] == k + 1` when component k already listed t.
+    let mut waiting_on = vec![0usize; comps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
+    let mut listed_by = vec![0usize; comps.len()];
+    for (k, c) in comps.iter().enumerate() {
+        // Pointers are made only for a problem: a component may list 100,000s of names.
+        let at = || base.idx(c.index());
+        if let Some(id) = c.module_id() {
+            if !module_ids.contains(id) {
+                r.error(
+                    &at().key("model"),
+                    format!(
+                        "no module declares module_id {id:?} (the first two parts of the model must equal a module's module_id)"
+                    ),
+                );
+            }
+        }
+        for (j, d) in c.depends_on() {
+            let p = || at().key("depends_on").idx(j);
+            if Some(d) == c.name() {
+                r.error(&p(), format!("component {d:?} cannot depend on itself"));
+                continue;
+            }
+            match first.get(d) {
+                Some(&t) if listed_by[t] == k + 1 => {
+                    r.warn(&p(), format!("{d:?} is listed twice"));
+                }
+                Some(&t) => {
+                    listed_by[t] = k + 1;
+                    if t != k {
+                        waiting_on[k] += 1;
+                        dependents[t].push(k);
+                    }
+                }
+                // A component whose name is itself in error: reported there.
+                None if bad_names.contains(d) => {}
+                None => r.error(
+                    &p(),
+                    format!("depends on {d:?}, which is not a component of this config"),
+                ),
+            }
+        }
+    }
+    check_dependency_cycles(comps, waiting_on, &dependents, r);
 }
 
 /// A cycle in `depends_on` can never start; name one component on it.
-fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
+fn check_dependency_cycles(
+    comps: &[Entry],
+    mut waiting_on: Vec<usize>,
+    dependents: &[Vec<usize>],
+    r: &mut Report,
+) {
     // Kahn's algorithm: repeatedly take components whose dependencies are all taken;
     // whatever is never taken sits on (or behind) a cycle.
-    let index: HashMap<&str, usize> = comps
-        .iter()
-        .enumerate()
-        .map(|(k, (_, c))| (c.name.as_str(), k))
-        .collect();
-    let mut waiting_on = vec![0usize; comps.len()];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); comps.len()];
-    for (k, (_, c)) in comps.iter().enumerate() {
-        let deps: HashSet<usize> = c
-            .depends_on
-            .iter()
-            .filter_map(|d| index.get(d.as_str()).copied())
-            .filter(|&d| d != k)
-            .collect();
-        waiting_on[k] = deps.len();
-        for d in deps {
-            dependents[d].push(k);
-        }
-    }
     let mut ready: Vec<usize> = (0..comps.len()).filter(|&k| waiting_on[k] == 0).collect();
     while let Some(k) = ready.pop() {
         for &n in &dependents[k] {
@@ -495,16 +728,28 @@ fn check_dependency_cycles(comps: &[(usize, Component)], r: &mut Report) {
         }
     }
     if let Some(k) = (0..comps.len()).find(|&k| waiting_on[k] > 0) {
-        let (i, c) = &comps[k];
+        let c = &comps[k];
         r.error(
-            &Ptr::root().key("components").idx(*i).key("depends_on"),
-            format!("dependency cycle through component {:?}", c.name),
+            &Ptr::root()
+                .key("components")
+                .idx(c.index())
+                .key("depends_on"),
+            format!(
+                "dependency cycle through component {:?}",
+                c.name().unwrap_or_default()
+            ),
         );
     }
 }
 
-fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
-    let o = Obj::new(v, path, "a module", r)?;
+fn module(v: &Value, index: usize, path: &Ptr, r: &mut Report) -> (Option<Module>, ModuleRefs) {
+    let mut refs = ModuleRefs {
+        index,
+        ..Default::default()
+    };
+    let Some(o) = Obj::new(v, path, "a module", r) else {
+        return (None, refs);
+    };
     let module_type = match o.string("type", true, r).as_deref() {
         Some("registry") => Some(ModuleType::Registry),
         Some("local") => Some(ModuleType::Local),
@@ -564,7 +809,7 @@ fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
     }
     let env = o
         .object("env", r)
-        .map(|e| module_env(&e, r))
+        .map(|e| module_env(&e, module_type, r))
         .unwrap_or_default();
     let extra = o.extra(
         &[
@@ -577,22 +822,29 @@ fn module(v: &Value, path: &Ptr, r: &mut Report) -> Option<Module> {
         ],
         r,
     );
-    let version = match module_type? {
-        ModuleType::Registry => Some(version?),
-        ModuleType::Local => version,
+    refs.name.clone_from(&name);
+    refs.module_id.clone_from(&module_id);
+    let m = match (module_type, name, module_id, version) {
+        (Some(ModuleType::Registry), _, _, None) => None,
+        (Some(module_type), Some(name), Some(module_id), version) => Some(Module {
+            module_type,
+            name,
+            module_id,
+            version,
+            env,
+            executable_path,
+            extra,
+        }),
+        _ => None,
     };
-    Some(Module {
-        module_type: module_type?,
-        name: name?,
-        module_id: module_id?,
-        version,
-        env,
-        executable_path,
-        extra,
-    })
+    (m, refs)
 }
 
-fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
+fn module_env(
+    o: &Obj<'_>,
+    module_type: Option<ModuleType>,
+    r: &mut Report,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (k, v) in o.map {
         let p = o.at(k);
@@ -620,10 +872,10 @@ fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
             r.error(&p, "environment values cannot hold NUL");
             continue;
         }
-        if matches!(k.as_str(), "SVC_HOME" | "SVC_MODULE_DATA" | "SVC_MODULE_ID") {
+        if super::env::is_host_var(k, module_type) {
             r.warn(
                 &p,
-                format!("overrides the {k} that svc-server sets for every module"),
+                format!("ignored: svc-server sets {k} itself for every module (spec 2.3)"),
             );
         }
         out.push((k.clone(), s.clone()));
@@ -631,29 +883,30 @@ fn module_env(o: &Obj<'_>, r: &mut Report) -> Vec<(String, String)> {
     out
 }
 
-fn check_unique_modules(modules: &[(usize, Module)], r: &mut Report) {
+fn check_unique_modules(modules: &[ModuleRefs], r: &mut Report) {
     let base = Ptr::root().key("modules");
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut ids: HashMap<&str, usize> = HashMap::new();
-    for (i, m) in modules {
-        if let Some(first) = names.get(m.name.as_str()) {
-            r.error(
-                &base.idx(*i).key("name"),
-                format!("duplicate module name {:?} (also /modules/{first})", m.name),
-            );
-        } else {
-            names.insert(&m.name, *i);
+    for m in modules {
+        if let Some(name) = &m.name {
+            if let Some(first) = names.get(name.as_str()) {
+                r.error(
+                    &base.idx(m.index).key("name"),
+                    format!("duplicate module name {name:?} (also /modules/{first})"),
+                );
+            } else {
+                names.insert(name, m.index);
+            }
         }
-        if let Some(first) = ids.get(m.module_id.as_str()) {
-            r.error(
-                &base.idx(*i).key("module_id"),
-                format!(
-                    "module_id {:?} is declared twice (also /modules/{first})",
-                    m.module_id
-                ),
-            );
-        } else {
-            ids.insert(&m.module_id, *i);
+        if let Some(id) = &m.module_id {
+            if let Some(first) = ids.get(id.as_str()) {
+                r.error(
+                    &base.idx(m.index).key("module_id"),
+                    format!("module_id {id:?} is declared twice (also /modules/{first})"),
+                );
+            } else {
+                ids.insert(id, m.index);
+            }
         }
     }
 }
@@ -793,7 +1046,9 @@ fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {
 fn hhmm(o: &Obj<'_>, key: &str, r: &mut Report) -> Option<u16> {
     let s = o.string(key, true, r)?;
     let parsed = s.split_once(':').and_then(|(h, m)| {
-        let ok = h.len() == 2 && m.len() == 2;
+        // Two digits each: `parse` alone would take "+1".
+        let ok =
+            h.len() == 2 && m.len() == 2 && (h.to_owned() + m).bytes().all(|b| b.is_ascii_digit());
         let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
         (ok && h < 24 && m < 60).then_some(h * 60 + m)
     });
@@ -840,11 +1095,8 @@ fn maintenance_window(o: &Obj<'_>, r: &mut Report) -> Option<MaintenanceWindow> 
     let start = hhmm(o, "start", r);
     let end = hhmm(o, "end", r);
     let _ = o.extra(&["days", "start", "end"], r);
+    // `end == start` is a whole day from `start` (see MaintenanceWindow::allows).
     let (start, end) = (start?, end?);
-    if start == end {
-        r.error(&o.at("end"), "end equals start: the window would be empty");
-        return None;
-    }
     days_ok.then_some(MaintenanceWindow { days, start, end })
 }
 
@@ -892,7 +1144,7 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
     if let Some(a) = o.object("attributes", r) {
         let at = &mut p.attributes;
         if let Some(pw) = a.string("hotspot_password", false, r) {
-            crate::logging::register_secret(&pw);
+            r.secrets.push(pw.clone());
             if !(8..=63).contains(&pw.len()) || !pw.bytes().all(|b| (0x20..0x7f).contains(&b)) {
                 r.error(
                     &a.at("hotspot_password"),
@@ -956,10 +1208,11 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
 
 fn networks(list: &[Value], path: &Ptr, r: &mut Report) -> Vec<Network> {
     let mut out: Vec<Network> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for (i, v) in list.iter().enumerate() {
         let p = path.idx(i);
         if let Some(n) = network(v, &p, r) {
-            if out.iter().any(|o| o.ssid == n.ssid) {
+            if !seen.insert(n.ssid.clone()) {
                 r.warn(
                     &p.key("ssid"),
                     format!(
@@ -1011,14 +1264,14 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
     }
     let psk = o.string("psk", false, r);
     if let Some(k) = &psk {
-        crate::logging::register_secret(k);
+        r.secrets.push(k.clone());
         if let Err(e) = check_psk(k) {
             r.error(&o.at("psk"), e);
         }
     }
     let priority = match o.get("priority") {
         None => 0,
-        Some(v) => match v.as_i64() {
+        Some(v) => match integer(v) {
             Some(n) if (-999..=999).contains(&n) => n as i32,
             _ => {
                 r.error(

@@ -101,10 +101,17 @@ impl Selector {
 
     /// The version to move to from `current` given the registry's `available` versions,
     /// or `None` to stay.
+    ///
+    /// "Newer" is SemVer precedence, in which build metadata has no part: 1.2.3+b2 is not
+    /// newer than 1.2.3 (`Version`'s `Ord` would say it is). Among equals the choice is
+    /// still deterministic (`Ord` breaks the tie).
     pub fn resolve(&self, current: Option<&Version>, available: &[Version]) -> Option<Version> {
-        let best = available.iter().filter(|v| self.admits(v)).max()?;
+        let best = available
+            .iter()
+            .filter(|v| self.admits(v))
+            .max_by(|a, b| a.cmp_precedence(b).then_with(|| a.cmp(b)))?;
         match current {
-            Some(cur) if self.admits(cur) && best <= cur => None,
+            Some(cur) if self.admits(cur) && best.cmp_precedence(cur).is_le() => None,
             Some(cur) if cur == best => None,
             _ => Some(best.clone()),
         }
@@ -161,6 +168,19 @@ mod tests {
         for (sel, cur, want) in cases {
             assert_eq!(pick(sel, cur), want, "selector {sel} from {cur:?}");
         }
+    }
+
+    #[test]
+    fn build_metadata_is_not_newer() {
+        let s: Selector = "latest".parse().unwrap();
+        let cur = Version::parse("1.2.3").unwrap();
+        assert_eq!(s.resolve(Some(&cur), &vs("1.2.3+b2")), None);
+        let s: Selector = "1.2.*".parse().unwrap();
+        assert_eq!(s.resolve(Some(&cur), &vs("1.2.3+b1,1.2.3+b9")), None);
+        assert_eq!(
+            s.resolve(Some(&cur), &vs("1.2.3+b9,1.2.4+b1")),
+            Some(Version::parse("1.2.4+b1").unwrap())
+        );
     }
 
     #[test]

@@ -87,6 +87,23 @@ pub(crate) struct ModuleHost {
     gate: Gate,
 }
 
+/// svc-server's record of the deployed registry versions.
+fn record_path(svc_home: &Path) -> PathBuf {
+    svc_home.join("state").join("deployed.json")
+}
+
+/// The version of `module` that svc-server under `svc_home` last deployed, from its record;
+/// `module-env` names the same `SVC_MODULE_ROOT` with it as svc-server does.
+pub(crate) fn deployed_version(svc_home: &Path, module: &Module) -> Option<Version> {
+    let bytes = std::fs::read(record_path(svc_home)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let entry = v.get("modules")?.get(&module.name)?;
+    if entry.get("module_id")?.as_str()? != module.module_id {
+        return None;
+    }
+    Version::parse(entry.get("version")?.as_str()?).ok()
+}
+
 fn get<'a>(vars: &'a [(String, String)], key: &str) -> Option<&'a str> {
     vars.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
@@ -108,18 +125,12 @@ impl ModuleHost {
     }
 
     fn record_path(&self) -> PathBuf {
-        self.state_dir().join("deployed.json")
+        record_path(&self.s.svc_home)
     }
 
     /// The deployed versions from the record (what ran before a restart of svc-server).
     fn recorded_version(&self, module: &Module) -> Option<Version> {
-        let bytes = std::fs::read(self.record_path()).ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        let entry = v.get("modules")?.get(&module.name)?;
-        if entry.get("module_id")?.as_str()? != module.module_id {
-            return None;
-        }
-        Version::parse(entry.get("version")?.as_str()?).ok()
+        deployed_version(&self.s.svc_home, module)
     }
 
     fn save_record(&self) {
@@ -320,12 +331,8 @@ impl ModuleHost {
             lookup: &lookup,
             machine_id: self.s.machine_id.clone(),
         };
-        let vars = module_env(
-            module,
-            &host,
-            version.as_ref().map(|v| v.to_string()).as_deref(),
-        )
-        .map_err(|e| Problem::Env(e.to_string()))?;
+        let vars =
+            module_env(module, &host, version.as_ref()).map_err(|e| Problem::Env(e.to_string()))?;
         // The working directory is SVC_MODULE_ROOT: the version folder of a registry module;
         // for a local module its own SVC_MODULE_ROOT if set, else its program's folder.
         let cwd = match root {

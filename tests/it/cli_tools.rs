@@ -173,9 +173,12 @@ fn module_env_prints_sorted_spec_variables() {
     assert!(lines
         .contains(&"SVC_MODULE_DATA=/home/robot/.svc/module-data/m1/acme_sensors/".to_string()));
     assert!(lines.contains(&"SVC_MODULE_ID=acme:sensors".to_string()));
-    assert!(lines
-        .iter()
-        .any(|l| l.starts_with("SVC_MODULE_ROOT=/home/robot/.svc/packages/acme_sensors/")));
+    // acme_sensors selects 1.2.*, which names no folder until a version is deployed (see
+    // module_env_module_root_names_a_version_never_a_selector).
+    assert!(
+        !lines.iter().any(|l| l.starts_with("SVC_MODULE_ROOT=")),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -284,4 +287,139 @@ fn every_command_has_help() {
     }
     assert!(stdout(&run(&["help"])).contains("resolve-version"));
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+}
+
+// ---- issue #22 ------------------------------------------------------------------------
+
+fn module_env_of(config: &str, module: &str, home: &str) -> Output {
+    agent()
+        .args([
+            "module-env",
+            "--config",
+            config,
+            "--module",
+            module,
+            "--machine-id",
+            "m1",
+        ])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn module_env_refuses_a_value_with_a_newline_naming_the_variable() {
+    let cfg = tmpfile(
+        "newline.json",
+        r#"{"modules": [{"type": "registry", "name": "m", "module_id": "a:m", "version": "1.2.3",
+            "env": {"GREETING": "line one\nSVC_HOME=/evil"}}]}"#,
+    );
+    let o = module_env_of(&cfg, "m", "/home/robot");
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "", "nothing half-printed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("GREETING") && err.contains("newline"), "{err}");
+}
+
+#[test]
+fn module_env_keeps_the_hosts_svc_variables() {
+    let cfg = tmpfile(
+        "override.json",
+        r#"{"modules": [{"type": "registry", "name": "m", "module_id": "a:m", "version": "1.2.3",
+            "env": {"SVC_HOME": "/elsewhere", "SVC_MODULE_DATA": "/tmp/data", "SVC_MODULE_ID": "x:y", "OTHER": "1"}}]}"#,
+    );
+    let o = module_env_of(&cfg, "m", "/home/robot");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    assert!(out.contains("SVC_HOME=/home/robot/.svc\n"), "{out}");
+    assert!(
+        out.contains("SVC_MODULE_DATA=/home/robot/.svc/module-data/m1/m/\n"),
+        "{out}"
+    );
+    assert!(out.contains("SVC_MODULE_ID=a:m\n"), "{out}");
+    assert!(out.contains("OTHER=1\n"), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/modules/0/env/SVC_HOME") && err.contains("ignored"),
+        "{err}"
+    );
+}
+
+#[test]
+fn module_env_module_root_names_a_version_never_a_selector() {
+    let cfg = tmpfile(
+        "roots.json",
+        r#"{"modules": [
+            {"type": "registry", "name": "exact", "module_id": "a:exact", "version": "1.2.3"},
+            {"type": "registry", "name": "minor", "module_id": "a:minor", "version": "1.2.*"},
+            {"type": "registry", "name": "newest", "module_id": "a:newest", "version": "latest"}]}"#,
+    );
+    let home = std::env::temp_dir().join(format!("svc-cli-home-{}", std::process::id()));
+    let home = home.display().to_string();
+    let o = module_env_of(&cfg, "exact", &home);
+    assert!(
+        stdout(&o).contains(&format!(
+            "SVC_MODULE_ROOT={home}/.svc/packages/exact/1.2.3\n"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    for name in ["minor", "newest"] {
+        let o = module_env_of(&cfg, name, &home);
+        assert!(o.status.success());
+        assert!(!stdout(&o).contains("SVC_MODULE_ROOT"), "{}", stdout(&o));
+        assert!(!stdout(&o).contains('*'), "{}", stdout(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("SVC_MODULE_ROOT") && err.contains("no version"),
+            "{err}"
+        );
+    }
+    // Once svc-server has deployed a version, module-env names it, as svc-server does.
+    let state = format!("{home}/.svc/state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        format!("{state}/deployed.json"),
+        r#"{"modules": {"minor": {"module_id": "a:minor", "version": "1.2.7"}}}"#,
+    )
+    .unwrap();
+    let o = module_env_of(&cfg, "minor", &home);
+    assert!(
+        stdout(&o).contains(&format!(
+            "SVC_MODULE_ROOT={home}/.svc/packages/minor/1.2.7\n"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn resolve_version_build_metadata_has_no_precedence() {
+    for (sel, cur, avail, want) in [
+        ("latest", "1.2.3", "1.2.3+b2", "none"),
+        ("latest", "1.2.3+b1", "1.2.3+b2,1.2.3", "none"),
+        ("1.2.*", "1.2.3", "1.2.3+b9", "none"),
+        (
+            "latest-with-prerelease",
+            "1.2.3-rc.1",
+            "1.2.3-rc.1+b2",
+            "none",
+        ),
+        ("latest", "1.2.3", "1.2.3+b2,1.2.4+b1", "1.2.4+b1"),
+    ] {
+        let o = run(&[
+            "resolve-version",
+            "--selector",
+            sel,
+            "--current",
+            cur,
+            "--available",
+            avail,
+        ]);
+        assert!(o.status.success());
+        assert_eq!(stdout(&o).trim(), want, "{sel} from {cur} with {avail}");
+    }
 }
