@@ -35,13 +35,13 @@ impl Report {
     pub fn is_valid(&self) -> bool {
         self.errors.is_empty()
     }
-    pub fn error(&mut self, path: &Ptr, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, path: &Ptr, message: impl Into<String>) {
         self.errors.push(Diagnostic {
             path: path.to_string(),
             message: message.into(),
         });
     }
-    pub fn warn(&mut self, path: &Ptr, message: impl Into<String>) {
+    pub(crate) fn warn(&mut self, path: &Ptr, message: impl Into<String>) {
         self.warnings.push(Diagnostic {
             path: path.to_string(),
             message: message.into(),
@@ -63,14 +63,14 @@ impl fmt::Display for Report {
 
 /// A JSON pointer under construction; cheap to extend while walking a document.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ptr(String);
+pub(crate) struct Ptr(String);
 
 impl Ptr {
-    pub fn root() -> Self {
+    pub(crate) fn root() -> Self {
         Ptr(String::new())
     }
     /// The pointer to member `key` of this object (escaping `~` and `/`).
-    pub fn key(&self, key: &str) -> Ptr {
+    pub(crate) fn key(&self, key: &str) -> Ptr {
         // One allocation: pointers are made for every member of every component.
         let mut p = String::with_capacity(self.0.len() + 1 + key.len());
         p.push_str(&self.0);
@@ -83,7 +83,7 @@ impl Ptr {
         Ptr(p)
     }
     /// The pointer to element `i` of this array.
-    pub fn idx(&self, i: usize) -> Ptr {
+    pub(crate) fn idx(&self, i: usize) -> Ptr {
         use std::fmt::Write;
         let mut p = String::with_capacity(self.0.len() + 8);
         p.push_str(&self.0);

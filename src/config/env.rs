@@ -86,12 +86,12 @@ fn pieces(value: &str) -> Result<Vec<Piece<'_>>, EnvError> {
 }
 
 /// Checks the `${environment.X}` syntax of a value without expanding it.
-pub fn check_template(value: &str) -> Result<(), EnvError> {
+pub(crate) fn check_template(value: &str) -> Result<(), EnvError> {
     pieces(value).map(|_| ())
 }
 
 /// Expands `${environment.X}` references with `lookup`.
-pub fn expand(
+pub(crate) fn expand(
     value: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, (EnvError, Option<String>)> {
@@ -118,7 +118,7 @@ pub struct HostEnv<'a> {
 
 impl HostEnv<'_> {
     /// `SVC_HOME`: from svc-server's environment, else `$HOME/.svc`.
-    pub fn svc_home(&self) -> Result<PathBuf, EnvError> {
+    pub(crate) fn svc_home(&self) -> Result<PathBuf, EnvError> {
         if let Some(h) = (self.lookup)("SVC_HOME").filter(|h| !h.is_empty()) {
             return Ok(PathBuf::from(h));
         }
@@ -130,13 +130,13 @@ impl HostEnv<'_> {
 }
 
 /// The install folder of a registry module version: `$SVC_HOME/packages/<name>/<version>`.
-pub fn registry_module_root(svc_home: &Path, module_name: &str, version: &str) -> PathBuf {
+pub(crate) fn registry_module_root(svc_home: &Path, module_name: &str, version: &str) -> PathBuf {
     svc_home.join("packages").join(module_name).join(version)
 }
 
 /// A machine id names a folder under `module-data/`: the characters of an identifier, and
 /// not `.` or `..` (an id like `../../etc` would put module data anywhere).
-pub fn check_machine_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_machine_id(id: &str) -> Result<(), String> {
     if crate::config::validate::is_ident(id) {
         Ok(())
     } else {
@@ -147,7 +147,7 @@ pub fn check_machine_id(id: &str) -> Result<(), String> {
 }
 
 /// `$SVC_HOME/module-data/<machine-id>/<module-name>/`.
-pub fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> PathBuf {
+pub(crate) fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> PathBuf {
     svc_home
         .join("module-data")
         .join(machine_id)
@@ -158,7 +158,7 @@ pub fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> 
 /// that a module's `env` cannot change it: `SVC_HOME`, `SVC_MODULE_DATA` (which must stay
 /// under `SVC_HOME`), `SVC_MODULE_ID`, and a registry module's `SVC_MODULE_ROOT` (its
 /// install folder). A local module sets its own `SVC_MODULE_ROOT` (spec §2.3).
-pub fn is_host_var(key: &str, module_type: Option<ModuleType>) -> bool {
+pub(crate) fn is_host_var(key: &str, module_type: Option<ModuleType>) -> bool {
     match key {
         "SVC_HOME" | "SVC_MODULE_DATA" | "SVC_MODULE_ID" => true,
         "SVC_MODULE_ROOT" => module_type != Some(ModuleType::Local),
@@ -169,7 +169,7 @@ pub fn is_host_var(key: &str, module_type: Option<ModuleType>) -> bool {
 /// The version whose folder is a registry module's `SVC_MODULE_ROOT`: the deployed one
 /// when known; else the one an exact `X.Y.Z` selector names; else none (a range or
 /// `latest` names no single version until svc-server has picked one from the registry).
-pub fn module_root_version(module: &Module, deployed: Option<&Version>) -> Option<Version> {
+pub(crate) fn module_root_version(module: &Module, deployed: Option<&Version>) -> Option<Version> {
     if module.module_type != ModuleType::Registry {
         return None;
     }

@@ -1,10 +1,10 @@
 //! The machine config (spec §2): typed model, validation with JSON-pointer diagnostics,
 //! module environment and module version selection.
-pub mod diag;
+pub(crate) mod diag;
 pub mod env;
 pub mod model;
-pub mod validate;
-pub mod version;
+pub(crate) mod validate;
+pub(crate) mod version;
 
 pub use diag::{Diagnostic, Report};
 pub use model::MachineConfig;

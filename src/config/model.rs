@@ -17,7 +17,7 @@ pub struct MachineConfig {
 }
 
 impl MachineConfig {
-    pub fn module(&self, name: &str) -> Option<&Module> {
+    pub(crate) fn module(&self, name: &str) -> Option<&Module> {
         self.modules.iter().find(|m| m.name == name)
     }
 }
@@ -42,18 +42,11 @@ pub struct Component {
 pub struct RawJson(pub Box<serde_json::value::RawValue>);
 
 impl RawJson {
-    pub fn empty_object() -> RawJson {
+    pub(crate) fn empty_object() -> RawJson {
         match serde_json::value::RawValue::from_string("{}".to_string()) {
             Ok(raw) => RawJson(raw),
             Err(_) => unreachable!("an empty object is valid JSON"),
         }
-    }
-    pub fn get(&self) -> &str {
-        self.0.get()
-    }
-    /// The value parsed into a tree.
-    pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
     }
 }
 
@@ -71,7 +64,7 @@ impl Serialize for RawJson {
 
 impl Component {
     /// `<namespace>:<module-name>`, the module id part of the model triplet.
-    pub fn module_id(&self) -> &str {
+    pub(crate) fn module_id(&self) -> &str {
         match self.model.rfind(':') {
             Some(i) => &self.model[..i],
             None => &self.model,
@@ -223,7 +216,7 @@ pub struct MaintenanceWindow {
     pub end: u16,
 }
 
-pub const DAY_NAMES: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+pub(crate) const DAY_NAMES: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
 fn ser_days<S: Serializer>(days: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(days.iter().map(|d| DAY_NAMES[*d as usize % 7]))
@@ -237,7 +230,7 @@ impl MaintenanceWindow {
     /// Whether local time (`weekday` 0 = Monday, `minute` of the day) is inside the window.
     /// A window crossing midnight belongs to the day it starts on; `end == start` is the
     /// whole day from `start` (24 hours, so crossing midnight too).
-    pub fn allows(&self, weekday: u8, minute: u16) -> bool {
+    pub(crate) fn allows(&self, weekday: u8, minute: u16) -> bool {
         let day_ok = |d: u8| self.days.contains(&d);
         if self.start < self.end {
             day_ok(weekday) && minute >= self.start && minute < self.end

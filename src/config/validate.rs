@@ -528,7 +528,7 @@ struct ModuleRefs {
 
 /// `[A-Za-z0-9._-]+` but not `.` or `..`: namespaces, module names and model names, which
 /// also name folders (`SVC_MODULE_DATA`, the registry's `packages/<name>`).
-pub fn is_ident(s: &str) -> bool {
+pub(crate) fn is_ident(s: &str) -> bool {
     !s.is_empty()
         && s != "."
         && s != ".."
@@ -986,7 +986,7 @@ fn version_control(o: &Obj<'_>, channels: &[&str], r: &mut Report) -> VersionCon
 }
 
 /// Accepts `https://host...`, `http://host...` (explicit plain http) and `file:///path`.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!(
             "URL {url:?} must not contain spaces or control characters"
@@ -1228,7 +1228,7 @@ fn networks(list: &[Value], path: &Ptr, r: &mut Report) -> Vec<Network> {
 }
 
 /// A WPA pass key: 8 to 63 printable ASCII characters, or exactly 64 hex digits.
-pub fn check_psk(psk: &str) -> Result<(), &'static str> {
+pub(crate) fn check_psk(psk: &str) -> Result<(), &'static str> {
     let printable = psk.bytes().all(|b| (0x20..0x7f).contains(&b));
     let hex64 = psk.len() == 64 && psk.bytes().all(|b| b.is_ascii_hexdigit());
     if hex64 || (printable && (8..=63).contains(&psk.len())) {
@@ -1239,7 +1239,7 @@ pub fn check_psk(psk: &str) -> Result<(), &'static str> {
 }
 
 /// An SSID: 1 to 32 bytes.
-pub fn check_ssid(ssid: &str) -> Result<(), &'static str> {
+pub(crate) fn check_ssid(ssid: &str) -> Result<(), &'static str> {
     if ssid.is_empty() || ssid.len() > 32 {
         Err("ssid must be 1 to 32 bytes")
     } else {
@@ -1345,7 +1345,7 @@ fn syscfg(o: &Obj<'_>, r: &mut Report) -> SyscfgSection {
 
 /// journald's size syntax (`parse_size`): a decimal number and an optional 1024-based
 /// suffix B, K, M, G, T, P or E.
-pub fn is_journald_size(s: &str) -> bool {
+pub(crate) fn is_journald_size(s: &str) -> bool {
     let num = s
         .strip_suffix(['B', 'K', 'M', 'G', 'T', 'P', 'E'])
         .unwrap_or(s);

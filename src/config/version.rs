@@ -89,7 +89,7 @@ impl Serialize for Selector {
 
 impl Selector {
     /// Whether `v` lies in this selector's range.
-    pub fn admits(&self, v: &Version) -> bool {
+    pub(crate) fn admits(&self, v: &Version) -> bool {
         match self {
             Selector::Exact(e) => v == e,
             Selector::Minor(a, b) => v.pre.is_empty() && v.major == *a && v.minor == *b,
@@ -105,7 +105,11 @@ impl Selector {
     /// "Newer" is SemVer precedence, in which build metadata has no part: 1.2.3+b2 is not
     /// newer than 1.2.3 (`Version`'s `Ord` would say it is). Among equals the choice is
     /// still deterministic (`Ord` breaks the tie).
-    pub fn resolve(&self, current: Option<&Version>, available: &[Version]) -> Option<Version> {
+    pub(crate) fn resolve(
+        &self,
+        current: Option<&Version>,
+        available: &[Version],
+    ) -> Option<Version> {
         let best = available
             .iter()
             .filter(|v| self.admits(v))
