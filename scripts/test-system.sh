@@ -29,7 +29,67 @@ t2=$SECONDS
 image="$("$root/tests/system/guest/build-image.sh")" || die "guest image build failed"
 log "guest image ready ($((SECONDS - t2)) s): $image"
 
-rc=0
-LAB_AGENT="${built[0]}" LAB_SERVER="${built[1]}" "$root/tests/system/run.sh" "$@" || rc=$?
+# Scenarios: the ones named, or every scenario (the same rule as run.sh).
+if [ $# -gt 0 ]; then
+    scenarios=("$@")
+else
+    scenarios=()
+    for f in "$root"/tests/system/scenarios/*.sh; do
+        b="$(basename "$f" .sh)"
+        case "$b" in *.host|*.after) continue ;; esac
+        scenarios+=("$b")
+    done
+fi
+
+# LAB_JOBS guests side by side (default 2). A TCG guest spends much of a scenario waiting
+# (polls, timers, boots' I/O), so two on two cores finish sooner than one after the other;
+# each run.sh has its own run folders and qemu, and host hooks pick free ports.
+jobs="${LAB_JOBS:-2}"
+case "$jobs" in ''|*[!0-9]*|0) die "LAB_JOBS must be a positive number, not '$jobs'" ;; esac
+[ "$jobs" -le ${#scenarios[@]} ] || jobs=${#scenarios[@]}
+
+# The 0.2.0 builds once, before the workers start (run.sh reuses them from the cache).
+export LAB_AGENT="${built[0]}" LAB_SERVER="${built[1]}"
+if grep -lq '^# lab-needs: v2' "$root"/tests/system/scenarios/*.sh 2>/dev/null; then
+    t3=$SECONDS
+    mapfile -t v2 < <(CARGO_TARGET_DIR="$root/target/lab-v2" SVC_BUILD_VERSION=0.2.0 \
+        "$root/scripts/build-static.sh" x86_64 --profile dist)
+    [ ${#v2[@]} -eq 2 ] || die "the 0.2.0 build failed"
+    log "0.2.0 binaries ready ($((SECONDS - t3)) s)"
+fi
+
+# A queue of scenario names; each worker takes the next one (longest-waiting first is the
+# order given), so a slow scenario does not hold back a whole half of the list.
+q="$(mktemp -d)"
+trap 'rm -rf "$q"' EXIT
+printf '%s\n' "${scenarios[@]}" > "$q/queue"
+take() { # prints the next scenario name and removes it from the queue; fails when empty
+    flock "$q/queue.lock" bash -c 'n="$(head -n1 "$1")"; [ -n "$n" ] || exit 1; sed -i 1d "$1"; echo "$n"' _ "$q/queue"
+}
+worker() {
+    local w="$1" name
+    while name="$(take)"; do
+        # One scenario's whole output, printed at once so two workers' logs do not interleave.
+        "$root/tests/system/run.sh" "$name" > "$q/out.$w" 2>&1 || true
+        # run.sh prints one PASS/FAIL line per scenario; none means the harness itself failed.
+        grep -q -E '^(PASS|FAIL) ' "$q/out.$w" || echo "FAIL $name: the harness failed (see above)" >> "$q/out.$w"
+        flock "$q/print.lock" bash -c 'cat "$1"; grep -E "^(PASS|FAIL) " "$1" >> "$2"' _ "$q/out.$w" "$q/results"
+    done
+}
+log "running ${#scenarios[@]} scenario(s), $jobs guest(s) at a time"
+pids=()
+for w in $(seq 1 "$jobs"); do
+    worker "$w" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+
+passed="$(grep -c '^PASS ' "$q/results" 2>/dev/null || true)"
+failed="$(grep -c '^FAIL ' "$q/results" 2>/dev/null || true)"
+missing=$(( ${#scenarios[@]} - ${passed:-0} - ${failed:-0} ))
+[ "$missing" -le 0 ] || failed=$(( ${failed:-0} + missing ))
+echo
+grep -E '^(PASS|FAIL) ' "$q/results" || true
+echo "system: ${passed:-0} passed, ${failed:-0} failed"
 log "total $((SECONDS - t0)) s"
-exit "$rc"
+[ "${failed:-0}" -eq 0 ]

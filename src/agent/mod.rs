@@ -212,12 +212,13 @@ impl Agent {
         };
         let agent = &cfg.agent;
         let targets = &self.cached.targets;
+        let clock = updates::Clock::read();
         updates::step_agent(
             &mut self.agent_update,
             updater,
             &agent.agent.version,
             targets.agent.as_ref(),
-            signals::wake,
+            clock,
         );
         if agent.server.disable_subsystem {
             return;
@@ -231,7 +232,7 @@ impl Agent {
             agent.server.attributes.maintenance_window.as_ref(),
             self.server.busy(),
             crashes,
-            signals::wake,
+            clock,
         );
         if step != updates::Step::Nothing {
             self.server.restart();

@@ -49,17 +49,6 @@ pub(crate) struct LocalTime {
     pub minute_of_day: u16,
 }
 
-impl LocalTime {
-    /// The machine's local time (its timezone, as the window is written in local time).
-    pub(crate) fn now() -> LocalTime {
-        let (weekday, minute_of_day) = crate::sys::local_weekday_minute().unwrap_or((0, 0));
-        LocalTime {
-            weekday,
-            minute_of_day,
-        }
-    }
-}
-
 /// Why an svc-server restart for an update waits, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RestartGate {
@@ -204,8 +193,6 @@ mod tests {
         assert!(fast_start(false, Some("1")));
         assert!(!fast_start(false, Some("0")));
         assert!(!fast_start(false, None));
-        let now = LocalTime::now();
-        assert!(now.weekday < 7 && now.minute_of_day < 1440);
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! decides what and when (policy, maintenance window, busy gate, probation); this turns its
 //! decisions into artifacts, stages them on a worker thread and activates them on the loop.
 use super::policy::Desired;
-use super::updates::{Staged, Updater};
+use super::updates::{StageResult, Staged, Updater};
 use crate::http::{origin_of, Identity};
 use crate::paths::Paths;
 use crate::update::activate::linked_version;
 use crate::update::download::PinState;
 use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
 use std::path::Path;
+use std::sync::mpsc::{channel, Receiver};
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
 #[derive(Debug, Clone)]
@@ -99,8 +100,9 @@ impl DaemonUpdater {
     }
 }
 
-impl Updater for DaemonUpdater {
-    fn stage(&mut self, name: &str, desired: &Desired) -> Result<Option<Staged>, String> {
+impl DaemonUpdater {
+    /// Downloads and verifies on the calling thread (a worker's).
+    fn stage(&self, name: &str, desired: &Desired) -> StageResult {
         let a = self
             .artifact(name, desired)
             .ok_or_else(|| "nothing to install".to_string())?;
@@ -115,6 +117,23 @@ impl Updater for DaemonUpdater {
             })),
             Staging::AlreadyCurrent { .. } | Staging::NotModified { .. } => Ok(None),
         }
+    }
+}
+
+impl Updater for DaemonUpdater {
+    /// A worker thread per download; it wakes the loop when done.
+    fn start_stage(&self, name: &str, desired: &Desired) -> Result<Receiver<StageResult>, String> {
+        let (tx, rx) = channel();
+        let worker = self.clone();
+        let (name, desired) = (name.to_string(), desired.clone());
+        std::thread::Builder::new()
+            .name(format!("update-{name}"))
+            .spawn(move || {
+                let _ = tx.send(worker.stage(&name, &desired));
+                super::signals::wake();
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(rx)
     }
 
     fn activate(&mut self, staged: &Staged) -> Result<(), String> {
@@ -149,10 +168,6 @@ impl Updater for DaemonUpdater {
             .ok()
             .and_then(|r| r.get(name).map(|e| e.bad.clone()))
             .unwrap_or_default()
-    }
-
-    fn boxed_clone(&self) -> Box<dyn Updater> {
-        Box::new(self.clone())
     }
 }
 

@@ -1,12 +1,14 @@
 //! The agent's side of updates: what to install (policy), when (the maintenance window and
 //! svc-server's busy file), and what to do when a new svc-server does not hold up
-//! (rollback). Downloading, verifying and activating are the `Updater`'s; downloads run on
-//! a worker thread so that the loop (and its watchdog) never waits for the network.
+//! (rollback). Downloading, verifying and activating are the `Updater`'s (the effect edge:
+//! it runs downloads on a worker so that the loop and its watchdog never wait for the
+//! network). The steps here decide only: they read no clock (the caller passes [`Clock`])
+//! and start no thread.
 use super::policy::{self, Desired, LocalTime, RestartGate};
 use crate::config::model::{MaintenanceWindow, VersionControl};
 use crate::protocol::Target;
 use crate::update::{probation_verdict, ProbationPolicy, ProbationVerdict};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// A downloaded and verified artifact, ready to activate.
@@ -21,9 +23,10 @@ pub(crate) struct Staged {
 
 /// What the update engine offers the agent.
 pub(crate) trait Updater: Send {
-    /// Downloads and verifies; the returned file is complete and checked. `None`: nothing
-    /// new (already active, or a pinned URL answered 304 Not Modified).
-    fn stage(&mut self, name: &str, desired: &Desired) -> Result<Option<Staged>, String>;
+    /// Starts downloading and verifying what `desired` names, off the caller's thread; the
+    /// result arrives on the receiver: a complete, checked file, or `None` for nothing new
+    /// (already active, or a pinned URL answered 304 Not Modified).
+    fn start_stage(&self, name: &str, desired: &Desired) -> Result<Receiver<StageResult>, String>;
     /// Makes `staged` the active version atomically (link swap + version record).
     fn activate(&mut self, staged: &Staged) -> Result<(), String>;
     /// Points `name` back at its previous version and marks the current one bad.
@@ -32,12 +35,34 @@ pub(crate) trait Updater: Send {
     fn current(&self, name: &str) -> (Option<String>, Option<String>);
     /// Versions rolled back before: not retried until the app offers another.
     fn bad_versions(&self, name: &str) -> Vec<String>;
-    /// A fresh updater for a worker thread.
-    fn boxed_clone(&self) -> Box<dyn Updater>;
 }
 
 /// What a download worker sends back.
-type StageResult = Result<Option<Staged>, String>;
+pub(crate) type StageResult = Result<Option<Staged>, String>;
+
+/// The time as the steps see it, read once by the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    /// For intervals (retry, pin re-check, probation).
+    pub now: Instant,
+    /// For the maintenance window, which is written in local time.
+    pub local: LocalTime,
+}
+
+impl Clock {
+    /// Reads both clocks: the loop's edge, once per step. The local time is the machine's
+    /// timezone, as the window is written in local time.
+    pub(crate) fn read() -> Clock {
+        let (weekday, minute_of_day) = crate::sys::local_weekday_minute().unwrap_or((0, 0));
+        Clock {
+            now: Instant::now(),
+            local: LocalTime {
+                weekday,
+                minute_of_day,
+            },
+        }
+    }
+}
 
 /// A new svc-server under watch: when it was activated, svc-server's crash count then, and
 /// when each crash since was seen, for the one rule (`update::probation_verdict`).
@@ -79,7 +104,7 @@ const PIN_RECHECK: Duration = Duration::from_secs(3600);
 
 impl Track {
     /// `desired`, or for an installed pinned URL due for a re-check, that URL again.
-    fn with_pin_recheck(&mut self, vc: &VersionControl, desired: Desired) -> Desired {
+    fn with_pin_recheck(&mut self, vc: &VersionControl, desired: Desired, now: Instant) -> Desired {
         if desired != Desired::Keep || self.job.is_some() {
             return desired;
         }
@@ -88,16 +113,16 @@ impl Track {
         };
         if self
             .last_pin_check
-            .is_some_and(|t| t.elapsed() < PIN_RECHECK)
+            .is_some_and(|t| now.saturating_duration_since(t) < PIN_RECHECK)
         {
             return desired;
         }
-        self.last_pin_check = Some(Instant::now());
+        self.last_pin_check = Some(now);
         Desired::InstallUrl(url.to_string())
     }
 
     /// Starts, follows or finishes the download of what `desired` names.
-    fn download(&mut self, name: &str, desired: Desired, updater: &dyn Updater, wake: fn()) {
+    fn download(&mut self, name: &str, desired: Desired, updater: &dyn Updater, now: Instant) {
         if desired == Desired::Keep {
             self.job = None;
             self.staged = None;
@@ -122,7 +147,7 @@ impl Track {
                     }
                     Err(e) => {
                         crate::error!("update", "{name} update failed: {e}");
-                        self.last_failure = Some((desired, Instant::now()));
+                        self.last_failure = Some((desired, now));
                     }
                 }
                 return;
@@ -138,22 +163,12 @@ impl Track {
             return;
         }
         if let Some((d, at)) = &self.last_failure {
-            if d == &desired && at.elapsed() < RETRY_AFTER_FAILURE {
+            if d == &desired && now.saturating_duration_since(*at) < RETRY_AFTER_FAILURE {
                 return;
             }
         }
-        let (tx, rx) = channel();
-        let mut worker = updater.boxed_clone();
-        let name_owned = name.to_string();
-        let job_desired = desired.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("update-{name}"))
-            .spawn(move || {
-                let _ = tx.send(worker.stage(&name_owned, &job_desired));
-                wake();
-            });
-        match spawned {
-            Ok(_) => self.job = Some((desired, rx)),
+        match updater.start_stage(name, &desired) {
+            Ok(rx) => self.job = Some((desired, rx)),
             Err(e) => crate::error!("update", "cannot start the {name} download: {e}"),
         }
     }
@@ -178,11 +193,11 @@ pub(crate) fn step_server(
     window: Option<&MaintenanceWindow>,
     server_busy: bool,
     server_crashes: u64,
-    wake: fn(),
+    clock: Clock,
 ) -> Step {
+    let now = clock.now;
     if let Some(p) = track.probation.as_mut() {
         let policy = ProbationPolicy::default();
-        let now = Instant::now();
         let seen = server_crashes.saturating_sub(p.crashes_then);
         while (p.crash_times.len() as u64) < seen {
             p.crash_times.push(now);
@@ -215,12 +230,12 @@ pub(crate) fn step_server(
     let (cur, cur_url) = updater.current("svc-server");
     let bad = updater.bad_versions("svc-server");
     let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
-    let desired = track.with_pin_recheck(vc, desired);
-    track.download("svc-server", desired, updater, wake);
+    let desired = track.with_pin_recheck(vc, desired, now);
+    track.download("svc-server", desired, updater, now);
     let Some(staged) = track.staged.clone() else {
         return Step::Nothing;
     };
-    let gate = policy::restart_gate(window, LocalTime::now(), server_busy);
+    let gate = policy::restart_gate(window, clock.local, server_busy);
     if gate != RestartGate::Now {
         if track.waiting_logged != Some(gate) {
             let why = match gate {
@@ -246,7 +261,7 @@ pub(crate) fn step_server(
                 staged.version
             );
             track.probation = Some(Probation {
-                since: Instant::now(),
+                since: now,
                 crashes_then: server_crashes,
                 crash_times: Vec::new(),
             });
@@ -266,14 +281,14 @@ pub(crate) fn step_agent(
     updater: &mut dyn Updater,
     vc: &VersionControl,
     offered: Option<&Target>,
-    wake: fn(),
+    clock: Clock,
 ) {
     let (cur, cur_url) = updater.current("svc-agent");
     let cur = cur.or_else(|| Some(env!("SVC_VERSION").to_string()));
     let bad = updater.bad_versions("svc-agent");
     let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
-    let desired = track.with_pin_recheck(vc, desired);
-    track.download("svc-agent", desired, updater, wake);
+    let desired = track.with_pin_recheck(vc, desired, clock.now);
+    track.download("svc-agent", desired, updater, clock.now);
     if let Some(staged) = track.staged.take() {
         match updater.activate(&staged) {
             Ok(()) => crate::info!(
@@ -301,8 +316,8 @@ mod tests {
         fail_stage: bool,
     }
 
-    impl Updater for Fake {
-        fn stage(&mut self, name: &str, d: &Desired) -> Result<Option<Staged>, String> {
+    impl Fake {
+        fn stage(&self, name: &str, d: &Desired) -> StageResult {
             self.log.lock().unwrap().push(format!("stage {name} {d:?}"));
             if self.fail_stage {
                 return Err("sha256 mismatch".into());
@@ -316,6 +331,15 @@ mod tests {
                 path: "/x".into(),
                 url: None,
             }))
+        }
+    }
+
+    impl Updater for Fake {
+        /// Stages at once, on the caller's thread: the result is waiting for the next step.
+        fn start_stage(&self, name: &str, d: &Desired) -> Result<Receiver<StageResult>, String> {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let _ = tx.send(self.stage(name, d));
+            Ok(rx)
         }
         fn activate(&mut self, s: &Staged) -> Result<(), String> {
             self.log
@@ -344,9 +368,6 @@ mod tests {
         fn bad_versions(&self, _name: &str) -> Vec<String> {
             self.bad.lock().unwrap().clone()
         }
-        fn boxed_clone(&self) -> Box<dyn Updater> {
-            Box::new(self.clone())
-        }
     }
 
     fn offer(v: &str) -> Target {
@@ -366,7 +387,16 @@ mod tests {
         }
     }
 
-    fn nop() {}
+    /// A fixed moment: Wednesday 10:00 local time.
+    fn clk() -> Clock {
+        Clock {
+            now: Instant::now(),
+            local: LocalTime {
+                weekday: 2,
+                minute_of_day: 600,
+            },
+        }
+    }
 
     /// Steps until the download finished (bounded).
     fn until_staged(
@@ -377,11 +407,10 @@ mod tests {
         busy: bool,
     ) -> Step {
         for _ in 0..500 {
-            let step = step_server(track, fake, &vc(), Some(offered), window, busy, 0, nop);
+            let step = step_server(track, fake, &vc(), Some(offered), window, busy, 0, clk());
             if step != Step::Nothing || track.staged.is_some() {
                 return step;
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
         panic!("never staged: {:?}", fake.log.lock().unwrap());
     }
@@ -406,7 +435,7 @@ mod tests {
                 None,
                 false,
                 0,
-                nop
+                clk(),
             ),
             Step::Nothing
         );
@@ -416,7 +445,7 @@ mod tests {
     fn a_window_holds_the_restart_until_inside_and_idle() {
         let mut fake = Fake::default();
         *fake.current.lock().unwrap() = Some("1.0.0".into());
-        let now = LocalTime::now();
+        let now = clk().local;
         // A window that excludes this minute (one hour, starting two hours from now).
         let start = (now.minute_of_day + 120) % 1440;
         let closed = MaintenanceWindow {
@@ -439,7 +468,7 @@ mod tests {
                 Some(&closed),
                 false,
                 0,
-                nop
+                clk(),
             ),
             Step::Nothing
         );
@@ -463,7 +492,7 @@ mod tests {
                 Some(&open),
                 true,
                 0,
-                nop
+                clk(),
             ),
             Step::Nothing
         );
@@ -476,7 +505,7 @@ mod tests {
                 Some(&open),
                 false,
                 0,
-                nop
+                clk(),
             ),
             Step::RestartServer
         );
@@ -500,7 +529,7 @@ mod tests {
                 None,
                 false,
                 restarts,
-                nop,
+                clk(),
             )
         };
         assert_eq!(s(&mut track, &mut fake, 2), Step::Nothing);
@@ -511,7 +540,6 @@ mod tests {
         assert_eq!(fake.current.lock().unwrap().as_deref(), Some("1.0.0"));
         for _ in 0..20 {
             assert_eq!(s(&mut track, &mut fake, 3), Step::Nothing);
-            std::thread::sleep(Duration::from_millis(5));
         }
         let stages = fake
             .log
@@ -544,9 +572,8 @@ mod tests {
                 None,
                 false,
                 0,
-                nop,
+                clk(),
             );
-            std::thread::sleep(Duration::from_millis(2));
         }
         assert_eq!(
             fake.log.lock().unwrap().len(),
@@ -555,5 +582,57 @@ mod tests {
             fake.log.lock().unwrap()
         );
         assert!(fake.current.lock().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_failed_download_is_retried_once_the_pause_has_passed() {
+        let fake = Fake {
+            fail_stage: true,
+            ..Default::default()
+        };
+        let mut fake = fake;
+        let mut track = Track::default();
+        let start = clk();
+        let at = |after: Duration| Clock {
+            now: start.now + after,
+            ..start
+        };
+        let step = |track: &mut Track, fake: &mut Fake, after| {
+            step_server(
+                track,
+                fake,
+                &vc(),
+                Some(&offer("2.0.0")),
+                None,
+                false,
+                0,
+                at(after),
+            )
+        };
+        // The failure is seen on the step after the one that started the download.
+        step(&mut track, &mut fake, Duration::ZERO);
+        step(&mut track, &mut fake, Duration::ZERO);
+        step(
+            &mut track,
+            &mut fake,
+            RETRY_AFTER_FAILURE - Duration::from_secs(1),
+        );
+        assert_eq!(
+            fake.log.lock().unwrap().len(),
+            1,
+            "retried before the pause"
+        );
+        step(&mut track, &mut fake, RETRY_AFTER_FAILURE);
+        assert_eq!(
+            fake.log.lock().unwrap().len(),
+            2,
+            "not retried after the pause"
+        );
+    }
+
+    #[test]
+    fn the_clock_reads_a_real_local_time() {
+        let c = Clock::read();
+        assert!(c.local.weekday < 7 && c.local.minute_of_day < 1440);
     }
 }

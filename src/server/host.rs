@@ -6,6 +6,7 @@ use super::plan;
 use super::registry::{self, Installed, Registry, RegistryError};
 use crate::config::env::{module_env, HostEnv};
 use crate::config::model::{MachineConfig, Module, ModuleType};
+use crate::config::version::Selector;
 use crate::supervisor::{ChildSpec, ChildState, Policy, Supervisor};
 use semver::Version;
 use std::collections::BTreeMap;
@@ -226,11 +227,9 @@ impl ModuleHost {
         };
         let fallback = |why: RegistryError| -> Result<Installed, Problem> {
             let have = registry::installed_versions(home, name);
-            let pick = current
-                .filter(|c| sel.admits(c) && have.contains(c))
-                .cloned()
-                .or_else(|| have.iter().rev().find(|v| sel.admits(v)).cloned());
-            match pick.and_then(|v| registry::installed(home, name, &v)) {
+            match offline_choice(sel, current, &have)
+                .and_then(|v| registry::installed(home, name, &v))
+            {
                 Some(i) => {
                     crate::warn!(
                         LOG,
@@ -248,19 +247,16 @@ impl ModuleHost {
             Ok(a) => a,
             Err(e) => return fallback(e),
         };
-        let target = match sel.resolve(current, &avail.list()) {
+        let target = match online_choice(sel, current, &avail.list()) {
             Some(v) => v,
-            None => match current {
-                Some(c) if sel.admits(c) => c.clone(),
-                _ => {
-                    let list: Vec<String> = avail.list().iter().map(|v| v.to_string()).collect();
-                    return Err(Problem::Registry(format!(
+            None => {
+                let list: Vec<String> = avail.list().iter().map(|v| v.to_string()).collect();
+                return Err(Problem::Registry(format!(
                         "module {name}: no version in the registry matches {sel} (available for {}: {})",
                         registry::platform(),
                         if list.is_empty() { "none".to_string() } else { list.join(", ") }
                     )));
-                }
-            },
+            }
         };
         if let Some(i) = registry::installed(home, name, &target) {
             return Ok(i);
@@ -673,5 +669,67 @@ impl ModuleHost {
         for (_, mut slot) in std::mem::take(&mut self.slots) {
             self.stop_slot(&mut slot, "svc-server is stopping");
         }
+    }
+}
+
+/// The version to run with the registry reachable: the newest `available` the selector
+/// picks, else the current one while the selector still admits it.
+fn online_choice(
+    sel: &Selector,
+    current: Option<&Version>,
+    available: &[Version],
+) -> Option<Version> {
+    sel.resolve(current, available)
+        .or_else(|| current.filter(|c| sel.admits(c)).cloned())
+}
+
+/// The version to run with the registry out of reach: the current one if it is installed
+/// and admitted, else the newest installed version the selector admits.
+fn offline_choice(
+    sel: &Selector,
+    current: Option<&Version>,
+    installed: &[Version],
+) -> Option<Version> {
+    current
+        .filter(|c| sel.admits(c) && installed.contains(c))
+        .cloned()
+        .or_else(|| installed.iter().rev().find(|v| sel.admits(v)).cloned())
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).unwrap()
+    }
+
+    fn sel(s: &str) -> Selector {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn online_the_newest_admitted_else_the_current() {
+        let avail = [v("1.0.0"), v("1.2.0"), v("2.0.0")];
+        assert_eq!(online_choice(&sel("1.*"), None, &avail), Some(v("1.2.0")));
+        assert_eq!(
+            online_choice(&sel("3.*"), Some(&v("3.1.0")), &avail),
+            Some(v("3.1.0"))
+        );
+        assert_eq!(online_choice(&sel("3.*"), Some(&v("2.0.0")), &avail), None);
+    }
+
+    #[test]
+    fn offline_keeps_the_current_else_the_newest_installed() {
+        let have = [v("1.0.0"), v("1.1.0")];
+        assert_eq!(
+            offline_choice(&sel("1.*"), Some(&v("1.0.0")), &have),
+            Some(v("1.0.0"))
+        );
+        assert_eq!(
+            offline_choice(&sel("1.*"), Some(&v("1.5.0")), &have),
+            Some(v("1.1.0"))
+        );
+        assert_eq!(offline_choice(&sel("2.*"), None, &have), None);
     }
 }
