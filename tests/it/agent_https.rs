@@ -24,7 +24,7 @@ fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
 
 fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
     sb.spawn_agent(&[
-        ("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap()),
+        ("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap()),
         ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
     ])
 }
@@ -212,7 +212,7 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
 
 fn spawn_with(sb: &Sandbox, srv: &MgmtServer, env: &[(&str, &str)]) -> std::process::Child {
     let mut all = vec![
-        ("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap()),
+        ("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap()),
         ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
     ];
     all.extend_from_slice(env);

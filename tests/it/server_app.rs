@@ -54,7 +54,7 @@ fn the_config_comes_from_the_app_over_https(front: Front) {
             "2",
         ])
         .env("SVC_HOME", &home)
-        .env("SSL_CERT_FILE", &srv.ca.ca_pem_path)
+        .env("SSL_CERT_FILE", &srv.ca.ca_file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -46,7 +46,7 @@ fn setup(
 }
 
 fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
-    sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap())])
+    sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap())])
 }
 
 fn link(sb: &Sandbox) -> String {

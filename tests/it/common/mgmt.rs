@@ -1,7 +1,7 @@
 //! A management app on loopback HTTPS, scripted per test: answers polls (with ETag and 304),
 //! takes log batches, and misbehaves on request (errors, garbage, slowness, resets).
 #![allow(dead_code)]
-use super::testca::TestCa;
+use super::testca::{test_ca, TestCa};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -62,7 +62,7 @@ pub struct MgmtServer {
     /// What the agent talks to: this server, or nginx in front of it.
     pub url: String,
     pub state: Arc<Mutex<State>>,
-    pub ca: TestCa,
+    pub ca: &'static TestCa,
     /// nginx in front (`Front::Nginx`), stopped on drop.
     pub nginx: Option<super::nginx::Nginx>,
 }
@@ -95,11 +95,11 @@ impl MgmtServer {
     }
 
     pub fn start_behind(dir: &std::path::Path, front: Front) -> MgmtServer {
-        let ca = TestCa::new(dir);
+        let ca = test_ca();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
-        let tls = (front == Front::Direct).then(|| Arc::clone(&ca.server_config));
+        let tls = (front == Front::Direct).then(|| ca.server_config());
         let st = Arc::clone(&state);
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
@@ -112,8 +112,8 @@ impl MgmtServer {
             Front::Nginx => {
                 let n = super::nginx::Nginx::start(
                     &dir.join("nginx"),
-                    &ca.cert_pem_path,
-                    &ca.key_pem_path,
+                    &ca.cert_file,
+                    &ca.key_file,
                     port,
                 );
                 (n.url.clone(), Some(n))

@@ -1,9 +1,7 @@
 //! A loopback HTTPS server for tests, with a test CA made at test time.
 //!
-//! - [`test_ca`] makes one CA and one server certificate (`localhost`, `127.0.0.1`) per test
-//!   process, writes the CA to a PEM file and points `SSL_CERT_FILE` at it. minreq builds its
-//!   TLS config once per process, so call it before the first request (every
-//!   [`HttpsServer::start`] does).
+//! - The certificate is the process's one test CA's ([`super::testca::test_ca`]); every
+//!   [`HttpsServer::start`] makes sure it exists before the first request.
 //! - [`HttpsServer`] serves in-memory files with ETag/Last-Modified, `Range` + `If-Range`,
 //!   `If-None-Match`/`If-Modified-Since` (304), and scripted misbehaviour ([`Behavior`]):
 //!   a cut connection, a 404, a trickle. Every request is recorded for assertions.
@@ -15,72 +13,11 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-
-pub struct TestCa {
-    /// PEM file of the CA (what `SSL_CERT_FILE` points at).
-    pub ca_file: PathBuf,
-    /// The server certificate (with the CA) and its key as PEM files, for nginx.
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-    chain: Vec<CertificateDer<'static>>,
-    key_der: Vec<u8>,
-}
-
-/// The process-wide test CA; sets `SSL_CERT_FILE` on first use.
-pub fn test_ca() -> &'static TestCa {
-    static CA: OnceLock<TestCa> = OnceLock::new();
-    CA.get_or_init(|| {
-        use rcgen::{
-            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-            KeyPair, KeyUsagePurpose,
-        };
-        let ca_key = KeyPair::generate().expect("ca key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "svc-agent test CA");
-        let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
-        let issuer = Issuer::new(ca_params, ca_key);
-        let leaf_key = KeyPair::generate().expect("leaf key");
-        let mut leaf =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .expect("leaf params");
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        leaf.distinguished_name
-            .push(DnType::CommonName, "localhost");
-        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("leaf cert");
-
-        let dir = std::env::temp_dir().join(format!("svc-test-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("ca dir");
-        let ca_file = dir.join("ca.pem");
-        std::fs::write(&ca_file, ca_cert.pem()).expect("write ca");
-        let cert_file = dir.join("server.pem");
-        let key_file = dir.join("server.key");
-        std::fs::write(&cert_file, leaf_cert.pem() + &ca_cert.pem()).expect("write cert");
-        std::fs::write(&key_file, leaf_key.serialize_pem()).expect("write key");
-        // Before any request of this process: minreq reads the store once.
-        std::env::set_var("SSL_CERT_FILE", &ca_file);
-        TestCa {
-            ca_file,
-            cert_file,
-            key_file,
-            chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
-            key_der: leaf_key.serialize_der(),
-        }
-    })
-}
+pub use super::testca::test_ca;
 
 /// How the server answers requests for one path.
 #[derive(Debug, Clone)]
@@ -135,18 +72,7 @@ pub struct HttpsServer {
 
 impl HttpsServer {
     pub fn start() -> HttpsServer {
-        let ca = test_ca();
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("tls versions")
-            .with_no_client_auth()
-            .with_single_cert(
-                ca.chain.clone(),
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ca.key_der.clone())),
-            )
-            .expect("server cert");
-        let config = Arc::new(config);
+        let config = test_ca().server_config();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let state = Arc::new(Mutex::new(State::default()));
