@@ -125,7 +125,7 @@ fn unchanged_poll_bytes() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let mut agent = sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_pem_path.to_str().unwrap())]);
+    let mut agent = sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap())]);
     wait_for("five 304s", 60, || {
         srv.polls().iter().filter(|p| p.status_sent == 304).count() >= 5
     });
