@@ -73,7 +73,7 @@ worker() {
         "$root/tests/system/run.sh" "$name" > "$q/out.$w" 2>&1 || true
         # run.sh prints one PASS/FAIL line per scenario; none means the harness itself failed.
         grep -q -E '^(PASS|FAIL) ' "$q/out.$w" || echo "FAIL $name: the harness failed (see above)" >> "$q/out.$w"
-        flock "$q/print.lock" bash -c 'cat "$1"; grep -E "^(PASS|FAIL) " "$1" >> "$2"' _ "$q/out.$w" "$q/results"
+        flock "$q/print.lock" bash -c 'grep -v "^system: " "$1"; grep -E "^(PASS|FAIL) " "$1" >> "$2"' _ "$q/out.$w" "$q/results"
     done
 }
 log "running ${#scenarios[@]} scenario(s), $jobs guest(s) at a time"

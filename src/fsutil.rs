@@ -1,9 +1,10 @@
 //! Crash-safe file writes: temp file, fsync, rename, fsync of the directory.
 //!
 //! Every file the agent writes goes through [`atomic_write`], so that a power cut at any
-//! instant leaves either the old or the new content, never a torn file.
+//! instant leaves either the old or the new content, never a torn file. Append-only JSON-lines
+//! files (the `file://` log sink) go through [`append_lines`] instead.
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,6 +104,47 @@ impl FileLock {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Appends `lines` (complete lines, each ending in `\n`) to a JSON-lines file with one
+/// `write` and then `fdatasync`; the caller acknowledges only after this returns.
+///
+/// Not `atomic_write`: the file only grows. A last line torn by a crash mid-write (it was
+/// never acknowledged, so it is sent again) is cut off before the append, so the file stays
+/// complete lines.
+pub(crate) fn append_lines(path: &Path, lines: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)?;
+    let len = f.seek(SeekFrom::End(0))?;
+    let end = complete_prefix_len(&mut f, len)?;
+    if end != len {
+        f.set_len(end)?;
+        f.seek(SeekFrom::Start(end))?;
+    }
+    f.write_all(lines)?;
+    f.sync_data()
+}
+
+/// Length of the file up to and including its last `\n` (the complete lines).
+fn complete_prefix_len(f: &mut File, len: u64) -> io::Result<u64> {
+    let mut end = len;
+    let mut chunk = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk[..n])?;
+        if let Some(pos) = chunk[..n].iter().rposition(|&b| b == b'\n') {
+            return Ok(start + pos as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 fn parent_dir(path: &Path) -> PathBuf {

@@ -10,9 +10,8 @@ use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
 use crate::protocol::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use std::cell::Cell;
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -65,12 +64,9 @@ pub fn batch_json(batch: &[QueuedRecord]) -> serde_json::Value {
 }
 
 /// Appends records as JSON lines (one record object per line) to `<dir>/logs.jsonl`, the log
-/// file of a `file://` management directory.
-///
-/// An append-only log, so not written through `atomic_write`: instead each batch is one
-/// `write` followed by `fdatasync`, and a torn last line (a crash mid-write) is cut off before
-/// the next append, so the file stays valid JSON lines. The cut line was never acknowledged
-/// and is sent again.
+/// file of a `file://` management directory: the same writer as the agent's `file://`
+/// transport ([`crate::fsutil::append_lines`]: one write and `fdatasync` per batch, a torn
+/// last line cut off first).
 pub struct FileTransport {
     path: PathBuf,
     buf: Vec<u8>,
@@ -83,41 +79,6 @@ impl FileTransport {
             buf: Vec::new(),
         }
     }
-
-    fn append(&mut self) -> io::Result<()> {
-        let mut f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&self.path)?;
-        let len = f.seek(SeekFrom::End(0))?;
-        let end = complete_prefix_len(&mut f, len)?;
-        if end != len {
-            f.set_len(end)?;
-            f.seek(SeekFrom::Start(end))?;
-        }
-        f.write_all(&self.buf)?;
-        f.sync_data()
-    }
-}
-
-/// Length of the file up to and including its last `\n` (the complete lines).
-fn complete_prefix_len(f: &mut File, len: u64) -> io::Result<u64> {
-    let mut end = len;
-    let mut chunk = [0u8; 4096];
-    while end > 0 {
-        let start = end.saturating_sub(chunk.len() as u64);
-        let n = (end - start) as usize;
-        f.seek(SeekFrom::Start(start))?;
-        f.read_exact(&mut chunk[..n])?;
-        if let Some(pos) = chunk[..n].iter().rposition(|&b| b == b'\n') {
-            return Ok(start + pos as u64 + 1);
-        }
-        end = start;
-    }
-    Ok(0)
 }
 
 impl LogTransport for FileTransport {
@@ -128,7 +89,7 @@ impl LogTransport for FileTransport {
                 .map_err(|e| TransportError::Io(io::Error::other(e)))?;
             self.buf.push(b'\n');
         }
-        self.append().map_err(TransportError::Io)
+        crate::fsutil::append_lines(&self.path, &self.buf).map_err(TransportError::Io)
     }
 }
 

@@ -5,12 +5,12 @@
 //! |---|---|
 //! | `DIR/poll.json` | the poll answer, same shape as over HTTPS |
 //! | `DIR/status.json` | the agent's last status report (written when the directory is writable) |
-//! | `DIR/logs.jsonl` | uploaded log batches, one JSON document a line, appended |
+//! | `DIR/logs.jsonl` | uploaded log records, one record object a line, appended (docs/logs.md) |
 //! | anything else | artifacts, named by `file://` URLs or by paths relative to DIR |
 use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 
 pub struct FileTransport {
@@ -61,18 +61,18 @@ impl Transport for FileTransport {
         })
     }
 
+    /// One record object per line (docs/logs.md), through the one JSON-lines writer: a batch
+    /// is one write and `fdatasync` before it counts as delivered, and a line torn by a crash
+    /// is cut off before the next append.
     fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError> {
         let path = self.dir.join("logs.jsonl");
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| ProtocolError::Network(format!("cannot open {}: {e}", path.display())))?;
-        let mut line = batch.to_vec();
-        line.retain(|b| *b != b'\n');
-        line.push(b'\n');
-        // One write of the whole line, then fsync: a batch is acknowledged only once durable.
-        f.write_all(&line).and_then(|_| f.sync_data()).map_err(|e| {
+        let lines = record_lines(batch).ok_or_else(|| ProtocolError::Http {
+            // What an app answers a malformed batch: the shipper isolates the bad record.
+            status: 400,
+            retry_after_secs: None,
+            body: "a log batch must be {\"records\": [objects]}".into(),
+        })?;
+        crate::fsutil::append_lines(&path, &lines).map_err(|e| {
             ProtocolError::Network(format!("cannot append to {}: {e}", path.display()))
         })
     }
@@ -93,6 +93,20 @@ impl Transport for FileTransport {
     }
 }
 
+/// A batch `{"records": [..]}` as JSON lines, one record object a line.
+fn record_lines(batch: &[u8]) -> Option<Vec<u8>> {
+    let v: Value = serde_json::from_slice(batch).ok()?;
+    let mut out = Vec::with_capacity(batch.len() + 64);
+    for rec in v.get("records")?.as_array()? {
+        if !rec.is_object() {
+            return None;
+        }
+        serde_json::to_writer(&mut out, rec).ok()?;
+        out.push(b'\n');
+    }
+    Some(out)
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -100,6 +114,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn answers_change_by_content_and_logs_append() {
@@ -131,11 +146,26 @@ mod tests {
             .unwrap()
             .contains("null"));
         t.send_logs(b"{\"records\":[]}").unwrap();
-        t.send_logs(b"{\"records\":\n[1]}").unwrap();
+        t.send_logs(b"{\"records\":\n[{\"id\":1},{\"id\":2}]}")
+            .unwrap();
+        // A line torn by a crash mid-append is cut off; the next batch follows whole lines.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("logs.jsonl"))
+            .unwrap();
+        f.write_all(b"{\"id\":3,\"mess").unwrap();
+        t.send_logs(b"{\"records\":[{\"id\":3}]}").unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.join("logs.jsonl")).unwrap(),
-            "{\"records\":[]}\n{\"records\":[1]}\n"
+            "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n"
         );
+        // Not a batch: refused as an app would (400), nothing written.
+        for bad in [&b"{\"records\":[1]}"[..], b"[]", b"{garbage"] {
+            assert!(matches!(
+                t.send_logs(bad),
+                Err(ProtocolError::Http { status: 400, .. })
+            ));
+        }
         assert_eq!(
             t.resolve_url("svc-server-1.0"),
             format!("file://{}/svc-server-1.0", dir.display())

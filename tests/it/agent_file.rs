@@ -266,9 +266,10 @@ fn doctor_reports_each_check() {
 
 fn shipped(sb: &Sandbox) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(sb.app.join("logs.jsonl")).unwrap_or_default();
+    // One record object a line (docs/logs.md); every line complete.
     text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .flat_map(|b| b["records"].as_array().cloned().unwrap_or_default())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a complete record line"))
+        .inspect(|r| assert!(r["id"].is_u64(), "not a record: {r}"))
         .collect()
 }
 
