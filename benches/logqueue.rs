@@ -14,7 +14,7 @@ use std::time::Instant;
 use svc::logging::Level;
 use svc::logqueue::{LogQueue, QueueConfig, QueuedRecord};
 use svc::logship::{
-    batch_json, FileTransport, LogTransport, ShipOutcome, Shipper, ShipperConfig, TransportError,
+    batch_json, LogFileSink, LogTransport, ShipOutcome, Shipper, ShipperConfig, TransportError,
 };
 
 /// A typical agent line (~80 bytes of message).
@@ -243,7 +243,7 @@ fn main() {
         t.elapsed().as_secs_f64() * 1000.0
     );
     let q = Arc::new(Mutex::new(q));
-    let mut s = Shipper::new(q, FileTransport::new(&mgmt), ShipperConfig::default());
+    let mut s = Shipper::new(q, LogFileSink::new(&mgmt), ShipperConfig::default());
     let t = Instant::now();
     let sent = drain(&mut s);
     let secs = t.elapsed().as_secs_f64();
@@ -297,11 +297,7 @@ fn main() {
     }
     q.sync().unwrap();
     let q = Arc::new(Mutex::new(q));
-    let mut s = Shipper::new(
-        q.clone(),
-        FileTransport::new(&mgmt),
-        ShipperConfig::default(),
-    );
+    let mut s = Shipper::new(q.clone(), LogFileSink::new(&mgmt), ShipperConfig::default());
     let mut sent = 0u64;
     let mut peak = (0, 0);
     loop {

@@ -67,21 +67,21 @@ pub fn batch_json(batch: &[QueuedRecord]) -> serde_json::Value {
 /// file of a `file://` management directory: the same writer as the agent's `file://`
 /// transport ([`crate::fsutil::append_lines`]: one write and `fdatasync` per batch, a torn
 /// last line cut off first).
-pub struct FileTransport {
+pub struct LogFileSink {
     path: PathBuf,
     buf: Vec<u8>,
 }
 
-impl FileTransport {
-    pub fn new(dir: &Path) -> FileTransport {
-        FileTransport {
+impl LogFileSink {
+    pub fn new(dir: &Path) -> LogFileSink {
+        LogFileSink {
             path: dir.join("logs.jsonl"),
             buf: Vec::new(),
         }
     }
 }
 
-impl LogTransport for FileTransport {
+impl LogTransport for LogFileSink {
     fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
         self.buf.clear();
         for rec in batch {

@@ -2,7 +2,7 @@
 //! hands parsed options to `server::run`.
 use super::args::{Args, UsageError};
 use super::{cmd_version, default_machine_id, EXIT_OK, EXIT_USAGE};
-use crate::server::source::Source;
+use crate::server::source::ConfigSource;
 use crate::server::{run, Options, LOG};
 use std::time::Duration;
 
@@ -68,13 +68,15 @@ fn parse_options(
     }
     let source = match (a.value("config"), a.value("app")) {
         (Some(_), Some(_)) => return Err(UsageError("give --config or --app, not both".into())),
-        (Some(f), None) => Source::File(f.into()),
+        (Some(f), None) => ConfigSource::File(f.into()),
         (None, Some(app)) => match app.strip_prefix("file://") {
-            Some(dir) => Source::App(dir.into()),
-            None if app.starts_with("https://") || app.starts_with("http://") => Source::Remote {
-                url: app.to_string(),
-                credentials: a.value("credentials").unwrap_or("/etc/svc.json").into(),
-            },
+            Some(dir) => ConfigSource::App(dir.into()),
+            None if app.starts_with("https://") || app.starts_with("http://") => {
+                ConfigSource::Remote {
+                    url: app.to_string(),
+                    credentials: a.value("credentials").unwrap_or("/etc/svc.json").into(),
+                }
+            }
             None => {
                 return Err(UsageError(format!(
                     "--app {app:?}: expected file://DIR, https://... or (explicit) http://..."
@@ -82,7 +84,7 @@ fn parse_options(
             }
         },
         (None, None) => match env("SVC_CONFIG_FILE").filter(|s| !s.is_empty()) {
-            Some(f) => Source::File(f.into()),
+            Some(f) => ConfigSource::File(f.into()),
             None => {
                 return Err(UsageError(
                     "no config: give --config FILE, --app file://DIR or set SVC_CONFIG_FILE".into(),
@@ -170,7 +172,7 @@ mod tests {
     #[test]
     fn config_source_and_fallbacks() {
         let o = parse(&["--config", "/c.json"], &[("SVC_CONFIG_FILE", "/other")]).unwrap();
-        assert_eq!(o.source, Source::File("/c.json".into()));
+        assert_eq!(o.source, ConfigSource::File("/c.json".into()));
         let o = parse(
             &[],
             &[
@@ -179,11 +181,11 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(o.source, Source::File("/env.json".into()));
+        assert_eq!(o.source, ConfigSource::File("/env.json".into()));
         assert_eq!(o.registry.as_deref(), Some("file:///r"));
         assert_eq!(o.check_interval, Duration::from_secs(300));
         let o = parse(&["--app", "file:///mgmt", "--check-interval", "0.5"], &[]).unwrap();
-        assert_eq!(o.source, Source::App("/mgmt".into()));
+        assert_eq!(o.source, ConfigSource::App("/mgmt".into()));
         assert_eq!(o.check_interval, Duration::from_millis(500));
         assert!(parse(&[], &[]).is_err(), "no config at all");
         let o = parse(
@@ -193,7 +195,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             o.source,
-            Source::Remote {
+            ConfigSource::Remote {
                 url: "https://app.example".into(),
                 credentials: "/c".into()
             }

@@ -29,7 +29,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct PortalRequest {
     pub method: String,
     pub path: String,
     /// Header names lower-cased.
@@ -37,7 +37,7 @@ pub struct Request {
     pub body: String,
 }
 
-impl Request {
+impl PortalRequest {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -53,7 +53,7 @@ impl Request {
 }
 
 /// Parse one complete request from `buf`.
-pub fn parse_request(buf: &[u8]) -> Result<Request, ParseError> {
+pub fn parse_request(buf: &[u8]) -> Result<PortalRequest, ParseError> {
     let head_end = match find(buf, b"\r\n\r\n") {
         Some(i) => i,
         None if buf.len() > MAX_REQUEST_LINE + MAX_HEADERS_BYTES => {
@@ -92,7 +92,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Request, ParseError> {
         }
         headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
     }
-    let req_headers = Request {
+    let req_headers = PortalRequest {
         method: method.into(),
         path: path.into(),
         headers,
@@ -115,7 +115,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Request, ParseError> {
         return Err(ParseError::Incomplete);
     }
     let body = std::str::from_utf8(&body[..len]).map_err(|_| ParseError::BadUtf8)?;
-    Ok(Request {
+    Ok(PortalRequest {
         body: body.into(),
         ..req_headers
     })
@@ -173,7 +173,7 @@ impl fmt::Debug for NetworkInput {
 
 /// Validate a form submission: CSRF token (hidden field and cookie both equal the per-boot
 /// token), SSID and pass key.
-pub fn validate_connect_form(req: &Request, token: &str) -> Result<NetworkInput, String> {
+pub fn validate_connect_form(req: &PortalRequest, token: &str) -> Result<NetworkInput, String> {
     let form = parse_form(&req.body).map_err(|e| e.to_string())?;
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let ok_token = |t: Option<&str>| t.is_some_and(|t| ct_eq(t.as_bytes(), token.as_bytes()));

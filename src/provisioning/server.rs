@@ -12,7 +12,7 @@
 //!   POSTs need the header `X-Svc-Token: <token>` (a custom header: no cross-site form can
 //!   send it).
 //! - anything else: `302` to the portal, which is what phones' captive-portal checks need.
-use super::portal::{self, NetworkInput, ParseError, Request};
+use super::portal::{self, NetworkInput, ParseError, PortalRequest};
 use crate::paths::Paths;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -65,13 +65,13 @@ struct Shared {
     paths: Paths,
     token: String,
     actions: Mutex<Box<dyn PortalActions>>,
-    slots: Mutex<Vec<Slot>>,
+    slots: Mutex<Vec<Serving>>,
     next_id: AtomicU64,
 }
 
 /// A connection being served; `reading` (a handle on the socket) while its request is
 /// still arriving, so that it can be cut off for a newer one.
-struct Slot {
+struct Serving {
     id: u64,
     since: Instant,
     reading: Option<TcpStream>,
@@ -218,7 +218,7 @@ fn accept_loop(
     }
 }
 
-fn slots(s: &Shared) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+fn slots(s: &Shared) -> std::sync::MutexGuard<'_, Vec<Serving>> {
     s.slots
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -245,7 +245,7 @@ fn admit(s: &Shared, id: u64, conn: &TcpStream) -> bool {
     if v.len() >= MAX_CONNECTIONS {
         return false;
     }
-    v.push(Slot {
+    v.push(Serving {
         id,
         since: Instant::now(),
         reading: conn.try_clone().ok(),
@@ -318,7 +318,7 @@ fn handle(mut conn: TcpStream, s: &Shared, id: u64) {
     let _ = route(&conn, s, &req);
 }
 
-fn route(conn: &TcpStream, s: &Shared, req: &Request) -> std::io::Result<()> {
+fn route(conn: &TcpStream, s: &Shared, req: &PortalRequest) -> std::io::Result<()> {
     let path = req.path.split('?').next().unwrap_or("");
     match (req.method.as_str(), path) {
         ("GET", "/") => page(conn, s, None),

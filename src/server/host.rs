@@ -62,7 +62,7 @@ impl fmt::Display for Problem {
     }
 }
 
-struct Slot {
+struct ModuleSlot {
     /// The entry this slot runs (differs from the config's while a change failed).
     module: Module,
     /// The deployed registry version.
@@ -83,7 +83,7 @@ struct Launch {
 pub(crate) struct ModuleHost {
     s: HostSettings,
     config: Option<MachineConfig>,
-    slots: BTreeMap<String, Slot>,
+    slots: BTreeMap<String, ModuleSlot>,
     order: Vec<String>,
     gate: Gate,
 }
@@ -201,7 +201,7 @@ impl ModuleHost {
         &mut self,
         name: &str,
         version: &Version,
-        artifact: &registry::Artifact,
+        artifact: &registry::ModuleArtifact,
     ) -> Result<Installed, RegistryError> {
         let (home, name, version, artifact) = (
             self.s.svc_home.clone(),
@@ -419,7 +419,7 @@ impl ModuleHost {
         }
     }
 
-    fn stop_slot(&self, slot: &mut Slot, why: &str) {
+    fn stop_slot(&self, slot: &mut ModuleSlot, why: &str) {
         if let Some(mut sup) = slot.sup.take() {
             crate::info!(
                 LOG,
@@ -466,7 +466,7 @@ impl ModuleHost {
         };
         self.warn_missing_deps(cfg, name);
         let prepared = self.prepare(cfg, module, current.as_ref());
-        let mut slot = self.slots.remove(name).unwrap_or(Slot {
+        let mut slot = self.slots.remove(name).unwrap_or(ModuleSlot {
             module: module.clone(),
             version: None,
             sup: None,

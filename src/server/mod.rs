@@ -13,7 +13,7 @@ use crate::config::env::HostEnv;
 use crate::signals;
 use crate::supervisor::Policy;
 use host::{HostSettings, ModuleHost};
-use source::Source;
+use source::ConfigSource;
 use std::time::{Duration, Instant};
 
 /// The subsystem tag of svc-server's log lines.
@@ -22,7 +22,7 @@ pub(crate) const LOG: &str = "svc-server";
 /// Command-line options of the host.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Options {
-    pub source: Source,
+    pub source: ConfigSource,
     pub registry: Option<String>,
     pub check_interval: Duration,
     pub watch_interval: Duration,

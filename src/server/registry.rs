@@ -52,7 +52,7 @@ impl std::error::Error for RegistryError {}
 
 /// One platform's artifact of a version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Artifact {
+pub struct ModuleArtifact {
     /// Absolute (`https://`, `http://`, `file://`) or relative to the index's folder.
     pub url: String,
     pub sha256: String,
@@ -65,7 +65,7 @@ pub struct Artifact {
 struct IndexVersion {
     version: String,
     #[serde(default)]
-    platforms: BTreeMap<String, Artifact>,
+    platforms: BTreeMap<String, ModuleArtifact>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,14 +76,14 @@ struct Index {
 /// The versions of one module available for this machine's platform, URLs made absolute.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Available {
-    pub versions: Vec<(Version, Artifact)>,
+    pub versions: Vec<(Version, ModuleArtifact)>,
 }
 
 impl Available {
     pub(crate) fn list(&self) -> Vec<Version> {
         self.versions.iter().map(|(v, _)| v.clone()).collect()
     }
-    pub(crate) fn artifact(&self, v: &Version) -> Option<&Artifact> {
+    pub(crate) fn artifact(&self, v: &Version) -> Option<&ModuleArtifact> {
         self.versions.iter().find(|(x, _)| x == v).map(|(_, a)| a)
     }
 }
@@ -290,7 +290,7 @@ pub(crate) fn install(
     svc_home: &Path,
     name: &str,
     version: &Version,
-    artifact: &Artifact,
+    artifact: &ModuleArtifact,
 ) -> Result<Installed, RegistryError> {
     if let Some(i) = installed(svc_home, name, version) {
         return Ok(i);

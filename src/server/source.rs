@@ -13,7 +13,7 @@ use std::path::PathBuf;
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum ConfigSource {
     File(PathBuf),
     /// A management directory; the config is `poll.json`'s `config` member.
     App(PathBuf),
@@ -25,23 +25,23 @@ pub(crate) enum Source {
     },
 }
 
-impl Source {
+impl ConfigSource {
     /// The file that is read and watched.
     pub(crate) fn path(&self) -> PathBuf {
         match self {
-            Source::File(p) => p.clone(),
-            Source::App(dir) => dir.join("poll.json"),
-            Source::Remote { credentials, .. } => credentials.clone(),
+            ConfigSource::File(p) => p.clone(),
+            ConfigSource::App(dir) => dir.join("poll.json"),
+            ConfigSource::Remote { credentials, .. } => credentials.clone(),
         }
     }
 }
 
-impl fmt::Display for Source {
+impl fmt::Display for ConfigSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Source::File(p) => write!(f, "{}", p.display()),
-            Source::App(d) => write!(f, "file://{} (poll.json)", d.display()),
-            Source::Remote { url, .. } => write!(f, "{url}"),
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::App(d) => write!(f, "file://{} (poll.json)", d.display()),
+            ConfigSource::Remote { url, .. } => write!(f, "{url}"),
         }
     }
 }
@@ -55,12 +55,12 @@ pub(crate) struct Loaded {
 
 /// Reads the source and notices when its file changes.
 pub(crate) struct Watcher {
-    source: Source,
+    source: ConfigSource,
     seen: Option<(i64, i64, u64, u64)>,
     remote: Option<Remote>,
 }
 
-/// The state of a `Source::Remote`: the connection, the validator and hash of the answer
+/// The state of a `ConfigSource::Remote`: the connection, the validator and hash of the answer
 /// held, and when to poll next.
 struct Remote {
     transport: Box<dyn crate::protocol::Transport>,
@@ -80,7 +80,7 @@ fn one_error(message: String) -> Report {
 }
 
 impl Watcher {
-    pub(crate) fn new(source: Source) -> Watcher {
+    pub(crate) fn new(source: ConfigSource) -> Watcher {
         Watcher {
             source,
             seen: None,
@@ -97,8 +97,8 @@ impl Watcher {
     /// poll is due).
     pub(crate) fn changed(&mut self) -> bool {
         match (&self.source, &self.remote) {
-            (Source::Remote { .. }, Some(r)) => std::time::Instant::now() >= r.next_poll,
-            (Source::Remote { .. }, None) => true,
+            (ConfigSource::Remote { .. }, Some(r)) => std::time::Instant::now() >= r.next_poll,
+            (ConfigSource::Remote { .. }, None) => true,
             _ => self.stat() != self.seen,
         }
     }
@@ -106,7 +106,7 @@ impl Watcher {
     /// Reads and validates the config. `Err` only when the file cannot be read at all (or
     /// the app cannot be reached).
     pub(crate) fn load(&mut self) -> Result<Loaded, String> {
-        if let Source::Remote { url, credentials } = &self.source {
+        if let ConfigSource::Remote { url, credentials } = &self.source {
             let (url, credentials) = (url.clone(), credentials.clone());
             return self.poll_remote(&url, &credentials);
         }
@@ -122,8 +122,10 @@ impl Watcher {
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let config = match &self.source {
-            Source::File(_) | Source::Remote { .. } => crate::config::parse_slice(&bytes),
-            Source::App(_) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            ConfigSource::File(_) | ConfigSource::Remote { .. } => {
+                crate::config::parse_slice(&bytes)
+            }
+            ConfigSource::App(_) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
                 Ok(v) => match v.get("config") {
                     Some(c) => crate::config::parse_value(c),
                     None => Err(one_error(format!(

@@ -147,18 +147,18 @@ pub(crate) fn discard_sidecar(part: &Path) {
     let _ = fs::remove_file(sidecar_path(part));
 }
 
-enum Source {
+enum Origin {
     Http { url: String },
     File(PathBuf),
 }
 
-fn source_of(url: &str) -> Result<Source, UpdateError> {
+fn source_of(url: &str) -> Result<Origin, UpdateError> {
     if let Some(p) = url.strip_prefix("file://") {
         if p.starts_with('/') {
-            return Ok(Source::File(PathBuf::from(p)));
+            return Ok(Origin::File(PathBuf::from(p)));
         }
     } else if url.starts_with("https://") || url.starts_with("http://") {
-        return Ok(Source::Http {
+        return Ok(Origin::Http {
             url: url.to_string(),
         });
     }
@@ -290,8 +290,8 @@ pub(crate) fn fetch_into(
         attempts += 1;
         let before = job.offset;
         let r = match &source {
-            Source::File(p) => job.attempt_file(p),
-            Source::Http { url } => job.attempt_http(url, conditional),
+            Origin::File(p) => job.attempt_file(p),
+            Origin::Http { url } => job.attempt_http(url, conditional),
         };
         match r {
             Ok(AttemptEnd::Done) => complete = true,
@@ -690,8 +690,8 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert!(matches!(source_of("file:///a/b"), Ok(Source::File(_))));
-        assert!(matches!(source_of("http://h/x"), Ok(Source::Http { .. })));
+        assert!(matches!(source_of("file:///a/b"), Ok(Origin::File(_))));
+        assert!(matches!(source_of("http://h/x"), Ok(Origin::Http { .. })));
         assert!(source_of("ftp://h/x").is_err());
         assert!(source_of("file://relative").is_err());
         assert!(source_of("/plain/path").is_err());

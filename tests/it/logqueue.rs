@@ -12,7 +12,7 @@ use std::time::Duration;
 use svc::logging::Level;
 use svc::logqueue::{DropCounts, LogQueue, QueueConfig, QueuedRecord};
 use svc::logship::{
-    FileTransport, LogTransport, ShipOutcome, Shipper, ShipperConfig, TransportError,
+    LogFileSink, LogTransport, ShipOutcome, Shipper, ShipperConfig, TransportError,
 };
 
 fn scratch(name: &str) -> PathBuf {
@@ -83,7 +83,7 @@ fn offline_100k_lines_ship_exactly_once_in_order() {
     let q = Arc::new(Mutex::new(
         LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
     ));
-    let mut shipper = Shipper::new(q.clone(), FileTransport::new(&mgmt), fast_shipper_cfg(500));
+    let mut shipper = Shipper::new(q.clone(), LogFileSink::new(&mgmt), fast_shipper_cfg(500));
     assert_eq!(drain_all(&mut shipper), 0);
     let recs = shipped(&mgmt.join("logs.jsonl"));
     assert_eq!(ids(&recs), (1..=100_000).collect::<Vec<u64>>());
@@ -287,7 +287,7 @@ fn over_the_cap_drops_debug_then_info_then_warn_oldest_first_and_reports_counts(
     // Counts survive a restart and arrive as a warn record with the first shipment.
     let q = Arc::new(Mutex::new(LogQueue::open(&qdir, cfg).unwrap()));
     assert_eq!(q.lock().unwrap().dropped(), dropped);
-    let mut shipper = Shipper::new(q.clone(), FileTransport::new(&mgmt), fast_shipper_cfg(500));
+    let mut shipper = Shipper::new(q.clone(), LogFileSink::new(&mgmt), fast_shipper_cfg(500));
     match shipper.ship_once().unwrap() {
         ShipOutcome::Sent { .. } => {}
         other => panic!("first shipment: {other:?}"),
@@ -436,7 +436,7 @@ fn kill_9_during_appends_loses_nothing_flushed_and_corrupts_nothing() {
     let q = Arc::new(Mutex::new(
         LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
     ));
-    let mut shipper = Shipper::new(q.clone(), FileTransport::new(&mgmt), fast_shipper_cfg(500));
+    let mut shipper = Shipper::new(q.clone(), LogFileSink::new(&mgmt), fast_shipper_cfg(500));
     drain_all(&mut shipper);
     let got = ids(&shipped(&mgmt.join("logs.jsonl")));
     assert_eq!(got, (1..=flushed_before_kill).collect::<Vec<u64>>());
@@ -481,7 +481,7 @@ fn kill_9_during_upload_loses_nothing_acknowledged() {
     let q = Arc::new(Mutex::new(
         LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
     ));
-    let mut shipper = Shipper::new(q.clone(), FileTransport::new(&mgmt), fast_shipper_cfg(200));
+    let mut shipper = Shipper::new(q.clone(), LogFileSink::new(&mgmt), fast_shipper_cfg(200));
     drain_all(&mut shipper);
     // The file is valid JSON lines again, and the receiver sees each record once, in order.
     let recs = shipped(&mgmt.join("logs.jsonl"));
@@ -505,7 +505,7 @@ fn shipped_lenient(path: &Path) -> Vec<serde_json::Value> {
 }
 
 /// Prints each delivered batch before the shipper acknowledges it.
-struct Announce(FileTransport);
+struct Announce(LogFileSink);
 
 impl LogTransport for Announce {
     fn send_batch(&mut self, batch: &[QueuedRecord]) -> Result<(), TransportError> {
@@ -544,7 +544,7 @@ fn child_process() {
                 LogQueue::open(&qdir, QueueConfig::default()).unwrap(),
             ));
             let mut shipper =
-                Shipper::new(q, Announce(FileTransport::new(&out)), fast_shipper_cfg(200));
+                Shipper::new(q, Announce(LogFileSink::new(&out)), fast_shipper_cfg(200));
             loop {
                 shipper.ship_once().unwrap();
             }
@@ -671,7 +671,7 @@ fn file_transport_cuts_a_torn_last_line_before_appending() {
         subsystem: "s".into(),
         message: "again".into(),
     };
-    FileTransport::new(&dir).send_batch(&[rec]).unwrap();
+    LogFileSink::new(&dir).send_batch(&[rec]).unwrap();
     let recs = shipped(&path);
     assert_eq!(ids(&recs), vec![1, 2]);
     assert_eq!(recs[1]["message"], "again");
@@ -684,7 +684,7 @@ fn file_transport_cuts_a_torn_last_line_before_appending() {
         subsystem: "s".into(),
         message: "m".into(),
     };
-    FileTransport::new(&dir).send_batch(&[rec]).unwrap();
+    LogFileSink::new(&dir).send_batch(&[rec]).unwrap();
     assert_eq!(ids(&shipped(&path)), vec![9]);
     fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use svc::logging::{self, Level};
 use svc::logqueue::{LogQueue, QueueConfig};
-use svc::logship::{self, FileTransport, ShipOutcome, Shipper, ShipperConfig};
+use svc::logship::{self, LogFileSink, ShipOutcome, Shipper, ShipperConfig};
 
 const PSK: &str = "correct horse \"battery\" staple";
 const KEY: &str = "k3y-5f1c0a2b9e7d";
@@ -108,11 +108,7 @@ fn in_a_process_of_its_own() {
         assert!(contains(&on_disk, expected), "{expected:?} not queued");
     }
 
-    let mut shipper = Shipper::new(
-        q.clone(),
-        FileTransport::new(&mgmt),
-        ShipperConfig::default(),
-    );
+    let mut shipper = Shipper::new(q.clone(), LogFileSink::new(&mgmt), ShipperConfig::default());
     while let ShipOutcome::Sent { .. } = shipper.ship_once().unwrap() {}
     let file = fs::read_to_string(mgmt.join("logs.jsonl")).unwrap();
     assert!(!file.contains(PSK) && !file.contains(KEY) && !file.contains("battery"));
