@@ -335,19 +335,53 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// Keys not in `known`: kept (returned) and reported as warnings.
+    /// Keys not in `known`: kept (returned) and reported as warnings, at most
+    /// [`MAX_UNKNOWN_REPORTED`] of them.
     fn extra(&self, known: &[&str], r: &mut Report) -> Map<String, Value> {
         let mut extra = Map::new();
+        let mut unknown = UnknownKeys::default();
         for (k, v) in self.map {
             if !known.contains(&k.as_str()) {
-                r.warn(
-                    &self.at(k),
-                    format!("unknown key {k:?} (kept, but not used by svc-agent)"),
-                );
+                unknown.report(&self.at(k), k, r);
                 extra.insert(k.clone(), v.clone());
             }
         }
+        unknown.finish(&self.path, r);
         extra
+    }
+}
+
+/// Unknown keys reported one by one per object; the rest are counted in one warning. A
+/// generator gone wrong can write millions of them, and each warning is a log line.
+const MAX_UNKNOWN_REPORTED: usize = 100;
+
+/// The unknown keys of one object, reported up to [`MAX_UNKNOWN_REPORTED`].
+#[derive(Default)]
+struct UnknownKeys {
+    seen: usize,
+}
+
+impl UnknownKeys {
+    fn report(&mut self, at: &Ptr, key: &str, r: &mut Report) {
+        self.seen += 1;
+        if self.seen <= MAX_UNKNOWN_REPORTED {
+            r.warn(
+                at,
+                format!("unknown key {key:?} (kept, but not used by svc-agent)"),
+            );
+        }
+    }
+
+    fn finish(self, object: &Ptr, r: &mut Report) {
+        if self.seen > MAX_UNKNOWN_REPORTED {
+            r.warn(
+                object,
+                format!(
+                    "{} more unknown keys here (kept, but not used by svc-agent; only the first {MAX_UNKNOWN_REPORTED} are listed)",
+                    self.seen - MAX_UNKNOWN_REPORTED
+                ),
+            );
+        }
     }
 }
 
@@ -437,17 +471,16 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
+    let mut unknown = UnknownKeys::default();
     for (key, raw) in &members.0 {
         if !matches!(key.as_str(), "components" | "modules" | "agent") {
-            r.warn(
-                &root.key(key),
-                format!("unknown key {key:?} (kept, but not used by svc-agent)"),
-            );
+            unknown.report(&root.key(key), key, r);
             if let Some(v) = tree(raw, &root.key(key), r) {
                 cfg.extra.insert(key.clone(), v);
             }
         }
     }
+    unknown.finish(&root, r);
     cfg.components = components
         .into_iter()
         .filter_map(|c| match c {

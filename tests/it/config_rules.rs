@@ -546,6 +546,37 @@ fn unknown_keys_are_kept_and_warned() {
 }
 
 #[test]
+fn unknown_keys_are_all_kept_but_listed_at_most_a_hundred_per_object() {
+    let mut v = base();
+    for i in 0..1000 {
+        set(&mut v, &format!("/extra_{i}"), json!(i));
+        set(&mut v, &format!("/agent/svc-agent/future_{i}"), json!(i));
+    }
+    let (cfg, report) = parse_value(&v).unwrap_or_else(|r| panic!("{r}"));
+    for (object, prefix) in [
+        ("", "/extra_"),
+        ("/agent/svc-agent", "/agent/svc-agent/future_"),
+    ] {
+        let listed = report
+            .warnings
+            .iter()
+            .filter(|w| w.path.starts_with(prefix))
+            .count();
+        assert_eq!(listed, 100, "{object}: {listed} listed");
+        let summary: Vec<_> = report
+            .warnings
+            .iter()
+            .filter(|w| w.path == object && w.message.contains("900 more unknown keys"))
+            .collect();
+        assert_eq!(summary.len(), 1, "{object}: no summary of the other 900");
+    }
+    // Every key is kept, listed or not.
+    let out = serde_json::to_value(&cfg).unwrap();
+    assert_eq!(out["extra_999"], json!(999));
+    assert_eq!(out["agent"]["svc-agent"]["future_999"], json!(999));
+}
+
+#[test]
 fn warnings_for_both_pins_and_weak_hotspot_password() {
     let mut v = base();
     set(&mut v, "/agent/svc-server/pin_version", json!("1.2.3"));
