@@ -6,7 +6,7 @@ pub(crate) mod cache;
 pub(crate) mod logs;
 pub(crate) mod policy;
 pub(crate) mod provisioning;
-pub(crate) mod server;
+pub(crate) mod svc_server;
 #[cfg(test)]
 mod state_table;
 pub(crate) mod status;
@@ -52,7 +52,7 @@ pub(crate) struct Agent {
     config: Option<MachineConfig>,
     config_errors: Vec<Diagnostic>,
     cached: cache::CachedAnswer,
-    server: server::ServerManager,
+    server: svc_server::ServerManager,
     jitter: Jitter,
     backoff: Backoff,
     next_poll: Instant,
@@ -169,7 +169,7 @@ impl Agent {
                 .is_some_and(|c| c.agent.server.attributes.fast_start),
             std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
         );
-        let server = server::ServerManager::new(&paths)
+        let server = svc_server::ServerManager::new(&paths)
             .with_app(app.as_ref().map(|c| c.app_address.as_str()));
         let paths_for_host = paths.clone();
         Agent {

@@ -8,7 +8,7 @@ pub(crate) mod dns;
 pub(crate) mod driver;
 pub(crate) mod nm;
 pub mod portal;
-pub mod server;
+pub mod portal_http;
 pub mod service;
 pub(crate) mod state;
 

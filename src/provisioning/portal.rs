@@ -158,7 +158,7 @@ fn pct_decode(s: &str) -> Result<String, ParseError> {
 }
 
 /// A network submitted through the form or `POST /api/connect`, validated. `Debug` never
-/// shows the pass key (it is not registered with the log scrubber: see `server::connect`).
+/// shows the pass key (it is not registered with the log scrubber: see `portal_http::connect`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct NetworkInput {
     pub ssid: String,

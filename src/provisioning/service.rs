@@ -5,7 +5,7 @@ use super::defaults::{self, Settings};
 use super::driver::Provisioning;
 use super::nm::{self, Nmcli, WifiProfile};
 use super::portal::NetworkInput;
-use super::server::{Portal, PortalActions, Visible};
+use super::portal_http::{Portal, PortalActions, Visible};
 use super::state::{Mode, NmConnectivity, Observed};
 use crate::config::model::ProvisioningAttributes;
 use crate::paths::Paths;

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use svc::paths::Paths;
 use svc::provisioning::portal::NetworkInput;
-use svc::provisioning::server::{Portal, PortalActions, Visible};
+use svc::provisioning::portal_http::{Portal, PortalActions, Visible};
 
 const ROLE: &str = "SVC_TEST_NETNS_DEVICE";
 

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use svc::paths::Paths;
 use svc::provisioning::portal::NetworkInput;
-use svc::provisioning::server::{Portal, PortalActions, Visible};
+use svc::provisioning::portal_http::{Portal, PortalActions, Visible};
 
 #[derive(Clone, Default)]
 struct Fake(Arc<Mutex<Vec<NetworkInput>>>, bool);
