@@ -2,7 +2,7 @@
 //! (`examples/modules/logenv/bin/module`), a `file://` registry of real tar artifacts,
 //! real signals. No timed assertions: every wait is for an observable state, bounded only
 //! to fail instead of hang.
-use crate::common::sandbox::pid_alive as alive;
+use crate::common::sandbox::{pid_alive as alive, wait_for};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::fs;
@@ -16,14 +16,6 @@ const MODULE: &str = concat!(
     "/examples/modules/logenv/bin/module"
 );
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// Every live process whose environment holds `TEST_MARK=<mark>`.
 fn marked_processes(mark: &str) -> Vec<i32> {
