@@ -61,7 +61,12 @@ fi
 # A queue of scenario names; each worker takes the next one (longest-waiting first is the
 # order given), so a slow scenario does not hold back a whole half of the list.
 q="$(mktemp -d)"
-trap 'rm -rf "$q"' EXIT
+pids=()
+# Each worker is a process group of its own (set -m), so that stopping this script stops its
+# guests and host servers too, not only the workers.
+stop_workers() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
+trap 'stop_workers; rm -rf "$q"' EXIT
+trap 'exit 130' INT TERM
 printf '%s\n' "${scenarios[@]}" > "$q/queue"
 take() { # prints the next scenario name and removes it from the queue; fails when empty
     flock "$q/queue.lock" bash -c 'n="$(head -n1 "$1")"; [ -n "$n" ] || exit 1; sed -i 1d "$1"; echo "$n"' _ "$q/queue"
@@ -77,12 +82,14 @@ worker() {
     done
 }
 log "running ${#scenarios[@]} scenario(s), $jobs guest(s) at a time"
-pids=()
+set -m
 for w in $(seq 1 "$jobs"); do
     worker "$w" &
     pids+=($!)
 done
+set +m
 wait "${pids[@]}"
+pids=()
 
 passed="$(grep -c '^PASS ' "$q/results" 2>/dev/null || true)"
 failed="$(grep -c '^FAIL ' "$q/results" 2>/dev/null || true)"
