@@ -118,7 +118,10 @@ pub fn sandbox(test: &str) -> Paths {
 pub fn test_opts() -> UpdateOptions {
     UpdateOptions {
         download: DownloadOptions {
-            request_timeout: std::time::Duration::from_secs(2),
+            // Generous: a whole 4-48 MiB download is one request, and on a loaded 2-core
+            // machine a 2 s deadline cut it and added a retry the tests count. Tests of the
+            // deadline itself set their own (a_trickle_times_out_after_bounded_attempts).
+            request_timeout: std::time::Duration::from_secs(30),
             max_attempts: 3,
             min_progress: 4096,
             backoff_initial: std::time::Duration::from_millis(50),
