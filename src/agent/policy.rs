@@ -37,7 +37,8 @@ pub(crate) fn desired(
         }
         choice @ (VersionChoice::Version(_) | VersionChoice::Channel(_)) => match offered {
             Some(t) if Some(t.version.as_str()) != current_version && !bad.contains(&t.version) => {
-                let pinned = matches!(choice, VersionChoice::Version(p) if same_version(p, &t.version));
+                let pinned =
+                    matches!(choice, VersionChoice::Version(p) if same_version(p, &t.version));
                 match current_version {
                     Some(cur) if !pinned && older(&t.version, cur) => Desired::RefuseOlder {
                         offered: t.version.clone(),
@@ -64,7 +65,9 @@ fn same_version(a: &str, b: &str) -> bool {
 fn older(offered: &str, current: &str) -> bool {
     match (parse_version(offered), parse_version(current)) {
         // Build metadata (`+<sha12>` of a pinned URL's install) does not order releases.
-        (Some(o), Some(c)) => (o.major, o.minor, o.patch, &o.pre) < (c.major, c.minor, c.patch, &c.pre),
+        (Some(o), Some(c)) => {
+            (o.major, o.minor, o.patch, &o.pre) < (c.major, c.minor, c.patch, &c.pre)
+        }
         _ => false,
     }
 }
@@ -213,7 +216,13 @@ mod tests {
             }
         );
         assert_eq!(
-            desired(&vc("", ""), Some(&target("1.1.0-rc.1")), Some("v1.1.0"), None, &[]),
+            desired(
+                &vc("", ""),
+                Some(&target("1.1.0-rc.1")),
+                Some("v1.1.0"),
+                None,
+                &[]
+            ),
             Desired::RefuseOlder {
                 offered: "1.1.0-rc.1".into(),
                 current: "v1.1.0".into()
@@ -231,12 +240,24 @@ mod tests {
         ));
         // Back from a pinned URL's build (`1.0.0+<sha12>`) to the same release: not older.
         assert_eq!(
-            desired(&vc("", ""), Some(&old), Some("1.0.0+0123456789ab"), None, &[]),
+            desired(
+                &vc("", ""),
+                Some(&old),
+                Some("1.0.0+0123456789ab"),
+                None,
+                &[]
+            ),
             Desired::Install(old.clone())
         );
         // Versions that are not semver are not compared.
         assert_eq!(
-            desired(&vc("", ""), Some(&target("build-7")), Some("build-9"), None, &[]),
+            desired(
+                &vc("", ""),
+                Some(&target("build-7")),
+                Some("build-9"),
+                None,
+                &[]
+            ),
             Desired::Install(target("build-7"))
         );
     }

@@ -158,8 +158,8 @@ fn run(args: &[String]) -> Result<(), Failure> {
             for r in &rels {
                 targets.insert(r.artifact.name.clone(), r.target_json(&prefix));
             }
-            let text = serde_json::to_string_pretty(&Value::Object(targets))
-                .map_err(|e| e.to_string())?;
+            let text =
+                serde_json::to_string_pretty(&Value::Object(targets)).map_err(|e| e.to_string())?;
             println!("{text}");
         }
         "verify" => {
@@ -173,9 +173,10 @@ fn run(args: &[String]) -> Result<(), Failure> {
             if path.is_dir() {
                 verify_dir(path, &keys, o.target.as_deref())?;
             } else {
-                let sig = o.signature.clone().ok_or_else(|| {
-                    Failure::Usage("verify BINARY needs --signature SIG".into())
-                })?;
+                let sig = o
+                    .signature
+                    .clone()
+                    .ok_or_else(|| Failure::Usage("verify BINARY needs --signature SIG".into()))?;
                 let mut rel = Release::read(path, &o)?;
                 rel.artifact.signature = Some(sig);
                 verify::verify_signature(&keys, &rel.artifact, &rel.target)
@@ -195,7 +196,9 @@ fn run(args: &[String]) -> Result<(), Failure> {
         }
         "publish" => {
             if o.positional.len() < 2 {
-                return Err(Failure::Usage("publish needs DIR and one BINARY or more".into()));
+                return Err(Failure::Usage(
+                    "publish needs DIR and one BINARY or more".into(),
+                ));
             }
             let kp = load_private_key(&key_opt()?)?;
             publish(&o, &kp)?;
@@ -548,8 +551,8 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
             t.insert(r.artifact.name.clone(), r.target_json("artifacts/"));
         }
     }
-    let mut text = serde_json::to_vec_pretty(&Value::Object(answer.clone()))
-        .map_err(|e| e.to_string())?;
+    let mut text =
+        serde_json::to_vec_pretty(&Value::Object(answer.clone())).map_err(|e| e.to_string())?;
     text.push(b'\n');
     let path = dir.join("poll.json");
     svc::fsutil::atomic_write(&path, &text, 0o644)

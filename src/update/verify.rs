@@ -167,7 +167,8 @@ pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let key = decode_key(line.as_bytes(), 32).ok_or_else(|| format!("line {}: {WHAT}", n + 1))?;
+        let key =
+            decode_key(line.as_bytes(), 32).ok_or_else(|| format!("line {}: {WHAT}", n + 1))?;
         keys.push(key);
     }
     if keys.is_empty() && bytes.len() == 32 {
