@@ -114,7 +114,9 @@ def monitor(cmds):
     reply(s)
     for c in cmds:
         s.sendall((c + "\n").encode())
-        print(c, "->", reply(s).replace("(qemu) ", "").strip(), flush=True)
+        # QEMU echoes the command as typed (a character at a time); its answer follows.
+        answer = reply(s).replace("(qemu) ", "").rsplit(c, 1)[-1].strip()
+        print(c, "->", answer or "(no output: done)", flush=True)
     s.close()
 done = 0
 while True:

@@ -106,7 +106,7 @@ boot() {
     local console="$work/console-$phase.log" start=$SECONDS
     : > "$console"
     local monitor=(-monitor none)
-    [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device qemu-xhci,id=xhci)
+    [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot \
         -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
