@@ -157,7 +157,8 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 /// keys are accepted during a rotation (docs/updates.md), at most [`MAX_KEYS`].
 pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     const WHAT: &str = "not an ed25519 public key (32 bytes raw, hex or base64, one a line)";
-    if bytes.len() == 32 && std::str::from_utf8(bytes).is_err() {
+    // 32 bytes are the raw key, whatever they look like: no text key is 32 characters long.
+    if bytes.len() == 32 {
         return Ok(vec![bytes.to_vec()]);
     }
     let text = std::str::from_utf8(bytes).map_err(|_| WHAT.to_string())?;
@@ -170,10 +171,6 @@ pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         let key =
             decode_key(line.as_bytes(), 32).ok_or_else(|| format!("line {}: {WHAT}", n + 1))?;
         keys.push(key);
-    }
-    if keys.is_empty() && bytes.len() == 32 {
-        // 32 raw bytes that happen to be valid UTF-8.
-        return Ok(vec![bytes.to_vec()]);
     }
     if keys.is_empty() {
         return Err(format!("no key: {WHAT}"));
@@ -461,6 +458,35 @@ mod tests {
         }
         assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64_encode(b"fo"), "Zm8=");
+    }
+
+    #[test]
+    fn key_files_hold_one_key_or_a_few() {
+        let k1: Vec<u8> = (0u8..32).collect();
+        let k2: Vec<u8> = (100u8..132).collect();
+        // Raw 32 bytes, one hex line, base64 lines with a comment and blank lines.
+        assert_eq!(parse_public_keys(&k1).unwrap(), vec![k1.clone()]);
+        assert_eq!(
+            parse_public_keys(format!("{}\n", hex(&k1)).as_bytes()).unwrap(),
+            vec![k1.clone()]
+        );
+        let two = format!(
+            "# rotation: old key first\n{}\n\n{}\n",
+            base64_encode(&k1),
+            hex(&k2)
+        );
+        assert_eq!(
+            parse_public_keys(two.as_bytes()).unwrap(),
+            vec![k1.clone(), k2]
+        );
+        // Malformed lines, an empty file and too many keys refuse (never "unsigned").
+        let bad = format!("{}\nnot-a-key\n", hex(&k1));
+        assert!(parse_public_keys(bad.as_bytes())
+            .unwrap_err()
+            .contains("line 2"));
+        assert!(parse_public_keys(b"# nothing\n").is_err());
+        let many = format!("{}\n", hex(&k1)).repeat(MAX_KEYS + 1);
+        assert!(parse_public_keys(many.as_bytes()).is_err());
     }
 
     #[test]
