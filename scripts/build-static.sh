@@ -59,9 +59,10 @@ for a in "${arches[@]}"; do
                   AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
                   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld) ;;
     esac
-    log "cargo build --locked --profile $profile --target $triple --bins"
+    # The device binaries only: svc-release (the vendor's host-side tool) is not shipped.
+    log "cargo build --locked --profile $profile --target $triple --bin svc-agent --bin svc-server"
     start=$(date +%s)
-    (cd "$root" && env "${envs[@]}" cargo build --locked --profile "$profile" --target "$triple" --bins >&2) \
+    (cd "$root" && env "${envs[@]}" cargo build --locked --profile "$profile" --target "$triple" --bin svc-agent --bin svc-server >&2) \
         || die "cargo build for $triple failed"
     log "$triple built in $(( $(date +%s) - start )) s"
     # Cargo names the output folder after the profile, except dev -> debug.

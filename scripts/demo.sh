@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job, locally, with no cloud account: svc-agent manages svc-server (which runs a
-# sample module) in a sandbox under target/demo, driven by a file:// management directory,
-# the embedded default. Ctrl-C stops the agent, which stops svc-server and its modules.
+# The main job, locally, with no cloud account: svc-agent installs svc-server, a release the
+# vendor signed and published with svc-release, and manages it (it runs a sample module) in
+# a sandbox under target/demo, driven by a file:// management directory, the embedded
+# default. Ctrl-C stops the agent, which stops svc-server and its modules.
 #
 # Try, in another terminal, while it runs:
 #   cat target/demo/root/opt/svc/status.json          # what the agent reports
@@ -27,17 +28,13 @@ demo=$PWD/target/demo
 root=$demo/root
 app=$demo/app
 rm -rf "$demo"
-mkdir -p "$root/etc" "$app" "$root/opt/svc/cache" "$root/opt/svc/bin"
+mkdir -p "$root/etc" "$app"
 
-version=$(target/release/svc-server version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')
-# The release the "app" offers: svc-server as an artifact with its sha256 and size.
-cp target/release/svc-server "$app/svc-server-$version"
-sha=$(sha256sum "$app/svc-server-$version" | cut -d' ' -f1)
-size=$(stat -c %s "$app/svc-server-$version")
-# First boot of a device image: svc-server pre-installed at the same version.
-cp target/release/svc-server "$root/opt/svc/cache/svc-server-$version"
-ln -sfn "../cache/svc-server-$version" "$root/opt/svc/bin/svc-server"
-
+# The vendor's side (docs/releases.md): a key pair made once, its public half installed on
+# the device as /etc/svc-signing.pub (so the device accepts signed releases only), and the
+# release published into the management directory with svc-release.
+target/release/svc-release keygen "$demo/vendor.key" > /dev/null
+cp "$demo/vendor.key.pub" "$root/etc/svc-signing.pub"
 module=$PWD/examples/modules/logenv/bin/module
 cat > "$root/etc/svc.json" <<JSON
 {"cloud": {"app_address": "file://$app", "id": "demo-part", "secret": "demo-secret-not-for-production"}}
@@ -46,7 +43,6 @@ chmod 600 "$root/etc/svc.json"
 cat > "$app/poll.json" <<JSON
 {
   "poll_interval_secs": 5,
-  "targets": {"svc-server": {"version": "$version", "url": "svc-server-$version", "sha256": "$sha", "size": $size}},
   "config": {
     "components": [
       {"name": "greeter", "model": "demo:logenv:greeter", "type": "generic", "namespace": "rdk",
@@ -61,6 +57,8 @@ cat > "$app/poll.json" <<JSON
   }
 }
 JSON
+# A device image without svc-server: the agent installs the signed release from the app.
+target/release/svc-release publish --key "$demo/vendor.key" "$app" target/release/svc-server
 
 echo "demo: sandbox at $root; management directory at $app"
 if [ "$check" = 0 ]; then
@@ -78,13 +76,14 @@ for _ in $(seq 1 120); do
     # $SVC_MODULE_DATA = $SVC_HOME/module-data/<machine id>/<module name>
     environ=$(find "$root/opt/svc/home/module-data" -path '*/logenv/environ' 2>/dev/null | head -n 1 || true)
     if grep -q "module demo:logenv version local" "$log" && [ -s "$environ" ] \
+        && grep -q "svc-server .* downloaded and verified" "$log" \
         && [ -s "$app/status.json" ]; then ok=1; break; fi
     sleep 0.5
 done
 kill -TERM "$agent"; wait "$agent" || true
 if [ "$ok" = 1 ] && grep -q '^GREETING_PATH=/opt/demo/bin:' "$environ" \
     && ! pgrep -f "$module" >/dev/null; then
-    echo "demo: ok: svc-agent ran svc-server, which ran the example module with its environment; all stopped"
+    echo "demo: ok: svc-agent installed the signed svc-server release, which ran the example module with its environment; all stopped"
     exit 0
 fi
 echo "demo: FAILED; agent log:" >&2

@@ -11,6 +11,11 @@ bash scripts/syscfg-test-deps.sh
 # tests fail (not skip) without nginx when CI=true, so this run sets it.
 apt_need_file /usr/sbin/nginx nginx
 apt_need python3 python3
+# Python's cryptography (OpenSSL's ed25519): the independent check of svc-release's
+# signatures (tests/it/release_tool.rs); that test fails without it under CI=true.
+if ! python3 -c 'import cryptography' 2>/dev/null && ! /usr/bin/python3 -c 'import cryptography' 2>/dev/null; then
+    APT_QUEUE="$APT_QUEUE python3-cryptography"
+fi
 apt_install_needed
 export CI="${CI:-true}"
 cargo build --locked --all-targets

@@ -12,6 +12,9 @@ pub(crate) enum Desired {
     Install(Target),
     /// `pin_url`: this URL, with no server sha256 (checked by ELF and version instead).
     InstallUrl(String),
+    /// The offer is older than what runs and no `pin_version` names it: a replayed answer
+    /// (an old poll answer, an old release medium). Nothing is downloaded.
+    RefuseOlder { offered: String, current: String },
 }
 
 /// Applies spec §2.4's precedence: `pin_url` beats `pin_version` beats the channel. The app
@@ -32,12 +35,40 @@ pub(crate) fn desired(
                 Desired::InstallUrl(url.to_string())
             }
         }
-        VersionChoice::Version(_) | VersionChoice::Channel(_) => match offered {
+        choice @ (VersionChoice::Version(_) | VersionChoice::Channel(_)) => match offered {
             Some(t) if Some(t.version.as_str()) != current_version && !bad.contains(&t.version) => {
-                Desired::Install(t.clone())
+                let pinned =
+                    matches!(choice, VersionChoice::Version(p) if same_version(p, &t.version));
+                match current_version {
+                    Some(cur) if !pinned && older(&t.version, cur) => Desired::RefuseOlder {
+                        offered: t.version.clone(),
+                        current: cur.to_string(),
+                    },
+                    _ => Desired::Install(t.clone()),
+                }
             }
             _ => Desired::Keep,
         },
+    }
+}
+
+fn parse_version(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v.trim().trim_start_matches('v')).ok()
+}
+
+fn same_version(a: &str, b: &str) -> bool {
+    a.trim().trim_start_matches('v') == b.trim().trim_start_matches('v')
+}
+
+/// `offered` is a lower semver than `current`. Versions that are not semver (a pinned
+/// URL's `<version>+<sha12>` parses; free-form names do not) are not compared.
+fn older(offered: &str, current: &str) -> bool {
+    match (parse_version(offered), parse_version(current)) {
+        // Build metadata (`+<sha12>` of a pinned URL's install) does not order releases.
+        (Some(o), Some(c)) => {
+            (o.major, o.minor, o.patch, &o.pre) < (c.major, c.minor, c.patch, &c.pre)
+        }
+        _ => false,
     }
 }
 
@@ -157,6 +188,66 @@ mod tests {
                 &[]
             ),
             Desired::Keep
+        );
+    }
+
+    /// A replayed answer (an old poll answer, an old release medium) offering an older
+    /// release than the running one is refused; a `pin_version` naming it is the one
+    /// explicit downgrade.
+    #[test]
+    fn older_offers_are_refused_unless_pinned() {
+        let old = target("1.0.0");
+        assert_eq!(
+            desired(&vc("", ""), Some(&old), Some("1.1.0"), None, &[]),
+            Desired::RefuseOlder {
+                offered: "1.0.0".into(),
+                current: "1.1.0".into()
+            }
+        );
+        assert_eq!(
+            desired(
+                &vc("", ""),
+                Some(&target("1.1.0-rc.1")),
+                Some("v1.1.0"),
+                None,
+                &[]
+            ),
+            Desired::RefuseOlder {
+                offered: "1.1.0-rc.1".into(),
+                current: "v1.1.0".into()
+            }
+        );
+        // pin_version names the older release: an explicit downgrade from the config.
+        assert_eq!(
+            desired(&vc("1.0.0", ""), Some(&old), Some("1.1.0"), None, &[]),
+            Desired::Install(old.clone())
+        );
+        // A pin to another version does not open the door to this one.
+        assert!(matches!(
+            desired(&vc("0.9.0", ""), Some(&old), Some("1.1.0"), None, &[]),
+            Desired::RefuseOlder { .. }
+        ));
+        // Back from a pinned URL's build (`1.0.0+<sha12>`) to the same release: not older.
+        assert_eq!(
+            desired(
+                &vc("", ""),
+                Some(&old),
+                Some("1.0.0+0123456789ab"),
+                None,
+                &[]
+            ),
+            Desired::Install(old.clone())
+        );
+        // Versions that are not semver are not compared.
+        assert_eq!(
+            desired(
+                &vc("", ""),
+                Some(&target("build-7")),
+                Some("build-9"),
+                None,
+                &[]
+            ),
+            Desired::Install(target("build-7"))
         );
     }
 

@@ -95,7 +95,7 @@ impl DaemonUpdater {
                 signature: None,
                 identity: self.identity.clone(),
             }),
-            Desired::Keep => None,
+            Desired::Keep | Desired::RefuseOlder { .. } => None,
         }
     }
 }

@@ -83,6 +83,8 @@ pub(crate) struct Track {
     last_failure: Option<(Desired, Instant)>,
     /// When a pinned URL was last checked (conditionally) for a new build.
     last_pin_check: Option<Instant>,
+    /// The older offer last refused (logged once, not on every poll).
+    refused_logged: Option<String>,
 }
 
 /// What the loop must do after a step.
@@ -123,6 +125,19 @@ impl Track {
 
     /// Starts, follows or finishes the download of what `desired` names.
     fn download(&mut self, name: &str, desired: Desired, updater: &dyn Updater, now: Instant) {
+        if let Desired::RefuseOlder { offered, current } = &desired {
+            if self.refused_logged.as_ref() != Some(offered) {
+                crate::error!(
+                    "update",
+                    "{name}: refusing {offered}, older than the running {current} (a replayed answer or an old release medium?); only a pin_version in the config downgrades"
+                );
+                self.refused_logged = Some(offered.clone());
+            }
+            self.job = None;
+            self.staged = None;
+            return;
+        }
+        self.refused_logged = None;
         if desired == Desired::Keep {
             self.job = None;
             self.staged = None;
@@ -178,7 +193,7 @@ fn staged_matches(s: &Staged, d: &Desired) -> bool {
     match d {
         Desired::Install(t) => s.version == t.version,
         Desired::InstallUrl(u) => s.url.as_deref() == Some(u.as_str()),
-        Desired::Keep => false,
+        Desired::Keep | Desired::RefuseOlder { .. } => false,
     }
 }
 

@@ -109,10 +109,11 @@ fn ed25519() -> Option<&'static dyn SignatureVerificationAlgorithm> {
         .and_then(|(_, algs)| algs.first().copied())
 }
 
-/// When `Paths::signing_key()` exists, the artifact must carry a valid signature by it.
+/// When `Paths::signing_key()` exists, the artifact must carry a valid signature by one of
+/// its keys (more than one during a key rotation).
 pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateError> {
     let key_path = paths.signing_key();
-    let key_bytes = match std::fs::read(&key_path) {
+    let key_bytes = match read_bounded(&key_path, MAX_KEY_FILE) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
@@ -122,18 +123,67 @@ pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateE
             )))
         }
     };
-    let key = decode_key(&key_bytes, 32).ok_or_else(|| {
-        UpdateError::Signature(format!(
-            "vendor key {} is not a 32-byte ed25519 key (raw, hex or base64)",
-            key_path.display()
-        ))
-    })?;
+    let keys = parse_public_keys(&key_bytes)
+        .map_err(|e| UpdateError::Signature(format!("vendor key {}: {e}", key_path.display())))?;
     if a.is_pin() {
         return Err(UpdateError::Signature(
             "this device requires signed artifacts; a pinned URL without sha256 cannot be signed"
                 .into(),
         ));
     }
+    verify_signature(&keys, a, super::this_target())
+}
+
+/// The largest vendor key file read: a few keys, not a stream.
+pub const MAX_KEY_FILE: u64 = 4096;
+/// At most this many keys in one key file (two during a rotation; some room to spare).
+pub const MAX_KEYS: usize = 4;
+
+/// `path`'s content, refused when larger than `limit` bytes.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    File::open(path)?.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// The keys of a vendor key file (`/etc/svc-signing.pub`): 32 raw bytes, or text with one
+/// key a line (64 hex digits or base64); empty lines and `#` comments are skipped. Two
+/// keys are accepted during a rotation (docs/updates.md), at most [`MAX_KEYS`].
+pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    const WHAT: &str = "not an ed25519 public key (32 bytes raw, hex or base64, one a line)";
+    // 32 bytes are the raw key, whatever they look like: no text key is 32 characters long.
+    if bytes.len() == 32 {
+        return Ok(vec![bytes.to_vec()]);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| WHAT.to_string())?;
+    let mut keys = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let key =
+            decode_key(line.as_bytes(), 32).ok_or_else(|| format!("line {}: {WHAT}", n + 1))?;
+        keys.push(key);
+    }
+    if keys.is_empty() {
+        return Err(format!("no key: {WHAT}"));
+    }
+    if keys.len() > MAX_KEYS {
+        return Err(format!("{} keys; at most {MAX_KEYS}", keys.len()));
+    }
+    Ok(keys)
+}
+
+/// The one signature check, on devices and in the release tool: `a.signature` is a valid
+/// ed25519 signature by one of `keys` over [`Artifact::signed_message`] for `target`.
+pub fn verify_signature(keys: &[Vec<u8>], a: &Artifact, target: &str) -> Result<(), UpdateError> {
     let sig_text = a
         .signature
         .as_deref()
@@ -143,8 +193,19 @@ pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateE
     })?;
     let alg = ed25519()
         .ok_or_else(|| UpdateError::Signature("no ed25519 in the crypto provider".into()))?;
-    alg.verify_signature(&key, &a.signed_message(super::this_target()), &sig)
-        .map_err(|_| UpdateError::Signature(format!("bad signature for {} {}", a.name, a.version)))
+    let message = a.signed_message(target);
+    if keys
+        .iter()
+        .any(|key| alg.verify_signature(key, &message, &sig).is_ok())
+    {
+        return Ok(());
+    }
+    Err(UpdateError::Signature(format!(
+        "bad signature for {} {} ({target}): not made by the vendor key{} over this name, version, sha256 and size",
+        a.name,
+        a.version,
+        if keys.len() > 1 { "s" } else { "" }
+    )))
 }
 
 /// Raw bytes of length `len`, or the same as hex or base64 text (surrounding space ignored).
@@ -162,7 +223,7 @@ pub(crate) fn decode_key(bytes: &[u8], len: usize) -> Option<Vec<u8>> {
 }
 
 /// Standard base64 (padding optional); no crate for forty lines.
-pub(crate) fn base64_decode(s: &str) -> Option<Vec<u8>> {
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let val = |c: u8| -> Option<u32> {
         Some(u32::from(match c {
             b'A'..=b'Z' => c - b'A',
@@ -213,14 +274,7 @@ pub fn base64_encode(data: &[u8]) -> String {
 
 /// `e_machine` of this build's architecture.
 pub fn this_machine() -> u16 {
-    match std::env::consts::ARCH {
-        "x86_64" => 62,
-        "aarch64" => 183,
-        "arm" => 40,
-        "riscv64" => 243,
-        "x86" => 3,
-        _ => 0,
-    }
+    machine_of_arch(std::env::consts::ARCH)
 }
 
 /// ELF magic, this machine's class (64/32-bit), little-endian, executable (ET_EXEC or a
@@ -242,17 +296,39 @@ pub(crate) fn check_elf(file: &Path) -> Result<(), UpdateError> {
 }
 
 pub(crate) fn check_elf_header(h: &[u8]) -> Result<(), UpdateError> {
+    check_elf_header_for(h, this_machine())
+}
+
+/// `e_machine` of a Rust target arch name (`x86_64`, `aarch64`, ...), 0 when unknown.
+pub fn machine_of_arch(arch: &str) -> u16 {
+    match arch {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "arm" => 40,
+        "riscv64" => 243,
+        "x86" => 3,
+        _ => 0,
+    }
+}
+
+/// The Rust target arch name of an `e_machine`, when it is one of ours.
+pub fn arch_of_machine(machine: u16) -> Option<&'static str> {
+    ["x86_64", "aarch64", "arm", "riscv64", "x86"]
+        .into_iter()
+        .find(|a| machine_of_arch(a) == machine)
+}
+
+/// The header checks of [`check_elf`] for a device whose `e_machine` is `machine` (the
+/// release tool checks a binary for the target it is signed for).
+pub fn check_elf_header_for(h: &[u8], machine: u16) -> Result<(), UpdateError> {
     if h.len() < 20 || &h[..4] != b"\x7fELF" {
         return Err(UpdateError::NotElf("no ELF magic".into()));
     }
-    let want_class = if cfg!(target_pointer_width = "64") {
-        2
-    } else {
-        1
-    };
+    // 32-bit: arm (40) and x86 (3); every other machine of ours is 64-bit.
+    let want_class = if machine == 40 || machine == 3 { 1 } else { 2 };
     if h[4] != want_class {
         return Err(UpdateError::NotElf(format!(
-            "ELF class {} (this machine needs {want_class})",
+            "ELF class {} (the target needs {want_class})",
             h[4]
         )));
     }
@@ -265,11 +341,11 @@ pub(crate) fn check_elf_header(h: &[u8]) -> Result<(), UpdateError> {
             "e_type {e_type} is not an executable"
         )));
     }
-    let machine = u16::from_le_bytes([h[18], h[19]]);
-    if machine != this_machine() {
+    let actual = u16::from_le_bytes([h[18], h[19]]);
+    if actual != machine {
         return Err(UpdateError::WrongArch {
-            expected: this_machine(),
-            actual: machine,
+            expected: machine,
+            actual,
         });
     }
     Ok(())
@@ -291,6 +367,18 @@ pub fn version_check(
     expected_name: &str,
     timeout: Duration,
 ) -> Result<VersionInfo, UpdateError> {
+    let info = version_info(file, timeout)?;
+    if info.binary_name != expected_name {
+        return Err(UpdateError::VersionCheck(format!(
+            "binary_name is {:?}, expected {expected_name:?}",
+            info.binary_name
+        )));
+    }
+    Ok(info)
+}
+
+/// What `<file> version --json` says (bounded by `timeout`).
+pub fn version_info(file: &Path, timeout: Duration) -> Result<VersionInfo, UpdateError> {
     let vc = |m: String| UpdateError::VersionCheck(m);
     let mut cmd = Command::new(file);
     cmd.args(["version", "--json"]);
@@ -305,16 +393,8 @@ pub fn version_check(
     if !out.success() {
         return Err(vc(format!("`version --json` exited with {}", out.status)));
     }
-    let out = out.stdout;
-    let info: VersionInfo = serde_json::from_slice(&out)
-        .map_err(|e| vc(format!("`version --json` printed no valid JSON: {e}")))?;
-    if info.binary_name != expected_name {
-        return Err(vc(format!(
-            "binary_name is {:?}, expected {expected_name:?}",
-            info.binary_name
-        )));
-    }
-    Ok(info)
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| vc(format!("`version --json` printed no valid JSON: {e}")))
 }
 
 #[cfg(test)]
@@ -378,6 +458,35 @@ mod tests {
         }
         assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64_encode(b"fo"), "Zm8=");
+    }
+
+    #[test]
+    fn key_files_hold_one_key_or_a_few() {
+        let k1: Vec<u8> = (0u8..32).collect();
+        let k2: Vec<u8> = (100u8..132).collect();
+        // Raw 32 bytes, one hex line, base64 lines with a comment and blank lines.
+        assert_eq!(parse_public_keys(&k1).unwrap(), vec![k1.clone()]);
+        assert_eq!(
+            parse_public_keys(format!("{}\n", hex(&k1)).as_bytes()).unwrap(),
+            vec![k1.clone()]
+        );
+        let two = format!(
+            "# rotation: old key first\n{}\n\n{}\n",
+            base64_encode(&k1),
+            hex(&k2)
+        );
+        assert_eq!(
+            parse_public_keys(two.as_bytes()).unwrap(),
+            vec![k1.clone(), k2]
+        );
+        // Malformed lines, an empty file and too many keys refuse (never "unsigned").
+        let bad = format!("{}\nnot-a-key\n", hex(&k1));
+        assert!(parse_public_keys(bad.as_bytes())
+            .unwrap_err()
+            .contains("line 2"));
+        assert!(parse_public_keys(b"# nothing\n").is_err());
+        let many = format!("{}\n", hex(&k1)).repeat(MAX_KEYS + 1);
+        assert!(parse_public_keys(many.as_bytes()).is_err());
     }
 
     #[test]

@@ -43,6 +43,7 @@ mod logqueue_secrets;
 mod probation;
 mod provisioning_netns;
 mod provisioning_portal;
+mod release_tool;
 mod server;
 mod server_app;
 mod shipped_files;

@@ -78,3 +78,62 @@ c.request("HEAD", "/lab-probe")
 c.getresponse()
 PY
 }
+
+# host_usb_media: for a `# lab-needs: usb` scenario, hot-plugs USB disks as the guest asks.
+# The guest prints `@@USB@@ plug NAME` (or `unplug NAME`) on its console (lab-lib.sh:
+# lab_usb); a watcher started here sees the line and tells QEMU through the monitor socket
+# ($LAB_WORK/monitor.sock): drive_add of $LAB_WORK/usb-NAME.img and device_add of a
+# usb-storage device on the xhci bus, or device_del. Records its PID in $LAB_WORK/host.pids
+# and logs every command and QEMU's reply to $LAB_WORK/host-usb.log.
+host_usb_media() {
+    python3 - "$LAB_WORK" > "$LAB_WORK/host-usb.log" 2>&1 <<'PY' &
+import os, re, signal, socket, sys, time
+work = sys.argv[1]
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+def reply(s):
+    out = b""
+    while not out.endswith(b"(qemu) "):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    return re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", out).decode(errors="replace")
+def monitor(cmds):
+    os.chdir(work)  # a relative socket path: no sun_path length limit on deep folders
+    for _ in range(150):
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect("monitor.sock")
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        print("no QEMU monitor at", os.path.join(work, "monitor.sock"), flush=True)
+        return
+    reply(s)
+    for c in cmds:
+        s.sendall((c + "\n").encode())
+        # QEMU echoes the command as typed (a character at a time); its answer follows.
+        answer = reply(s).replace("(qemu) ", "").rsplit(c, 1)[-1].strip()
+        print(c, "->", answer or "(no output: done)", flush=True)
+    s.close()
+done = 0
+while True:
+    try:
+        text = open(os.path.join(work, "console-main.log"), errors="replace").read()
+    except OSError:
+        text = ""
+    events = re.findall(r"@@USB@@ (plug|unplug) ([A-Za-z0-9_-]+)\r?\n", text)
+    for what, name in events[done:]:
+        if what == "plug":
+            img = os.path.join(work, f"usb-{name}.img")
+            monitor([f"drive_add 0 if=none,id=usb-{name},format=raw,file={img}",
+                     f"device_add usb-storage,bus=xhci.0,drive=usb-{name},id=stick-{name},removable=on"])
+        else:
+            monitor([f"device_del stick-{name}"])
+    done = len(events)
+    time.sleep(0.3)
+PY
+    echo "$!" >> "$LAB_WORK/host.pids"
+}

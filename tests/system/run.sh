@@ -18,6 +18,9 @@
 #                    again and runs <name>.after.sh.
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
+# `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
+# monitor socket at $LAB_WORK/monitor.sock, so that a host hook can hot-plug disks
+# (host-lib.sh: host_usb_media).
 #
 # Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
 # --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
@@ -102,8 +105,10 @@ boot() {
     local work="$1" phase="$2" limit="$3" powercut="$4"
     local console="$work/console-$phase.log" start=$SECONDS
     : > "$console"
+    local monitor=(-monitor none)
+    [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
-        -nodefaults -no-user-config -display none -monitor none -no-reboot \
+        -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot \
         -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
         -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase" \
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
@@ -165,6 +170,7 @@ for name in "${scenarios[@]}"; do
     after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
+    usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
 
     mkdir -p "$LAB_CACHE/runs"
     work="$(mktemp -d "$LAB_CACHE/runs/$name.XXXXXX")"

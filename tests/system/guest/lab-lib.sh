@@ -140,3 +140,15 @@ CONF
 
 # lab_ms: milliseconds since the epoch.
 lab_ms() { date +%s%3N; }
+
+# lab_usb plug|unplug NAME: asks the host (a `# lab-needs: usb` scenario whose host hook runs
+# host_usb_media) to hot-plug $LAB_WORK/usb-NAME.img as a USB stick, or to pull it out. A
+# plug waits until a file system labelled svc-NAME is visible; an unplug until it is gone.
+lab_usb() {
+    console "@@USB@@ $1 $2"
+    if [ "$1" = plug ]; then
+        lab_wait 90 "USB stick $2 plugged" sh -c "blkid -c /dev/null -L svc-$2 >/dev/null"
+    else
+        lab_wait 90 "USB stick $2 pulled out" sh -c "! blkid -c /dev/null -L svc-$2 >/dev/null"
+    fi
+}

@@ -1,0 +1,672 @@
+//! svc-release, the vendor's release tool (host side; never installed on devices): an
+//! ed25519 key pair, signatures over the message devices check (docs/updates.md), and
+//! releases published into a `file://` management directory (docs/releases.md).
+//!
+//! The signature check is the device's own (`svc::update::verify::verify_signature`), so a
+//! release the tool verifies is one a device accepts.
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::PrivateKeyDer;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use svc::update::verify;
+use svc::update::{Artifact, UpdateError};
+
+const USAGE: &str = "\
+usage: svc-release COMMAND [options]
+
+  keygen KEY                   make an ed25519 key pair: KEY (private, PKCS#8 PEM, mode 0600)
+                               and KEY.pub (the public key, the format /etc/svc-signing.pub takes)
+  pubkey KEY                   print the public key of the private key KEY
+  sign --key KEY BINARY        print the signature (base64) of BINARY for its target
+  targets --key KEY [--url-prefix P] BINARY...
+                               print the `targets` JSON of a poll answer for BINARY... (for an
+                               HTTPS app; each url is P<sha256>, P defaults to artifacts/)
+  verify --pub PUB --signature SIG BINARY
+                               check a signature of BINARY by PUB (a key file, 1 or 2 keys)
+  verify --pub PUB DIR         check every target of the management directory DIR
+  init DIR                     make DIR a management directory (an empty poll.json)
+  publish --key KEY [--prune] DIR BINARY...
+                               copy BINARY... into DIR/artifacts/<sha256>, write their targets
+                               (version, sha256, size, signature) into DIR/poll.json atomically;
+                               --prune removes the artifacts no target names any more
+
+  BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
+  match), --name svc-agent|svc-server and --version V (default: what `BINARY version --json`
+  says; required for a binary this machine cannot run).
+";
+
+/// Largest binary the tool reads (svc binaries are a few MiB).
+const MAX_BINARY: u64 = 512 * 1024 * 1024;
+/// Largest private key file read.
+const MAX_PRIVATE_KEY: u64 = 16 * 1024;
+/// Same limit as the agent's for a poll answer.
+const MAX_ANSWER: u64 = 8 * 1024 * 1024;
+
+type R<T> = Result<T, String>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => {}
+        Err(Failure::Usage(m)) => {
+            eprintln!("svc-release: {m}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+        Err(Failure::Error(m)) => {
+            eprintln!("svc-release: error: {m}");
+            std::process::exit(1);
+        }
+    }
+}
+
+enum Failure {
+    Usage(String),
+    Error(String),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Error(m)
+    }
+}
+
+#[derive(Default)]
+struct Opts {
+    key: Option<PathBuf>,
+    public: Option<PathBuf>,
+    target: Option<String>,
+    name: Option<String>,
+    version: Option<String>,
+    signature: Option<String>,
+    url_prefix: Option<String>,
+    prune: bool,
+    positional: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Opts, Failure> {
+    let mut o = Opts::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+        };
+        match a.as_str() {
+            "--key" => o.key = Some(value(a)?.into()),
+            "--pub" => o.public = Some(value(a)?.into()),
+            "--target" => o.target = Some(value(a)?),
+            "--name" => o.name = Some(value(a)?),
+            "--version" => o.version = Some(value(a)?),
+            "--signature" => o.signature = Some(value(a)?),
+            "--url-prefix" => o.url_prefix = Some(value(a)?),
+            "--prune" => o.prune = true,
+            "-h" | "--help" => return Err(Failure::Usage("help".into())),
+            s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option {s}"))),
+            s => o.positional.push(s.to_string()),
+        }
+    }
+    Ok(o)
+}
+
+fn run(args: &[String]) -> Result<(), Failure> {
+    let Some((cmd, rest)) = args.split_first() else {
+        return Err(Failure::Usage("no command".into()));
+    };
+    let o = parse(rest)?;
+    let need = |n: usize, what: &str| -> Result<(), Failure> {
+        if o.positional.len() < n || (n == 1 && o.positional.len() != 1) {
+            return Err(Failure::Usage(format!("{cmd} needs {what}")));
+        }
+        Ok(())
+    };
+    let key_opt = || {
+        o.key
+            .clone()
+            .ok_or_else(|| Failure::Usage(format!("{cmd} needs --key KEY")))
+    };
+    match cmd.as_str() {
+        "keygen" => {
+            need(1, "the KEY file to write")?;
+            keygen(Path::new(&o.positional[0]))?;
+        }
+        "pubkey" => {
+            need(1, "the private KEY file")?;
+            let kp = load_private_key(Path::new(&o.positional[0]))?;
+            println!("{}", verify::base64_encode(kp.public_key().as_ref()));
+        }
+        "sign" => {
+            need(1, "one BINARY")?;
+            let kp = load_private_key(&key_opt()?)?;
+            let rel = Release::read(Path::new(&o.positional[0]), &o)?.signed(&kp)?;
+            println!("{}", rel.artifact.signature.unwrap_or_default());
+        }
+        "targets" => {
+            if o.positional.is_empty() {
+                return Err(Failure::Usage("targets needs one BINARY or more".into()));
+            }
+            let kp = load_private_key(&key_opt()?)?;
+            let rels = read_releases(&o.positional, &o, &kp)?;
+            let prefix = o.url_prefix.clone().unwrap_or_else(|| "artifacts/".into());
+            let mut targets = Map::new();
+            for r in &rels {
+                targets.insert(r.artifact.name.clone(), r.target_json(&prefix));
+            }
+            let text =
+                serde_json::to_string_pretty(&Value::Object(targets)).map_err(|e| e.to_string())?;
+            println!("{text}");
+        }
+        "verify" => {
+            let public = o
+                .public
+                .clone()
+                .ok_or_else(|| Failure::Usage("verify needs --pub PUBLIC-KEY-FILE".into()))?;
+            need(1, "a BINARY (with --signature) or a management DIR")?;
+            let keys = load_public_keys(&public)?;
+            let path = Path::new(&o.positional[0]);
+            if path.is_dir() {
+                verify_dir(path, &keys, o.target.as_deref())?;
+            } else {
+                let sig = o
+                    .signature
+                    .clone()
+                    .ok_or_else(|| Failure::Usage("verify BINARY needs --signature SIG".into()))?;
+                let mut rel = Release::read(path, &o)?;
+                rel.artifact.signature = Some(sig);
+                verify::verify_signature(&keys, &rel.artifact, &rel.target)
+                    .map_err(|e| e.to_string())?;
+                println!(
+                    "ok: {} {} ({}) signed by {}",
+                    rel.artifact.name,
+                    rel.artifact.version,
+                    rel.target,
+                    public.display()
+                );
+            }
+        }
+        "init" => {
+            need(1, "the DIR")?;
+            init(Path::new(&o.positional[0]))?;
+        }
+        "publish" => {
+            if o.positional.len() < 2 {
+                return Err(Failure::Usage(
+                    "publish needs DIR and one BINARY or more".into(),
+                ));
+            }
+            let kp = load_private_key(&key_opt()?)?;
+            publish(&o, &kp)?;
+        }
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+        }
+        other => return Err(Failure::Usage(format!("unknown command {other:?}"))),
+    }
+    Ok(())
+}
+
+// ---- keys ----
+
+fn keygen(key: &Path) -> R<()> {
+    let pub_path = pub_path_of(key);
+    for p in [key, pub_path.as_path()] {
+        if p.symlink_metadata().is_ok() {
+            return Err(format!(
+                "{} exists; not overwritten (a key is made once; see docs/releases.md for a rotation)",
+                p.display()
+            ));
+        }
+    }
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let doc = Ed25519KeyPair::generate_pkcs8v1(&rng)
+        .map_err(|_| "could not generate an ed25519 key".to_string())?;
+    let kp = Ed25519KeyPair::from_pkcs8(doc.as_ref())
+        .map_err(|e| format!("generated key rejected: {e}"))?;
+    let pem = pem_encode("PRIVATE KEY", doc.as_ref());
+    // 0600 from the first byte: created with that mode, never widened.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(key)
+        .map_err(|e| format!("cannot create {}: {e}", key.display()))?;
+    f.write_all(pem.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", key.display()))?;
+    let public = format!("{}\n", verify::base64_encode(kp.public_key().as_ref()));
+    svc::fsutil::atomic_write(&pub_path, public.as_bytes(), 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", pub_path.display()))?;
+    eprintln!(
+        "svc-release: wrote {} (private, keep it off devices) and {} (install it as /etc/svc-signing.pub)",
+        key.display(),
+        pub_path.display()
+    );
+    print!("{public}");
+    Ok(())
+}
+
+fn pub_path_of(key: &Path) -> PathBuf {
+    let mut s = key.as_os_str().to_owned();
+    s.push(".pub");
+    PathBuf::from(s)
+}
+
+fn pem_encode(label: &str, der: &[u8]) -> String {
+    let b64 = verify::base64_encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+fn load_private_key(path: &Path) -> R<Ed25519KeyPair> {
+    let bytes = verify::read_bounded(path, MAX_PRIVATE_KEY).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "key {}: no such file (make one with `svc-release keygen {}`)",
+            path.display(),
+            path.display()
+        ),
+        _ => format!("key {}: cannot read: {e}", path.display()),
+    })?;
+    let not_ed = |kind: &str| {
+        format!(
+            "key {} is {kind}, not an ed25519 private key (make one with `svc-release keygen`)",
+            path.display()
+        )
+    };
+    let kp = match PrivateKeyDer::from_pem_slice(&bytes) {
+        Ok(PrivateKeyDer::Pkcs8(der)) => Ed25519KeyPair::from_pkcs8(der.secret_pkcs8_der())
+            .map_err(|_| not_ed("a PKCS#8 key of another type (RSA, EC, ...)")),
+        Ok(PrivateKeyDer::Pkcs1(_)) => Err(not_ed("an RSA key")),
+        Ok(PrivateKeyDer::Sec1(_)) => Err(not_ed("an EC key")),
+        Ok(_) => Err(not_ed("a key of an unknown type")),
+        Err(_) if verify::parse_public_keys(&bytes).is_ok() => Err(format!(
+            "key {} is a public key; signing needs the private key (the file without .pub)",
+            path.display()
+        )),
+        Err(_) => Err(not_ed("not a PEM private key")),
+    }?;
+    if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+        eprintln!(
+            "svc-release: warning: private key {} is readable by others (chmod 600 it)",
+            path.display()
+        );
+    }
+    Ok(kp)
+}
+
+fn load_public_keys(path: &Path) -> R<Vec<Vec<u8>>> {
+    let bytes = verify::read_bounded(path, verify::MAX_KEY_FILE)
+        .map_err(|e| format!("public key {}: cannot read: {e}", path.display()))?;
+    if PrivateKeyDer::from_pem_slice(&bytes).is_ok() {
+        return Err(format!(
+            "{} is a private key; verify with the public key (KEY.pub)",
+            path.display()
+        ));
+    }
+    verify::parse_public_keys(&bytes).map_err(|e| format!("public key {}: {e}", path.display()))
+}
+
+// ---- binaries ----
+
+/// A binary read and checked for its target: the artifact as devices see it.
+struct Release {
+    artifact: Artifact,
+    target: String,
+    bytes: Vec<u8>,
+}
+
+impl Release {
+    /// Reads `path` and checks it is an executable ELF of the target (`--target`, or its own
+    /// architecture), names it (`--name`/`--version` or its own `version --json`).
+    fn read(path: &Path, o: &Opts) -> R<Release> {
+        let shown = path.display();
+        let meta = std::fs::metadata(path).map_err(|e| format!("binary {shown}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("binary {shown} is not a regular file"));
+        }
+        let bytes = verify::read_bounded(path, MAX_BINARY)
+            .map_err(|e| format!("binary {shown}: cannot read: {e}"))?;
+        let header = &bytes[..bytes.len().min(20)];
+        if header.len() < 20 || &header[..4] != b"\x7fELF" {
+            return Err(format!("binary {shown} is not an ELF executable"));
+        }
+        let machine = u16::from_le_bytes([header[18], header[19]]);
+        let own_arch = verify::arch_of_machine(machine);
+        let target = match (&o.target, own_arch) {
+            (Some(t), _) => {
+                if !["x86_64", "aarch64"].contains(&t.as_str()) {
+                    return Err(format!("--target {t:?}: x86_64 or aarch64"));
+                }
+                t.clone()
+            }
+            (None, Some(a)) => a.to_string(),
+            (None, None) => {
+                return Err(format!(
+                    "binary {shown}: ELF e_machine {machine} is no architecture svc-agent runs on"
+                ))
+            }
+        };
+        verify::check_elf_header_for(header, verify::machine_of_arch(&target)).map_err(|e| {
+            match e {
+                UpdateError::WrongArch { .. } => format!(
+                    "binary {shown} is built for {} (ELF e_machine {machine}), not for the target {target}",
+                    own_arch.unwrap_or("another architecture")
+                ),
+                e => format!("binary {shown}: {e}"),
+            }
+        })?;
+        let (name, version) = identify(path, &target, o)?;
+        if !["svc-agent", "svc-server"].contains(&name.as_str()) {
+            return Err(format!(
+                "binary {shown} is {name:?}; releases are of svc-agent or svc-server"
+            ));
+        }
+        if version.is_empty()
+            || !version
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+        {
+            return Err(format!(
+                "version {version:?}: use only letters, digits and . _ + -"
+            ));
+        }
+        let artifact = Artifact {
+            name,
+            version,
+            url: String::new(),
+            sha256: Some(hex(&Sha256::digest(&bytes))),
+            size: Some(bytes.len() as u64),
+            signature: None,
+            identity: None,
+        };
+        Ok(Release {
+            artifact,
+            target,
+            bytes,
+        })
+    }
+
+    /// Signs, then checks the signature with the device's own check.
+    fn signed(mut self, kp: &Ed25519KeyPair) -> R<Release> {
+        let sig = kp.sign(&self.artifact.signed_message(&self.target));
+        self.artifact.signature = Some(verify::base64_encode(sig.as_ref()));
+        verify::verify_signature(
+            &[kp.public_key().as_ref().to_vec()],
+            &self.artifact,
+            &self.target,
+        )
+        .map_err(|e| format!("self-check of the new signature failed: {e}"))?;
+        Ok(self)
+    }
+
+    fn sha256(&self) -> &str {
+        self.artifact.sha256.as_deref().unwrap_or("")
+    }
+
+    fn target_json(&self, prefix: &str) -> Value {
+        json!({
+            "version": self.artifact.version,
+            "url": format!("{prefix}{}", self.sha256()),
+            "sha256": self.sha256(),
+            "size": self.artifact.size,
+            "signature": self.artifact.signature,
+        })
+    }
+}
+
+/// Name and version: `--name`/`--version`, checked against `version --json` when this machine
+/// can run the binary; required when it cannot.
+fn identify(path: &Path, target: &str, o: &Opts) -> R<(String, String)> {
+    let runnable = target == std::env::consts::ARCH
+        && std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+    if !runnable {
+        return match (&o.name, &o.version) {
+            (Some(n), Some(v)) => Ok((n.clone(), v.clone())),
+            _ => Err(format!(
+                "binary {}: this machine cannot run it to ask its name and version; pass --name and --version",
+                path.display()
+            )),
+        };
+    }
+    // An absolute path, so that a bare file name is not looked up on PATH.
+    let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let info = verify::version_info(&abs, Duration::from_secs(10)).map_err(|e| {
+        format!(
+            "binary {}: {e}; is it svc-agent or svc-server? (--name and --version name a binary that cannot say)",
+            path.display()
+        )
+    })?;
+    for (flag, given, own) in [
+        ("--name", &o.name, &info.binary_name),
+        ("--version", &o.version, &info.version),
+    ] {
+        if let Some(g) = given {
+            if g != own {
+                return Err(format!(
+                    "binary {} says it is {own:?}; {flag} {g:?} disagrees (devices would refuse it)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok((info.binary_name, info.version))
+}
+
+fn read_releases(paths: &[String], o: &Opts, kp: &Ed25519KeyPair) -> R<Vec<Release>> {
+    let mut out: Vec<Release> = Vec::new();
+    for p in paths {
+        let r = Release::read(Path::new(p), o)?.signed(kp)?;
+        if out.iter().any(|x| x.artifact.name == r.artifact.name) {
+            return Err(format!("two binaries of {}", r.artifact.name));
+        }
+        if let Some(first) = out.first() {
+            if first.target != r.target {
+                return Err(format!(
+                    "{} is for {} and {} for {}: one answer serves one architecture",
+                    paths[0], first.target, p, r.target
+                ));
+            }
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+// ---- management directories ----
+
+/// `DIR/poll.json` as a JSON object whose `targets` (when present) is an object.
+fn load_answer(dir: &Path) -> R<Map<String, Value>> {
+    let not_mgmt = |why: String| {
+        format!(
+            "{} is not a management directory: {why} (`svc-release init {}` makes one)",
+            dir.display(),
+            dir.display()
+        )
+    };
+    if !dir.is_dir() {
+        return Err(not_mgmt("not a directory".into()));
+    }
+    let path = dir.join("poll.json");
+    let bytes = verify::read_bounded(&path, MAX_ANSWER)
+        .map_err(|e| not_mgmt(format!("{}: {e}", path.display())))?;
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| not_mgmt(format!("{} is not JSON: {e}", path.display())))?;
+    let Value::Object(map) = v else {
+        return Err(not_mgmt(format!("{} is not a JSON object", path.display())));
+    };
+    if map.get("targets").is_some_and(|t| !t.is_object()) {
+        return Err(not_mgmt(format!(
+            "{}: /targets is not an object",
+            path.display()
+        )));
+    }
+    Ok(map)
+}
+
+fn init(dir: &Path) -> R<()> {
+    let path = dir.join("poll.json");
+    if path.exists() {
+        return Err(format!("{} exists; not overwritten", path.display()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    svc::fsutil::atomic_write(&path, b"{\n  \"targets\": {}\n}\n", 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!("svc-release: {} is a management directory", dir.display());
+    Ok(())
+}
+
+fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
+    let dir = Path::new(&o.positional[0]);
+    // Every check first: bad input changes nothing.
+    let mut answer = load_answer(dir)?;
+    let rels = read_releases(&o.positional[1..], o, kp)?;
+    let artifacts = dir.join("artifacts");
+    std::fs::create_dir_all(&artifacts)
+        .map_err(|e| format!("cannot create {}: {e}", artifacts.display()))?;
+    // Artifacts first, then the answer that names them: a device never sees a target
+    // whose file is not complete.
+    for r in &rels {
+        let dest = artifacts.join(r.sha256());
+        let present = std::fs::read(&dest).is_ok_and(|b| b == r.bytes);
+        if !present {
+            svc::fsutil::atomic_write(&dest, &r.bytes, 0o644)
+                .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        }
+    }
+    let targets = answer
+        .entry("targets")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(t) = targets {
+        for r in &rels {
+            t.insert(r.artifact.name.clone(), r.target_json("artifacts/"));
+        }
+    }
+    let mut text =
+        serde_json::to_vec_pretty(&Value::Object(answer.clone())).map_err(|e| e.to_string())?;
+    text.push(b'\n');
+    let path = dir.join("poll.json");
+    svc::fsutil::atomic_write(&path, &text, 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    for r in &rels {
+        println!(
+            "published {} {} ({}) as artifacts/{}",
+            r.artifact.name,
+            r.artifact.version,
+            r.target,
+            r.sha256()
+        );
+    }
+    if o.prune {
+        prune(dir, &answer)?;
+    }
+    Ok(())
+}
+
+/// Removes `DIR/artifacts/<sha256>` files no target names any more.
+fn prune(dir: &Path, answer: &Map<String, Value>) -> R<()> {
+    let named: Vec<String> = answer
+        .get("targets")
+        .and_then(Value::as_object)
+        .map(|t| {
+            t.values()
+                .filter_map(|v| v.get("url").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let artifacts = dir.join("artifacts");
+    let entries = std::fs::read_dir(&artifacts)
+        .map_err(|e| format!("cannot list {}: {e}", artifacts.display()))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        if ours && !named.iter().any(|u| *u == format!("artifacts/{name}")) {
+            std::fs::remove_file(e.path())
+                .map_err(|err| format!("cannot remove {}: {err}", e.path().display()))?;
+            println!("pruned artifacts/{name}");
+        }
+    }
+    Ok(())
+}
+
+/// Checks every target of DIR's answer as a device of the target would: the file (size,
+/// sha256, ELF architecture) and the signature.
+fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
+    let answer = load_answer(dir)?;
+    let targets = answer
+        .get("targets")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if targets.is_empty() {
+        return Err(format!("{}: poll.json offers no targets", dir.display()));
+    }
+    for (name, t) in &targets {
+        let mut a: Artifact = serde_json::from_value(json!({
+            "name": name,
+            "version": t.get("version").cloned().unwrap_or(Value::Null),
+            "url": t.get("url").cloned().unwrap_or(Value::Null),
+            "sha256": t.get("sha256").cloned().unwrap_or(Value::Null),
+            "size": t.get("size").cloned().unwrap_or(Value::Null),
+            "signature": t.get("signature").cloned().unwrap_or(Value::Null),
+        }))
+        .map_err(|e| format!("/targets/{name}: {e}"))?;
+        let file = match a.url.strip_prefix("file://") {
+            Some(abs) => PathBuf::from(abs),
+            None if a.url.contains("://") => {
+                return Err(format!(
+                    "/targets/{name}: {} is not in this directory; cannot check its content",
+                    a.url
+                ))
+            }
+            None => dir.join(a.url.trim_start_matches('/')),
+        };
+        let bytes = verify::read_bounded(&file, MAX_BINARY)
+            .map_err(|e| format!("/targets/{name}: {}: {e}", file.display()))?;
+        let sha = hex(&Sha256::digest(&bytes));
+        if a.sha256.as_deref().map(str::to_ascii_lowercase) != Some(sha.clone()) {
+            return Err(format!(
+                "/targets/{name}: {} has sha256 {sha}, the answer says {}",
+                file.display(),
+                a.sha256.as_deref().unwrap_or("nothing")
+            ));
+        }
+        if a.size != Some(bytes.len() as u64) {
+            return Err(format!(
+                "/targets/{name}: {} has {} bytes, the answer says {:?}",
+                file.display(),
+                bytes.len(),
+                a.size
+            ));
+        }
+        let header = &bytes[..bytes.len().min(20)];
+        let arch = match target {
+            Some(t) => t.to_string(),
+            None => header
+                .get(18..20)
+                .and_then(|m| verify::arch_of_machine(u16::from_le_bytes([m[0], m[1]])))
+                .unwrap_or("unknown")
+                .to_string(),
+        };
+        verify::check_elf_header_for(header, verify::machine_of_arch(&arch))
+            .map_err(|e| format!("/targets/{name}: {}: {e}", file.display()))?;
+        a.url = file.display().to_string();
+        verify::verify_signature(keys, &a, &arch).map_err(|e| format!("/targets/{name}: {e}"))?;
+        println!("ok: {name} {} ({arch}): file and signature", a.version);
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

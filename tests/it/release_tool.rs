@@ -1,0 +1,624 @@
+//! svc-release, the vendor's tool (docs/releases.md): its keys and signatures check out with
+//! an independent ed25519 implementation (Python's `cryptography`) over the message exactly
+//! as docs/updates.md writes it; the agent accepts what it publishes and refuses a tampered
+//! or replayed medium; bad input is refused with a clear error and changes nothing.
+use crate::common;
+use crate::update_support::{fake_binary, sandbox, sha256_hex, test_opts};
+use common::sandbox::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use svc::update::{Artifact, Engine, Outcome, UpdateError};
+
+fn tool(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_svc-release"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tool(args);
+    assert!(
+        out.status.success(),
+        "svc-release {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The error text of a run that must fail with exit status 1.
+fn fails(args: &[&str]) -> String {
+    let out = tool(args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "svc-release {args:?} should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("svc-release-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn write_exec(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Every file under `dir` with its content and mode: "nothing changed" is this, equal.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+                out.insert(e.path(), (Vec::new(), m.permissions().mode()));
+            } else {
+                out.insert(
+                    e.path(),
+                    (std::fs::read(e.path()).unwrap(), m.permissions().mode()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A Python 3 that has the `cryptography` package (scripts/test-cargo.sh installs it). Under
+/// CI=true its absence fails the test.
+fn python_with_cryptography() -> Option<String> {
+    for py in ["python3", "/usr/bin/python3"] {
+        let ok = Command::new(py)
+            .args(["-c", "import cryptography"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py.to_string());
+        }
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "no python3 with the cryptography package (scripts/test-cargo.sh installs it)"
+    );
+    None
+}
+
+/// Checks, in Python's `cryptography` (OpenSSL's ed25519, not aws-lc), that `sig` verifies
+/// over `message` under the public key file `pub_file`, and that flipping any one bit of the
+/// message (every bit, one at a time) or of the signature makes it fail.
+const PY_CHECK: &str = r#"
+import base64, sys
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.exceptions import InvalidSignature
+key = Ed25519PublicKey.from_public_bytes(base64.b64decode(open(sys.argv[1]).read().strip()))
+sig = base64.b64decode(sys.argv[2])
+msg = open(sys.argv[3], "rb").read()
+key.verify(sig, msg)
+def refused(s, m):
+    try:
+        key.verify(s, m)
+        return False
+    except InvalidSignature:
+        return True
+bad = [(i, b) for i in range(len(msg)) for b in range(8)
+       if not refused(sig, msg[:i] + bytes([msg[i] ^ (1 << b)]) + msg[i + 1:])]
+bad += [("sig", i, b) for i in range(len(sig)) for b in range(8)
+        if not refused(sig[:i] + bytes([sig[i] ^ (1 << b)]) + sig[i + 1:], msg)]
+if bad:
+    sys.exit("accepted after a one-bit change: %r" % bad[:5])
+print("verified; %d one-bit changes refused" % (8 * (len(msg) + len(sig))))
+"#;
+
+#[test]
+fn keygen_writes_a_private_key_0600_and_a_public_key_devices_read() {
+    let d = scratch("keygen");
+    let key = d.join("vendor.key");
+    let printed = ok(&["keygen", p(&key)]);
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "private key mode {mode:o}");
+    let pem = std::fs::read_to_string(&key).unwrap();
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{pem}");
+    let public = std::fs::read(d.join("vendor.key.pub")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&public), printed);
+    // The format /etc/svc-signing.pub takes: the device's own parser reads one 32-byte key.
+    let keys = svc::update::verify::parse_public_keys(&public).unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].len(), 32);
+    assert_eq!(ok(&["pubkey", p(&key)]), printed);
+    // A key is made once: a second keygen overwrites neither file.
+    let before = snapshot(&d);
+    assert!(fails(&["keygen", p(&key)]).contains("exists; not overwritten"));
+    assert_eq!(snapshot(&d), before);
+    // The private key is never printed.
+    assert!(!printed.contains("PRIVATE"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The documented message, spelled out here from docs/updates.md (not from the code).
+fn documented_message(name: &str, version: &str, target: &str, bytes: &[u8]) -> Vec<u8> {
+    format!(
+        "svc-artifact-v1\n{name}\n{version}\n{target}\n{}\n{}\n",
+        sha256_hex(bytes),
+        bytes.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn signatures_verify_in_python_and_the_engine_accepts_them_but_no_one_bit_change() {
+    let d = scratch("sign");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let bytes = fake_binary("svc-server", "2.0.0", "ok", 0);
+    let bin = d.join("svc-server");
+    write_exec(&bin, &bytes);
+    let sig = ok(&["sign", "--key", p(&key), p(&bin)]).trim().to_string();
+    let target = std::env::consts::ARCH;
+    let msg = documented_message("svc-server", "2.0.0", target, &bytes);
+    std::fs::write(d.join("message"), &msg).unwrap();
+
+    // 1. An independent ed25519 (Python's cryptography on OpenSSL) over the documented bytes.
+    if let Some(py) = python_with_cryptography() {
+        let out = Command::new(py)
+            .args(["-c", PY_CHECK])
+            .arg(d.join("k.pub"))
+            .arg(&sig)
+            .arg(d.join("message"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The tool's own verify agrees, and refuses the signature for another binary.
+    assert!(ok(&[
+        "verify",
+        "--pub",
+        p(&d.join("k.pub")),
+        "--signature",
+        &sig,
+        p(&bin)
+    ])
+    .starts_with("ok: svc-server 2.0.0"));
+    let other = d.join("other");
+    write_exec(&other, &fake_binary("svc-server", "2.0.0", "exit1", 0));
+    assert!(fails(&[
+        "verify",
+        "--pub",
+        p(&d.join("k.pub")),
+        "--signature",
+        &sig,
+        p(&other)
+    ])
+    .contains("bad signature"));
+
+    // 2. The device's engine, with the tool's public key as /etc/svc-signing.pub.
+    let paths = sandbox("release-engine");
+    std::fs::create_dir_all(paths.signing_key().parent().unwrap()).unwrap();
+    std::fs::copy(d.join("k.pub"), paths.signing_key()).unwrap();
+    let good = Artifact {
+        name: "svc-server".into(),
+        version: "2.0.0".into(),
+        url: format!("file://{}", bin.display()),
+        sha256: Some(sha256_hex(&bytes)),
+        size: Some(bytes.len() as u64),
+        signature: Some(sig.clone()),
+        identity: None,
+    };
+    // One bit of the binary changed, the answer as signed: the sha256 refuses it.
+    let flipped = d.join("flipped");
+    let mut fb = bytes.clone();
+    let mid = fb.len() / 2;
+    fb[mid] ^= 0x01;
+    write_exec(&flipped, &fb);
+    let engine = Engine::new(paths.clone(), test_opts());
+    let r = engine.update(&Artifact {
+        url: format!("file://{}", flipped.display()),
+        ..good.clone()
+    });
+    assert!(matches!(r, Err(UpdateError::ShaMismatch { .. })), "{r:?}");
+    // The same, with the answer's sha256 and size made to match: the signature refuses it.
+    let r = engine.update(&Artifact {
+        url: format!("file://{}", flipped.display()),
+        sha256: Some(sha256_hex(&fb)),
+        ..good.clone()
+    });
+    assert!(matches!(r, Err(UpdateError::Signature(_))), "{r:?}");
+    // One bit of a signed field of the answer (version, size) or of the signature.
+    for a in [
+        Artifact {
+            version: "2.0.1".into(),
+            ..good.clone()
+        },
+        Artifact {
+            size: Some(bytes.len() as u64 ^ 1),
+            ..good.clone()
+        },
+        Artifact {
+            signature: Some(flip_b64(&sig)),
+            ..good.clone()
+        },
+    ] {
+        let r = svc::update::verify::verify_signature(
+            &svc::update::verify::parse_public_keys(&std::fs::read(paths.signing_key()).unwrap())
+                .unwrap(),
+            &a,
+            target,
+        );
+        assert!(matches!(r, Err(UpdateError::Signature(_))), "{a:?}: {r:?}");
+    }
+    assert!(!paths.bin_link("svc-server").exists(), "nothing installed");
+    // The signed release as published: accepted and activated.
+    let r = engine.update(&good).unwrap();
+    assert!(
+        matches!(r, Outcome::Activated { ref version, .. } if version == "2.0.0"),
+        "{r:?}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// One bit of a base64 signature changed (decode, flip, encode).
+fn flip_b64(sig: &str) -> String {
+    let mut raw = svc::update::verify::base64_decode(sig).unwrap();
+    raw[10] ^= 0x04;
+    svc::update::verify::base64_encode(&raw)
+}
+
+#[test]
+fn a_rotation_key_file_accepts_both_keys_and_nothing_else() {
+    let d = scratch("rotate");
+    ok(&["keygen", p(&d.join("old"))]);
+    ok(&["keygen", p(&d.join("new"))]);
+    ok(&["keygen", p(&d.join("stranger"))]);
+    let both = format!(
+        "# old key, until every device has this file\n{}{}",
+        std::fs::read_to_string(d.join("old.pub")).unwrap(),
+        std::fs::read_to_string(d.join("new.pub")).unwrap()
+    );
+    std::fs::write(d.join("both.pub"), both).unwrap();
+    let bin = d.join("svc-agent");
+    write_exec(&bin, &fake_binary("svc-agent", "3.1.0", "ok", 0));
+    for (key, accepted) in [("old", true), ("new", true), ("stranger", false)] {
+        let sig = ok(&["sign", "--key", p(&d.join(key)), p(&bin)]);
+        let out = tool(&[
+            "verify",
+            "--pub",
+            p(&d.join("both.pub")),
+            "--signature",
+            sig.trim(),
+            p(&bin),
+        ]);
+        assert_eq!(out.status.success(), accepted, "{key}: {out:?}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let d = scratch("bad-input");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let mgmt = d.join("mgmt");
+    ok(&["init", p(&mgmt)]);
+    let good = d.join("svc-server");
+    let good_bytes = fake_binary("svc-server", "1.0.0", "ok", 0);
+    write_exec(&good, &good_bytes);
+    ok(&["publish", "--key", p(&key), p(&mgmt), p(&good)]);
+    // An EC key (P-256, PKCS#8) and an RSA-style PEM label: keys of the wrong type.
+    let ec = d.join("ec.key");
+    std::fs::write(&ec, rcgen::KeyPair::generate().unwrap().serialize_pem()).unwrap();
+    let mut arm = std::fs::read(env!("CARGO_BIN_EXE_svc-server")).unwrap();
+    arm[18..20].copy_from_slice(&183u16.to_le_bytes()); // an aarch64 ELF
+    let arm_bin = d.join("svc-server-aarch64");
+    write_exec(&arm_bin, &arm);
+    let x86_named = d.join("svc-server-x86");
+    let mut x86 = arm.clone();
+    x86[18..20].copy_from_slice(&62u16.to_le_bytes());
+    write_exec(&x86_named, &x86);
+    let not_elf = d.join("script");
+    write_exec(&not_elf, b"#!/bin/sh\necho hi\n");
+    let not_mgmt = d.join("not-mgmt");
+    std::fs::create_dir_all(&not_mgmt).unwrap();
+    let garbage = d.join("garbage");
+    std::fs::create_dir_all(&garbage).unwrap();
+    std::fs::write(garbage.join("poll.json"), "{not json").unwrap();
+    let bad_targets = d.join("bad-targets");
+    std::fs::create_dir_all(&bad_targets).unwrap();
+    std::fs::write(bad_targets.join("poll.json"), r#"{"targets": []}"#).unwrap();
+
+    let missing = p(&d.join("missing.key")).to_string();
+    let (nope, absent) = (d.join("nope"), d.join("absent"));
+    let pubkey = p(&d.join("k.pub")).to_string();
+    let (k, m) = (p(&key).to_string(), p(&mgmt).to_string());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["publish", "--key", &missing, &m, p(&good)],
+            "no such file (make one with `svc-release keygen",
+        ),
+        (
+            vec!["publish", "--key", p(&ec), &m, p(&good)],
+            "not an ed25519 private key",
+        ),
+        (
+            vec!["publish", "--key", &pubkey, &m, p(&good)],
+            "is a public key; signing needs the private key",
+        ),
+        (vec!["sign", "--key", &k, p(&nope)], "binary"),
+        (vec!["publish", "--key", &k, &m, p(&nope)], "No such file"),
+        (
+            vec!["publish", "--key", &k, &m, p(&not_mgmt)],
+            "is not a regular file",
+        ),
+        (
+            vec!["publish", "--key", &k, &m, p(&not_elf)],
+            "is not an ELF executable",
+        ),
+        (
+            vec![
+                "publish",
+                "--key",
+                &k,
+                "--target",
+                "x86_64",
+                &m,
+                p(&arm_bin),
+            ],
+            "is built for aarch64 (ELF e_machine 183), not for the target x86_64",
+        ),
+        (
+            vec![
+                "publish",
+                "--key",
+                &k,
+                "--target",
+                "aarch64",
+                &m,
+                p(&x86_named),
+            ],
+            "is built for x86_64 (ELF e_machine 62), not for the target aarch64",
+        ),
+        (
+            vec!["publish", "--key", &k, &m, p(&arm_bin)],
+            "pass --name and --version",
+        ),
+        (
+            vec!["publish", "--key", &k, "--version", "9.9.9", &m, p(&good)],
+            "says it is \"1.0.0\"; --version \"9.9.9\" disagrees",
+        ),
+        (
+            vec!["publish", "--key", &k, p(&not_mgmt), p(&good)],
+            "is not a management directory",
+        ),
+        (
+            vec!["publish", "--key", &k, p(&garbage), p(&good)],
+            "is not a management directory",
+        ),
+        (
+            vec!["publish", "--key", &k, p(&bad_targets), p(&good)],
+            "/targets is not an object",
+        ),
+        (
+            vec!["publish", "--key", &k, p(&absent), p(&good)],
+            "is not a management directory",
+        ),
+    ];
+    for (args, want) in cases {
+        let before = snapshot(&d);
+        let err = fails(&args);
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!err.contains("BEGIN PRIVATE"), "a key in an error: {err}");
+        assert_eq!(snapshot(&d), before, "{args:?} changed files");
+    }
+    // The aarch64 binary with its name and version given is fine for an aarch64 directory.
+    let arm_mgmt = d.join("arm");
+    ok(&["init", p(&arm_mgmt)]);
+    ok(&[
+        "publish",
+        "--key",
+        &k,
+        "--name",
+        "svc-server",
+        "--version",
+        "1.0.0",
+        p(&arm_mgmt),
+        p(&arm_bin),
+    ]);
+    assert!(ok(&["verify", "--pub", &pubkey, p(&arm_mgmt)]).contains("(aarch64)"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn publish_writes_targets_by_content_and_prunes_on_request() {
+    let d = scratch("publish");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let mgmt = d.join("m");
+    std::fs::create_dir_all(&mgmt).unwrap();
+    // An existing answer: its config and other members are kept.
+    std::fs::write(
+        mgmt.join("poll.json"),
+        r#"{"poll_interval_secs": 7, "config": {"agent": {}}}"#,
+    )
+    .unwrap();
+    let v1 = d.join("s1");
+    let v2 = d.join("s2");
+    let a1 = d.join("a1");
+    write_exec(&v1, &fake_binary("svc-server", "1.0.0", "ok", 0));
+    write_exec(&v2, &fake_binary("svc-server", "1.1.0", "ok", 0));
+    write_exec(&a1, &fake_binary("svc-agent", "1.0.0", "ok", 0));
+    ok(&["publish", "--key", p(&key), p(&mgmt), p(&v1), p(&a1)]);
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    assert_eq!(answer["poll_interval_secs"], 7);
+    assert_eq!(answer["config"], json!({"agent": {}}));
+    let s = &answer["targets"]["svc-server"];
+    let sha1 = sha256_hex(&std::fs::read(&v1).unwrap());
+    assert_eq!(s["version"], "1.0.0");
+    assert_eq!(s["sha256"], sha1.as_str());
+    assert_eq!(s["url"], format!("artifacts/{sha1}").as_str());
+    assert_eq!(s["size"], std::fs::metadata(&v1).unwrap().len());
+    assert_eq!(
+        std::fs::read(mgmt.join(format!("artifacts/{sha1}"))).unwrap(),
+        std::fs::read(&v1).unwrap()
+    );
+    // `targets` prints the same entries for an HTTPS app.
+    let printed: serde_json::Value = serde_json::from_str(&ok(&[
+        "targets",
+        "--key",
+        p(&key),
+        "--url-prefix",
+        "https://rel.example/a/",
+        p(&v1),
+    ]))
+    .unwrap();
+    assert_eq!(printed["svc-server"]["signature"], s["signature"]);
+    assert_eq!(
+        printed["svc-server"]["url"],
+        format!("https://rel.example/a/{sha1}").as_str()
+    );
+    // A newer svc-server: the old file stays until --prune; the agent's file is kept.
+    ok(&["publish", "--key", p(&key), p(&mgmt), p(&v2)]);
+    assert!(mgmt.join(format!("artifacts/{sha1}")).exists());
+    let pruned = ok(&["publish", "--key", p(&key), "--prune", p(&mgmt), p(&v2)]);
+    assert!(
+        pruned.contains(&format!("pruned artifacts/{sha1}")),
+        "{pruned}"
+    );
+    assert!(!mgmt.join(format!("artifacts/{sha1}")).exists());
+    let sha_a = sha256_hex(&std::fs::read(&a1).unwrap());
+    assert!(mgmt.join(format!("artifacts/{sha_a}")).exists());
+    assert!(
+        ok(&["verify", "--pub", p(&d.join("k.pub")), p(&mgmt)]).contains("ok: svc-server 1.1.0")
+    );
+    // verify of a directory notices a changed file.
+    let sha2 = sha256_hex(&std::fs::read(&v2).unwrap());
+    std::fs::write(mgmt.join(format!("artifacts/{sha2}")), b"changed").unwrap();
+    assert!(fails(&["verify", "--pub", p(&d.join("k.pub")), p(&mgmt)]).contains("has sha256"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The real agent on a `file://` medium (a symlink swapped like a USB stick): it installs a
+/// published release; a medium with a changed binary, one with a changed answer and one
+/// replaying an older, validly signed release are each refused with a clear log line, and
+/// the running version stays.
+#[test]
+fn the_agent_updates_from_a_medium_and_refuses_tampered_and_replayed_ones() {
+    let sb = Sandbox::new("release-medium");
+    let d = scratch("medium");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    std::fs::copy(d.join("k.pub"), sb.root.join("etc/svc-signing.pub")).unwrap();
+    let media = sb.root.join("media");
+    sb.write_credentials(&format!("file://{}", media.display()));
+    sb.install_fake_server();
+    let version = env!("CARGO_PKG_VERSION");
+    let medium = |n: &str, bins: &[&Path], extra: &[&str]| -> PathBuf {
+        let m = d.join(n);
+        std::fs::create_dir_all(&m).unwrap();
+        std::fs::write(
+            m.join("poll.json"),
+            r#"{"poll_interval_secs": 1, "config": {"agent": {}}}"#,
+        )
+        .unwrap();
+        let mut args = vec!["publish", "--key", p(&key)];
+        args.extend_from_slice(extra);
+        args.push(p(&m));
+        args.extend(bins.iter().map(|b| p(b)));
+        ok(&args);
+        m
+    };
+    let plug = |m: &Path| {
+        let tmp = sb.root.join(".media.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(m, &tmp).unwrap();
+        std::fs::rename(&tmp, &media).unwrap();
+    };
+    let link = || {
+        std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    let want = format!("../cache/svc-server-{version}");
+    let server = PathBuf::from(env!("CARGO_BIN_EXE_svc-server"));
+    plug(&medium("m1", &[&server], &[]));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("the published svc-server active", 120, || link() == want);
+    wait_for("it runs", 60, || {
+        sb.log().contains(&format!("svc-server {version} up"))
+    });
+
+    let newer = d.join("newer");
+    write_exec(&newer, &fake_binary("svc-server", "99.0.0", "ok", 0));
+    // A changed binary on the medium, the answer as signed.
+    let m2 = medium("m2", &[&newer], &[]);
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m2.join("poll.json")).unwrap()).unwrap();
+    let art = m2.join(answer["targets"]["svc-server"]["url"].as_str().unwrap());
+    let mut b = std::fs::read(&art).unwrap();
+    b[100] ^= 0x01;
+    std::fs::write(&art, &b).unwrap();
+    plug(&m2);
+    wait_for("the changed binary refused", 120, || {
+        sb.log()
+            .contains("svc-server update failed: sha256 mismatch")
+    });
+    // A changed answer: another binary, its sha256 and size written in, the old signature.
+    let m3 = medium("m3", &[&newer], &[]);
+    let other = fake_binary("svc-server", "99.0.0", "exit1", 0);
+    let mut answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m3.join("poll.json")).unwrap()).unwrap();
+    let sha = sha256_hex(&other);
+    std::fs::write(m3.join(format!("artifacts/{sha}")), &other).unwrap();
+    answer["targets"]["svc-server"]["sha256"] = json!(sha);
+    answer["targets"]["svc-server"]["size"] = json!(other.len());
+    answer["targets"]["svc-server"]["url"] = json!(format!("artifacts/{sha}"));
+    std::fs::write(m3.join("poll.json"), answer.to_string()).unwrap();
+    plug(&m3);
+    wait_for("the changed answer refused", 120, || {
+        sb.log().contains(
+            "svc-server update failed: signature check failed: bad signature for svc-server 99.0.0",
+        )
+    });
+    // A replayed older release, validly signed.
+    let older = d.join("older");
+    write_exec(&older, &fake_binary("svc-server", "0.0.1", "ok", 0));
+    plug(&medium("m4", &[&older], &[]));
+    wait_for("the older release refused", 120, || {
+        sb.log().contains(&format!(
+            "svc-server: refusing 0.0.1, older than the running {version}"
+        ))
+    });
+    // Nothing changed: the same version active and running, no other version cached.
+    assert_eq!(link(), want);
+    let cache: Vec<String> = std::fs::read_dir(sb.root.join("opt/svc/cache"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(cache, vec![format!("svc-server-{version}")], "{}", sb.log());
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sb.root.join("opt/svc/versions.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["svc-server"]["current"], version);
+    terminate(&mut agent);
+    std::fs::remove_dir_all(&d).unwrap();
+}
