@@ -141,8 +141,7 @@ impl SystemFacts {
     /// counts as absent).
     pub fn detect(paths: &Paths) -> SystemFacts {
         let root = paths.root();
-        let (record, record_problem) = match WrittenFiles::load(&paths.device(record::RECORD_PATH))
-        {
+        let (record, record_problem) = match WrittenFiles::load(&record::record_path(paths)) {
             Ok(r) => (r, None),
             Err(e) => (WrittenFiles::default(), Some(e.to_string())),
         };
@@ -651,7 +650,7 @@ pub(crate) fn apply_plan(
     }
 
     if record != facts.record {
-        let p = paths.device(record::RECORD_PATH);
+        let p = record::record_path(paths);
         if let Err(source) = fx.write(&p, &record.to_bytes()) {
             let e = SyscfgError::Record { path: p, source };
             crate::error!(SUB, "{e}");
