@@ -174,12 +174,26 @@ FSTAB
     lab_check "the data partition is mounted" systemctl start data.mount
     mkdir -p /data/lab
     lab_check "/var/lib/lab is on the data partition" systemctl start var-lib-lab.mount
-    # journald keeps its files in /var/log/journal open; back to /run so / can go read-only.
+    lab_remount_ro
+}
+
+# lab_remount_ro: makes the running root read-only. Files open for writing on it keep the
+# kernel from that (EBUSY): journald's in /var/log/journal (sent back to /run) and
+# unattended-upgrades' shutdown log (its service stopped), as a read-only image has neither.
+lab_remount_ro() {
     journalctl --relinquish-var 2>/dev/null || true
+    systemctl stop unattended-upgrades.service 2>/dev/null || true
     sync
     local tries=0
-    until mount -o remount,ro / 2>/dev/null || [ "$tries" -ge 5 ]; do
+    until mount -o remount,ro / || [ "$tries" -ge 10 ]; do
         tries=$((tries + 1))
+        # Who still writes to /: every descriptor open for writing on a regular file of it.
+        for fd in /proc/[0-9]*/fd/*; do
+            t=$(readlink "$fd" 2>/dev/null) || continue
+            case "$t" in /dev/*|/proc/*|/sys/*|/run/*|/lab/*|/data/*|/var/lib/lab/*|socket:*|pipe:*|anon_inode:*|/memfd:*) continue ;; esac
+            flags=$(sed -n 's/^flags:\t*//p' "${fd%/fd/*}/fdinfo/${fd##*/}" 2>/dev/null)
+            case "$flags" in *[1-3]) echo "open for writing: $fd -> $t ($(cat "${fd%/fd/*}/comm" 2>/dev/null))" ;; esac
+        done
         sleep 1
     done
     lab_check "the root file system is read-only" lab_root_ro
@@ -196,8 +210,7 @@ lab_ro_slot() {
     mount -o remount,rw /
     install -m 0755 "$1" "$LAB_RO_AGENT.new" && mv "$LAB_RO_AGENT.new" "$LAB_RO_AGENT"
     sync
-    mount -o remount,ro /
-    lab_check "the root file system is read-only again" lab_root_ro
+    lab_remount_ro
 }
 
 # lab_ro_credentials MGMT_DIR: the credentials on the data partition (0600), as the portal
