@@ -330,6 +330,7 @@ mod tests {
         for line in [
             "RequiresMountsFor=/data/svc /data/etc",
             "Environment=SVC_STATE_DIR=/data/svc SVC_CREDENTIALS_DIR=/data/etc",
+            "ExecStartPre=+mkdir -p -m 0700 /data/svc /data/etc",
             "ExecStartPre=-/usr/lib/svc-agent/svc-agent seed",
             "ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard",
             "ExecStart=/data/svc/bin/svc-agent run",
@@ -339,6 +340,7 @@ mod tests {
         }
         // The seed runs before the guard, the guard before the start.
         let at = |s: &str| d.find(s).unwrap();
+        assert!(at("+mkdir") < at(" seed"));
         assert!(at(" seed") < at("boot-guard") && at("boot-guard") < at("ExecStart=/data"));
         let without = data_partition_dropin(&paths, None);
         assert!(!without.lines().any(|l| l.ends_with(" seed")), "{without}");
