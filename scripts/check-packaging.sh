@@ -61,7 +61,8 @@ cp dist/svc-agent.service "$D/usr/lib/systemd/system/"
 sed -e 's#@STATE_DIR@#/data/svc#g' -e 's#@CREDENTIALS_DIR@#/data/etc#g' \
 	-e 's#@IMAGE_AGENT@#/usr/lib/svc-agent/svc-agent#g' dist/svc-agent-data-partition.conf.in \
 	>"$D/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf"
-for f in data/svc/bin/svc-agent data/svc/bin/svc-agent.stable usr/lib/svc-agent/svc-agent; do
+mkdir -p "$D/usr/bin"
+for f in data/svc/bin/svc-agent data/svc/bin/svc-agent.stable usr/lib/svc-agent/svc-agent usr/bin/mkdir; do
 	printf '#!/bin/sh\n' >"$D/$f" && chmod 0755 "$D/$f"
 done
 if out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
