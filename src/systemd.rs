@@ -334,7 +334,7 @@ mod tests {
             "ExecStartPre=-/usr/lib/svc-agent/svc-agent seed",
             "ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard",
             "ExecStart=/data/svc/bin/svc-agent run",
-            "ReadWritePaths=/data/svc /data/etc -/etc -/var/lib",
+            "ReadWritePaths=-/data/svc -/data/etc -/etc -/var/lib",
         ] {
             assert!(d.lines().any(|l| l == line), "{line:?} missing in:\n{d}");
         }
