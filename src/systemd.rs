@@ -340,8 +340,10 @@ mod tests {
         }
         // The seed runs before the guard, the guard before the start.
         let at = |s: &str| d.find(s).unwrap();
-        assert!(at("+mkdir") < at(" seed"));
-        assert!(at(" seed") < at("boot-guard") && at("boot-guard") < at("ExecStart=/data"));
+        let mkdir = at("ExecStartPre=+mkdir");
+        let seed = at("ExecStartPre=-/usr/lib/svc-agent/svc-agent seed");
+        let guard = at("ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard");
+        assert!(mkdir < seed && seed < guard && guard < at("ExecStart=/data"));
         let without = data_partition_dropin(&paths, None);
         assert!(!without.lines().any(|l| l.ends_with(" seed")), "{without}");
     }
