@@ -20,5 +20,42 @@ fn main() {
     });
     println!("cargo:rustc-env=SVC_BUILD_EPOCH={epoch}");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    // Where the agent keeps its writable state and its credentials (docs/packaging.md
+    // "Read-only root file systems"): chosen at image build time (the Yocto layer's
+    // SVC_STATE_DIR, the Buildroot package's Kconfig option), overridable at run time by the
+    // environment variables of the same names. shared/conventions.md's paths by default.
+    let mut chosen = Vec::new();
+    for (var, default) in [
+        ("SVC_STATE_DIR", "/opt/svc"),
+        ("SVC_CREDENTIALS_DIR", "/etc"),
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
+        let value = std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.into());
+        if let Err(why) = check_device_path(&value) {
+            panic!("{var}={value:?}: {why}");
+        }
+        println!("cargo:rustc-env=SVC_BUILT_{}={value}", &var[4..]);
+        chosen.push(std::path::PathBuf::from(value));
+    }
+    if chosen[1].starts_with(&chosen[0]) {
+        panic!("SVC_CREDENTIALS_DIR may not be inside SVC_STATE_DIR (uninstall removes the state directory)");
+    }
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// The same rule as `paths::check_device_path` (build scripts cannot use the crate).
+fn check_device_path(p: &str) -> Result<(), &'static str> {
+    if !p.starts_with('/') || p.trim_end_matches('/').is_empty() {
+        return Err("must be an absolute path other than /");
+    }
+    if p.split('/').any(|c| c == "." || c == "..")
+        || p.chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == '%')
+    {
+        return Err("must not hold . or .. components, white space, % or control characters");
+    }
+    Ok(())
 }

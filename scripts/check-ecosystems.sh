@@ -189,7 +189,7 @@ yocto_recipe_checks() {
 	if grep -rnE 'FILESEXTRAPATHS|(THISDIR|LAYERDIR)\}/\.\.' "$REPO/meta-svc/recipes-"* "$REPO/meta-svc/conf"; then
 		bad "meta-svc reaches outside itself (../, FILESEXTRAPATHS)"
 	else ok "meta-svc is self-contained"; fi
-	for f in svc-agent.service svc-defaults.json; do
+	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in; do
 		e=$(find "$REPO/meta-svc" -name "$f" | head -n1)
 		if [ -n "$e" ] && cmp -s "$e" "$REPO/dist/$f"; then
 			ok "meta-svc's $f is identical to dist/$f"
@@ -271,7 +271,7 @@ buildroot() {
 	if (cd "$EXT" && find . -type f ! -name '*.md' | sed 's#^\./##' | xargs "$PY" "$BR/utils/check-package" -b); then
 		ok "utils/check-package -b buildroot-package"
 	else bad "utils/check-package -b buildroot-package"; fi
-	for f in svc-agent.service svc-defaults.json; do
+	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in; do
 		if cmp -s "$EXT/package/svc-agent/$f" "$REPO/dist/$f"; then ok "buildroot-package's $f is identical to dist/$f"; else bad "buildroot-package has no copy of dist/$f identical to it"; fi
 	done
 	if grep -rnE '_PATH\)/\.\.|TOPDIR\)/\.\.|/dist/' "$EXT/package" "$EXT/external.mk"; then

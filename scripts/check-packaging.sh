@@ -52,6 +52,26 @@ chmod 0755 "$T/opt/svc/bin/svc-agent" "$T/opt/svc/bin/svc-agent.stable"
 if out=$(systemd-analyze verify --root="$T" svc-agent.service 2>&1) && [ -z "$out" ]; then
 	ok "systemd-analyze verify dist/svc-agent.service"
 else bad "systemd-analyze verify: $out"; fi
+# The same unit with the data-partition drop-in filled in as the layer and the package do
+# (read-only root: nothing in /opt/svc, the agent in /data/svc and the image's in /usr/lib).
+D=$(mktemp -d)
+mkdir -p "$D/usr/lib/systemd/system/svc-agent.service.d" "$D/data/svc/bin" "$D/data/etc" "$D/usr/lib/svc-agent"
+cp /lib/systemd/system/*.target "$D/usr/lib/systemd/system/" 2>/dev/null
+cp dist/svc-agent.service "$D/usr/lib/systemd/system/"
+sed -e 's#@STATE_DIR@#/data/svc#g' -e 's#@CREDENTIALS_DIR@#/data/etc#g' \
+	-e 's#@IMAGE_AGENT@#/usr/lib/svc-agent/svc-agent#g' dist/svc-agent-data-partition.conf.in \
+	>"$D/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf"
+mkdir -p "$D/usr/bin"
+for f in data/svc/bin/svc-agent data/svc/bin/svc-agent.stable usr/lib/svc-agent/svc-agent usr/bin/mkdir; do
+	printf '#!/bin/sh\n' >"$D/$f" && chmod 0755 "$D/$f"
+done
+if out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
+	ok "systemd-analyze verify dist/svc-agent.service + the data-partition drop-in"
+else bad "systemd-analyze verify with the data-partition drop-in: $out"; fi
+if grep -q '@[A-Z_]*@' "$D/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf"; then
+	bad "the data-partition drop-in keeps a placeholder after filling in"
+else ok "the data-partition drop-in's placeholders are all filled in"; fi
+rm -rf "$D"
 
 # 3. Yocto: oelint-adv on the layer, and the crates list against Cargo.lock.
 # homepageping needs the network; the ecosystems tier runs the rest of the default rule set.

@@ -41,6 +41,28 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) {
     unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
+/// Whether the file system holding `path` is mounted read-only (statvfs `ST_RDONLY`). A
+/// path that does not exist yet is judged by its nearest existing ancestor (where it would
+/// be created).
+pub fn on_read_only_mount(path: &Path) -> std::io::Result<bool> {
+    let mut p = path;
+    while !p.exists() {
+        match p.parent() {
+            Some(parent) => p = parent,
+            None => break,
+        }
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs(3) reads the C string and writes only into `st`, both alive here.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_flag & libc::ST_RDONLY != 0)
+}
+
 /// Bytes available to unprivileged writers on the file system holding `dir` (statvfs).
 pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())

@@ -10,6 +10,31 @@ use std::time::Duration;
 /// The one unit file, shared with the Yocto layer and the Buildroot package.
 pub(crate) const UNIT: &str = include_str!("../dist/svc-agent.service");
 pub(crate) const UNIT_NAME: &str = "svc-agent.service";
+/// The data-partition drop-in's template, shared with the Yocto layer and the Buildroot
+/// package (they fill it in at image build time).
+pub(crate) const DATA_PARTITION_TEMPLATE: &str =
+    include_str!("../dist/svc-agent-data-partition.conf.in");
+/// Where the filled-in template goes, in the unit directory.
+pub(crate) const DATA_PARTITION_DROPIN: &str = "svc-agent.service.d/data-partition.conf";
+
+/// The drop-in for a state directory other than `/opt/svc` (or a credentials directory
+/// other than `/etc`). `image_agent`: the read-only image's binary that seeds the state;
+/// `None` (an `install` on a writable root) leaves the seed line out.
+pub(crate) fn data_partition_dropin(paths: &Paths, image_agent: Option<&str>) -> String {
+    let mut out = String::new();
+    for line in DATA_PARTITION_TEMPLATE.lines() {
+        if line.contains("@IMAGE_AGENT@") && image_agent.is_none() && !line.starts_with('#') {
+            continue;
+        }
+        let line = line
+            .replace("@STATE_DIR@", paths.state_device_path())
+            .replace("@CREDENTIALS_DIR@", paths.credentials_dir_device_path())
+            .replace("@IMAGE_AGENT@", image_agent.unwrap_or("(none)"));
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
 
 /// Sends one notification to systemd; a no-op when not started by systemd.
 pub(crate) fn notify(state: &str) {
@@ -144,10 +169,26 @@ pub(crate) fn install(
     let cached = paths.cache_dir().join(format!("svc-agent-{version}"));
     let link = paths.bin_link("svc-agent");
     let unit = paths.unit_dir().join(UNIT_NAME);
+    let dropin = paths.unit_dir().join(DATA_PARTITION_DROPIN);
+    // Refused before anything is written: a read-only root takes its unit from the image.
+    for (what, p) in [
+        ("the state directory", paths.state_dir()),
+        ("the unit directory", paths.unit_dir()),
+    ] {
+        if crate::sys::on_read_only_mount(&p).unwrap_or(false) {
+            return Err(InstallError::Command(format!(
+                "{what} {} is on a read-only file system: on a read-only image the unit and \
+                 its data-partition drop-in come with the image (docs/packaging.md \
+                 \"Read-only root file systems\"); set SVC_STATE_DIR to a writable directory",
+                p.display()
+            )));
+        }
+    }
     let before = (
         std::fs::read(&cached).ok(),
         std::fs::read_link(&link).ok(),
         std::fs::read(&unit).ok(),
+        std::fs::read(&dropin).ok(),
     );
     if exe != cached {
         install_file(exe, &cached)?;
@@ -158,10 +199,23 @@ pub(crate) fn install(
         fsutil::atomic_write(&unit, UNIT.as_bytes(), 0o644)
             .map_err(io(format!("writing {}", unit.display())))?;
     }
+    if paths.is_default_layout() {
+        remove(&dropin)?;
+    } else {
+        let text = data_partition_dropin(paths, None);
+        if std::fs::read(&dropin).ok().as_deref() != Some(text.as_bytes()) {
+            if let Some(d) = dropin.parent() {
+                std::fs::create_dir_all(d).map_err(io(format!("creating {}", d.display())))?;
+            }
+            fsutil::atomic_write(&dropin, text.as_bytes(), 0o644)
+                .map_err(io(format!("writing {}", dropin.display())))?;
+        }
+    }
     let after = (
         std::fs::read(&cached).ok(),
         std::fs::read_link(&link).ok(),
         std::fs::read(&unit).ok(),
+        std::fs::read(&dropin).ok(),
     );
     let changed = before != after;
     let mut enabled = false;
@@ -193,6 +247,12 @@ pub(crate) fn uninstall(
         let _ = sysctl.run(&["disable", "--now", UNIT_NAME]);
     }
     remove(&unit)?;
+    let dropin = paths.unit_dir().join(DATA_PARTITION_DROPIN);
+    remove(&dropin)?;
+    if let Some(d) = dropin.parent() {
+        // Only when empty: another drop-in of the administrator's stays.
+        let _ = std::fs::remove_dir(d);
+    }
     if systemd_running(paths) {
         sysctl.run(&["daemon-reload"])?;
     }
@@ -258,6 +318,64 @@ mod tests {
             self.0.push(args.join(" "));
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_data_partition_dropin_is_the_template_filled_in() {
+        let paths = Paths::new("/")
+            .with_locations(Some("/data/svc"), Some("/data/etc"))
+            .unwrap();
+        let d = data_partition_dropin(&paths, Some("/usr/lib/svc-agent/svc-agent"));
+        assert!(!d.contains('@'), "every placeholder filled: {d}");
+        for line in [
+            "RequiresMountsFor=/data/svc /data/etc",
+            "Environment=SVC_STATE_DIR=/data/svc SVC_CREDENTIALS_DIR=/data/etc",
+            "ExecStartPre=+mkdir -p -m 0700 /data/svc /data/etc",
+            "ExecStartPre=-/usr/lib/svc-agent/svc-agent seed",
+            "ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard",
+            "ExecStart=/data/svc/bin/svc-agent run",
+            "ReadWritePaths=-/data/svc -/data/etc -/etc -/var/lib",
+        ] {
+            assert!(d.lines().any(|l| l == line), "{line:?} missing in:\n{d}");
+        }
+        // The seed runs before the guard, the guard before the start.
+        let at = |s: &str| d.find(s).unwrap();
+        let mkdir = at("ExecStartPre=+mkdir");
+        let seed = at("ExecStartPre=-/usr/lib/svc-agent/svc-agent seed");
+        let guard = at("ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard");
+        assert!(mkdir < seed && seed < guard && guard < at("ExecStart=/data"));
+        let without = data_partition_dropin(&paths, None);
+        assert!(!without.lines().any(|l| l.ends_with(" seed")), "{without}");
+    }
+
+    #[test]
+    fn install_with_a_data_partition_writes_the_dropin_and_uninstall_removes_it() {
+        let root = std::env::temp_dir().join(format!("svc-install-data-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let paths = Paths::new(&root)
+            .with_locations(Some("/data/svc"), Some("/data/etc"))
+            .unwrap();
+        let exe = root.join("downloaded-svc-agent");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(&exe, b"\x7fELF binary").unwrap();
+        let mut rec = Recorder(Vec::new());
+        let r = install(&paths, &exe, &mut rec).unwrap();
+        assert!(r.binary.starts_with(root.join("data/svc/cache")), "{r:?}");
+        assert!(root.join("data/svc/bin/svc-agent").is_file());
+        assert!(
+            !root.join("opt/svc").exists(),
+            "nothing in the conventions' place"
+        );
+        let dropin = paths.unit_dir().join(DATA_PARTITION_DROPIN);
+        assert_eq!(
+            std::fs::read_to_string(&dropin).unwrap(),
+            data_partition_dropin(&paths, None)
+        );
+        assert!(!install(&paths, &exe, &mut rec).unwrap().changed);
+        uninstall(&paths, false, &mut rec).unwrap();
+        assert!(!dropin.exists() && !dropin.parent().unwrap().exists());
+        assert!(!paths.state_dir().exists());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

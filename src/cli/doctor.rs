@@ -61,6 +61,9 @@ pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
         out.extend(app_checks(&c.app_address));
     }
     out.push(disk_check(&paths.state_dir()));
+    out.extend(writable_checks(paths, &|p| {
+        crate::sys::on_read_only_mount(p).unwrap_or(false)
+    }));
     out.push(if paths.device("/run/systemd/system").is_dir() {
         check("systemd", Verdict::Ok, "systemd is the init system")
     } else {
@@ -170,6 +173,59 @@ fn app_checks(addr: &str) -> Vec<Check> {
     out
 }
 
+/// What the agent must (or may want to) write, on a read-only mount: the state directory
+/// (fail: no update, no log queue), the credentials directory (the portal cannot save
+/// credentials), the Wi-Fi keyfiles' and agent-syscfg's directories (warnings: those
+/// features report their own status). docs/packaging.md "Read-only root file systems".
+fn writable_checks(paths: &Paths, read_only: &dyn Fn(&std::path::Path) -> bool) -> Vec<Check> {
+    let state = paths.state_dir();
+    let mut out = vec![if read_only(&state) {
+        check(
+            "state-dir",
+            Verdict::Fail,
+            format!(
+                "{} is on a read-only mount: versions, updates, the log queue and records cannot be written (set SVC_STATE_DIR to a directory on a writable data partition)",
+                state.display()
+            ),
+        )
+    } else {
+        check(
+            "state-dir",
+            Verdict::Ok,
+            format!("{} is writable", state.display()),
+        )
+    }];
+    let creds = paths.device(paths.credentials_dir_device_path());
+    if read_only(&creds) {
+        out.push(check(
+            "credentials-dir",
+            Verdict::Warn,
+            format!(
+                "{} is on a read-only mount: credentials from the portal cannot be saved (set SVC_CREDENTIALS_DIR to a directory on a writable data partition)",
+                creds.display()
+            ),
+        ));
+    }
+    for (name, dir, what) in [
+        (
+            "wifi-keyfiles",
+            "/etc/NetworkManager/system-connections",
+            "Wi-Fi networks joined through the portal are not saved (bind-mount the directory from the data partition)",
+        ),
+        (
+            "syscfg-dropins",
+            "/etc/systemd/journald.conf.d",
+            "agent-syscfg's journald and upgrade drop-ins report read-only (bake the settings into the image)",
+        ),
+    ] {
+        let p = paths.device(dir);
+        if read_only(&p) {
+            out.push(check(name, Verdict::Warn, format!("{} is on a read-only mount: {what}", p.display())));
+        }
+    }
+    out
+}
+
 fn disk_check(dir: &std::path::Path) -> Check {
     let probe = std::iter::successors(Some(dir), |p| p.parent()).find(|p| p.exists());
     let Some(free) = probe.and_then(|p| crate::sys::free_bytes(p).ok()) else {
@@ -256,7 +312,7 @@ pub(crate) fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
         print!("{DOCTOR_HELP}");
         return Ok(0);
     }
-    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     let checks = run_checks(&paths);
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     if a.flag("json") {
@@ -277,6 +333,30 @@ pub(crate) fn cmd_doctor(rest: &[String]) -> Result<i32, UsageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_directory_on_a_read_only_mount_fails_the_doctor() {
+        let paths = Paths::new("/sandbox")
+            .with_locations(Some("/data/svc"), Some("/data/etc"))
+            .unwrap();
+        let all_writable = writable_checks(&paths, &|_| false);
+        assert_eq!(all_writable.len(), 1, "{all_writable:?}");
+        assert_eq!(all_writable[0].verdict, Verdict::Ok);
+        // A read-only root with the data partition not mounted: everything lands on /.
+        let c = writable_checks(&paths, &|_| true);
+        let by = |n: &str| c.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(by("state-dir").verdict, Verdict::Fail);
+        assert!(by("state-dir")
+            .detail
+            .contains("/sandbox/data/svc is on a read-only mount"));
+        assert_eq!(by("credentials-dir").verdict, Verdict::Warn);
+        assert_eq!(by("wifi-keyfiles").verdict, Verdict::Warn);
+        assert_eq!(by("syscfg-dropins").verdict, Verdict::Warn);
+        // Only the root is read-only, the data partition is not.
+        let c = writable_checks(&paths, &|p| !p.starts_with("/sandbox/data"));
+        assert_eq!(c[0].verdict, Verdict::Ok);
+        assert!(c.iter().all(|c| c.name != "credentials-dir"));
+    }
 
     #[test]
     fn a_well_known_hotspot_password_is_reported() {

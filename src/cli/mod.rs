@@ -40,6 +40,9 @@ commands:
                                    run agent-provisioning in the foreground: hotspot, portal, join
   boot-guard [--root DIR]          before each agent start (ExecStartPre, from the known-good
                                    binary): count starts of a new agent, roll back after 3
+  seed [--root DIR]                before each agent start on a read-only image (ExecStartPre,
+                                   from the image's binary): make the image's agent current
+                                   when the state directory has none or an older one
   help                             this text
 
 Run `svc-agent <command> --help` for a command's details.
@@ -54,6 +57,12 @@ pub(crate) fn version_json(binary_name: &str) -> serde_json::Value {
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
     })
+}
+
+/// The device paths of a command: `--root` (default `/`), the build's state directory and
+/// credentials file, and their run-time overrides `SVC_STATE_DIR` / `SVC_CREDENTIALS_FILE`.
+pub(crate) fn device_paths(a: &Args) -> Result<crate::paths::Paths, UsageError> {
+    crate::paths::Paths::from_env(a.value("root").unwrap_or("/")).map_err(UsageError)
 }
 
 /// Entry point of the `svc-agent` binary; returns the process exit code.
@@ -72,6 +81,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "doctor" => doctor::cmd_doctor(rest),
         "syscfg-apply" => Ok(syscfg::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),
+        "seed" => cmd_seed(rest),
         "provision" => cmd_provision(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -233,7 +243,7 @@ fn cmd_module_env(rest: &[String]) -> Result<i32, UsageError> {
     }
     let path = a.required("config")?;
     let name = a.required("module")?;
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     let bytes = match read_input(path) {
         Ok(b) => b,
         Err(e) => {
@@ -384,7 +394,7 @@ fn cmd_install(rest: &[String]) -> Result<i32, UsageError> {
     if help_requested(&a, INSTALL_HELP) {
         return Ok(EXIT_OK);
     }
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     if let Err(e) = crate::agent::platform_supported() {
         eprintln!("svc-agent install: {e}");
         return Ok(EXIT_INVALID);
@@ -429,7 +439,7 @@ fn cmd_provision(rest: &[String]) -> Result<i32, UsageError> {
     if help_requested(&a, "usage: svc-agent provision [--until-online] [--force] [--root DIR]\n  Runs agent-provisioning in the foreground with NetworkManager: with no network reachable\n  (or no credentials, or --force) a WPA2 hotspot <prefix>-<hostname> and the captive portal\n  at http://10.42.0.1/; a network entered there is saved and joined. --until-online exits 0\n  once the machine is online after a hotspot session.\n") {
         return Ok(EXIT_OK);
     }
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     Ok(crate::provisioning::service::cmd_provision(
         paths,
         a.flag("until-online"),
@@ -444,7 +454,7 @@ fn cmd_boot_guard(rest: &[String]) -> Result<i32, UsageError> {
     if help_requested(&a, "usage: svc-agent boot-guard [--root DIR]\n  Run by systemd (ExecStartPre) from bin/svc-agent.stable before each start of bin/svc-agent:\n  counts the starts of a newly installed agent version and, when it used up 3 starts\n  without one healthy loop, points bin/svc-agent back at the previous version.\n") {
         return Ok(EXIT_OK);
     }
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     match crate::update::agent_boot_guard(&paths) {
         Ok(crate::update::GuardOutcome::RolledBack { from, to }) => {
             crate::error!(
@@ -458,12 +468,67 @@ fn cmd_boot_guard(rest: &[String]) -> Result<i32, UsageError> {
     Ok(EXIT_OK)
 }
 
+const SEED_HELP: &str = "\
+usage: svc-agent seed [--root DIR]
+  Run by systemd (ExecStartPre of the read-only image's drop-in) from the binary the image
+  ships, before bin/svc-agent starts. With no agent in the state directory (an empty data
+  partition) this binary becomes the first current version; when the image's agent is newer
+  than the state's (an A/B switch to a newer image) it becomes current, on probation; an
+  older image agent never replaces a newer one (no downgrade). Exit 0 when the state
+  directory has an agent to start, 1 when seeding failed.
+";
+
+fn cmd_seed(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &["root"])?;
+    if help_requested(&a, SEED_HELP) {
+        return Ok(EXIT_OK);
+    }
+    let paths = crate::cli::device_paths(&a)?;
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::error!("update", "seed: cannot find this program's path: {e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    use crate::update::SeedOutcome::*;
+    match crate::update::seed_from_image(&paths, &exe, env!("SVC_VERSION")) {
+        Ok(Seeded { version }) => crate::info!(
+            "update",
+            "seeded {} with the image's svc-agent {version}",
+            paths.state_dir().display()
+        ),
+        Ok(Upgraded { from, to }) => crate::info!(
+            "update",
+            "the image brings svc-agent {to}, newer than {from} in {}: {to} is current (on probation; {from} kept for a rollback)",
+            paths.state_dir().display()
+        ),
+        Ok(Unchanged { version }) => {
+            crate::debug!("update", "seed: svc-agent {version} is the image's")
+        }
+        Ok(KeptNewer { image, running }) => crate::warn!(
+            "update",
+            "the image's svc-agent {image} is not newer than {running} in {}: {running} keeps running (no downgrade)",
+            paths.state_dir().display()
+        ),
+        Ok(ImageMarkedBad { image, running }) => crate::warn!(
+            "update",
+            "the image's svc-agent {image} was rolled back on this machine before: {running} keeps running"
+        ),
+        Err(e) => {
+            crate::error!("update", "seed: {e}");
+            return Ok(EXIT_INVALID);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
 fn cmd_uninstall(rest: &[String]) -> Result<i32, UsageError> {
     let a = Args::parse(rest, &["help", "purge"], &["root"])?;
     if help_requested(&a, "usage: svc-agent uninstall [--purge] [--root DIR]\n  Stops and removes the service, /opt/svc and the unit; --purge also removes /etc/svc.json.\n") {
         return Ok(EXIT_OK);
     }
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     match crate::systemd::uninstall(&paths, a.flag("purge"), &mut crate::systemd::RealSystemctl) {
         Ok(()) => {
             println!(
@@ -503,6 +568,6 @@ fn cmd_run(rest: &[String]) -> Result<i32, UsageError> {
         eprintln!("svc-agent: this build was made broken on purpose (SVC_LAB_BROKEN_RUN)");
         return Ok(70);
     }
-    let paths = crate::paths::Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     Ok(crate::agent::run(paths))
 }

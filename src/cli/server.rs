@@ -143,8 +143,9 @@ pub fn server_main(argv: Vec<String>) -> i32 {
             return EXIT_USAGE;
         }
     };
-    opts.machine_id
-        .get_or_insert_with(|| default_machine_id(&crate::paths::Paths::default()));
+    opts.machine_id.get_or_insert_with(|| {
+        default_machine_id(&crate::paths::Paths::from_env("/").unwrap_or_default())
+    });
     match run(opts) {
         Ok(()) => 0,
         Err(e) => {

@@ -4,7 +4,6 @@
 use super::args::{Args, UsageError};
 use crate::agent::status::StatusReport;
 use crate::agent::unix_now;
-use crate::paths::Paths;
 use serde_json::Value;
 
 const STATUS_HELP: &str = "\
@@ -25,7 +24,7 @@ pub(crate) fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
         print!("{STATUS_HELP}");
         return Ok(0);
     }
-    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    let paths = crate::cli::device_paths(&a)?;
     let path = crate::agent::status::path(&paths);
     let Some(report) = std::fs::read(&path)
         .ok()

@@ -2,7 +2,6 @@
 //! daemon, on a config file. Used by the VM scenarios and for debugging on a device.
 use super::args::Args;
 use crate::config;
-use crate::paths::Paths;
 
 const HELP: &str = "\
 usage: svc-agent syscfg-apply [--root DIR] [--json] --config FILE
@@ -44,7 +43,13 @@ pub(crate) fn cmd_syscfg(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let paths = Paths::new(a.value("root").unwrap_or("/"));
+    let paths = match crate::cli::device_paths(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("svc-agent syscfg-apply: {e}");
+            return 2;
+        }
+    };
     let status = crate::syscfg::run(&cfg.agent.syscfg, &paths);
     if a.flag("json") {
         println!(

@@ -124,7 +124,7 @@ impl<B: NetworkBackend> Provisioning<B> {
     }
 
     pub(crate) fn tick(&mut self, now: u64) {
-        let force = self.paths.device("/opt/svc/force-provisioning");
+        let force = self.paths.state_dir().join("force-provisioning");
         if force.exists() && std::fs::remove_file(&force).is_ok() {
             crate::info!("provisioning", "forced provisioning requested");
             self.event(Event::ForceProvisioning, now);

@@ -141,8 +141,7 @@ impl SystemFacts {
     /// counts as absent).
     pub fn detect(paths: &Paths) -> SystemFacts {
         let root = paths.root();
-        let (record, record_problem) = match WrittenFiles::load(&paths.device(record::RECORD_PATH))
-        {
+        let (record, record_problem) = match WrittenFiles::load(&record::record_path(paths)) {
             Ok(r) => (r, None),
             Err(e) => (WrittenFiles::default(), Some(e.to_string())),
         };
@@ -531,10 +530,20 @@ impl std::fmt::Display for SyscfgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SyscfgError::Write { path, source } => {
-                write!(f, "cannot write {}: {source}", path.display())
+                write!(
+                    f,
+                    "cannot write {}: {source}{}",
+                    path.display(),
+                    read_only_hint(source)
+                )
             }
             SyscfgError::Remove { path, source } => {
-                write!(f, "cannot remove {}: {source}", path.display())
+                write!(
+                    f,
+                    "cannot remove {}: {source}{}",
+                    path.display(),
+                    read_only_hint(source)
+                )
             }
             SyscfgError::Record { path, source } => {
                 write!(f, "cannot write the record {}: {source}", path.display())
@@ -545,6 +554,16 @@ impl std::fmt::Display for SyscfgError {
 }
 
 impl std::error::Error for SyscfgError {}
+
+/// What to do about a drop-in on a read-only root file system (docs/syscfg.md).
+fn read_only_hint(e: &io::Error) -> &'static str {
+    if e.raw_os_error() == Some(libc::EROFS) {
+        " (a read-only root file system: agent-syscfg cannot change it on this image; \
+         bake the setting into the image, docs/syscfg.md \"Read-only root file systems\")"
+    } else {
+        ""
+    }
+}
 
 /// Executes `plan` through `fx`, restarts journald when what it reads changed, writes the
 /// record when it changed, and returns each setting's status. Never panics and never stops
@@ -651,7 +670,7 @@ pub(crate) fn apply_plan(
     }
 
     if record != facts.record {
-        let p = paths.device(record::RECORD_PATH);
+        let p = record::record_path(paths);
         if let Err(source) = fx.write(&p, &record.to_bytes()) {
             let e = SyscfgError::Record { path: p, source };
             crate::error!(SUB, "{e}");
@@ -731,4 +750,28 @@ pub fn apply(
 pub(crate) fn run(section: &SyscfgSection, paths: &Paths) -> SyscfgStatus {
     let facts = SystemFacts::detect(paths);
     apply(section, paths, &facts, &mut RealEffects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_root_says_what_to_do() {
+        let e = SyscfgError::Write {
+            path: "/etc/systemd/journald.conf.d/60-svc-agent.conf".into(),
+            source: io::Error::from_raw_os_error(libc::EROFS),
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("read-only root file system")
+                && text.contains("bake the setting into the image"),
+            "{text}"
+        );
+        let other = SyscfgError::Write {
+            path: "/x".into(),
+            source: io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert!(!other.to_string().contains("read-only"));
+    }
 }

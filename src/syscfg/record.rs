@@ -6,8 +6,16 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Device path of the record (re-rooted under `--root` by `Paths::device`).
+/// Device path of the record with the conventions' state directory (tests, docs).
 pub const RECORD_PATH: &str = "/opt/svc/syscfg-state.json";
+/// The record's file name in the state directory.
+pub const RECORD_FILE: &str = "syscfg-state.json";
+
+/// Where the record lives: `syscfg-state.json` in the state directory (`/opt/svc` or the
+/// image's chosen data-partition directory).
+pub fn record_path(paths: &crate::paths::Paths) -> std::path::PathBuf {
+    paths.state_dir().join(RECORD_FILE)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct WrittenFiles {
@@ -36,8 +44,8 @@ pub enum RecordError {
 impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RecordError::Read(e) => write!(f, "cannot read {RECORD_PATH}: {e}"),
-            RecordError::Parse(e) => write!(f, "{RECORD_PATH} is not a valid record: {e}"),
+            RecordError::Read(e) => write!(f, "cannot read {RECORD_FILE}: {e}"),
+            RecordError::Parse(e) => write!(f, "{RECORD_FILE} is not a valid record: {e}"),
         }
     }
 }

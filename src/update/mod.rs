@@ -21,6 +21,7 @@ pub mod cache;
 pub(crate) mod download;
 pub(crate) mod record;
 pub mod rollback;
+pub mod seed;
 pub mod verify;
 
 pub use download::{DownloadOptions, Fetched};
@@ -29,6 +30,7 @@ pub use rollback::{
     agent_boot_guard, mark_agent_healthy, probation_verdict, rollback, GuardOutcome,
     ProbationPolicy, ProbationVerdict,
 };
+pub use seed::{seed_from_image, SeedOutcome};
 
 /// Log subsystem tag of this module.
 pub(crate) const SUB: &str = "update";

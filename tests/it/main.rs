@@ -37,6 +37,7 @@ mod agent_file;
 mod agent_https;
 mod cli_tools;
 mod config_rules;
+mod data_partition;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;

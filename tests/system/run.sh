@@ -21,6 +21,8 @@
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
 # monitor socket at $LAB_WORK/monitor.sock, so that a host hook can hot-plug disks
 # (host-lib.sh: host_usb_media).
+# `# lab-needs: data-disk` adds a blank ext4 disk labelled svcdata as /dev/vdc (the data
+# partition of the read-only-root scenarios, which make the root read-only themselves).
 #
 # Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
 # --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
@@ -103,7 +105,8 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
 # poweroff, powercut or timeout, and boot_wall to the seconds qemu ran.
 boot() {
     local work="$1" phase="$2" limit="$3" powercut="$4"
-    local console="$work/console-$phase.log" start=$SECONDS
+    local console="$work/console-$phase.log" start=$SECONDS data_drive=()
+    [ -f "$work/data.img" ] && data_drive=(-drive "file=$work/data.img,format=raw,if=virtio")
     : > "$console"
     local monitor=(-monitor none)
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
@@ -113,6 +116,7 @@ boot() {
         -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase" \
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
         -drive "file=$work/lab.img,format=raw,if=virtio" \
+        "${data_drive[@]}" \
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
         -device virtio-rng-pci \
         -serial "file:$console" > "$work/qemu-$phase.log" 2>&1 &
@@ -203,6 +207,9 @@ for name in "${scenarios[@]}"; do
     if [ -z "$reason" ]; then
         mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" 512M > /dev/null
         qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root.qcow2"
+        if grep -q '^# lab-needs: data-disk' "$script"; then
+            mke2fs -q -t ext4 -L svcdata "$work/data.img" 256M > /dev/null
+        fi
         log "$name: booting (main phase, limit ${limit}s)"
         boot "$work" main "$limit" "$powercut"; main_result=$boot_result; main_wall=$boot_wall
         if [ "$powercut" = 1 ] && [ "$main_result" = powercut ]; then
@@ -247,7 +254,7 @@ for name in "${scenarios[@]}"; do
     if [ -z "$reason" ]; then
         echo "PASS $name ($detail)"
         passed=$((passed + 1))
-        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img"
+        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img" "$work/data.img"
     else
         echo "FAIL $name: $reason ($detail)"
         report_failure "$work"

@@ -29,6 +29,11 @@ SVC_AGENT_INSTALLED_VERSION = 0.1.0
 SVC_AGENT_SITE = https://github.com/svc-agent/svc-agent.git
 SVC_AGENT_SITE_METHOD = git
 SVC_AGENT_CARGO_BUILD_OPTS = --bin svc-agent
+# The state and credentials directories are also compiled in (build.rs), so that the tools
+# find them without the unit's environment.
+SVC_AGENT_CARGO_ENV = \
+	SVC_STATE_DIR="$(SVC_AGENT_STATE_DIR)" \
+	SVC_CREDENTIALS_DIR="$(SVC_AGENT_CREDENTIALS_DIR)"
 SVC_AGENT_BINARY = $(@D)/target/$(RUSTC_TARGET_NAME)/$(if $(BR2_ENABLE_DEBUG),debug,release)/svc-agent
 
 # The binary reports its Cargo.toml version: the installed name must say the same.
@@ -39,17 +44,44 @@ endef
 SVC_AGENT_POST_EXTRACT_HOOKS += SVC_AGENT_CHECK_VERSION
 endif
 
+SVC_AGENT_STATE_DIR = $(call qstrip,$(BR2_PACKAGE_SVC_AGENT_STATE_DIR))
+SVC_AGENT_CREDENTIALS_DIR = $(call qstrip,$(BR2_PACKAGE_SVC_AGENT_CREDENTIALS_DIR))
+SVC_AGENT_IMAGE_AGENT = /usr/lib/svc-agent/svc-agent
 SVC_AGENT_DEFAULTS = $(or $(call qstrip,$(BR2_PACKAGE_SVC_AGENT_DEFAULTS_FILE)),$(SVC_AGENT_PKGDIR)/svc-defaults.json)
 SVC_AGENT_SIGNING_KEY = $(call qstrip,$(BR2_PACKAGE_SVC_AGENT_SIGNING_KEY_FILE))
 
 # The device layout (the project's docs/packaging.md): the binary in /opt/svc/cache under
 # its version, a relative link in /opt/svc/bin, as the agent's own updates make them; only
 # svc-agent (the sources also hold svc-server). No credentials: they are per device.
-define SVC_AGENT_INSTALL_TARGET_CMDS
+ifeq ($(SVC_AGENT_STATE_DIR):$(SVC_AGENT_CREDENTIALS_DIR),/opt/svc:/etc)
+define SVC_AGENT_INSTALL_LAYOUT
 	$(INSTALL) -D -m 0755 $(SVC_AGENT_BINARY) \
 		$(TARGET_DIR)/opt/svc/cache/svc-agent-$(SVC_AGENT_INSTALLED_VERSION)
 	mkdir -p $(TARGET_DIR)/opt/svc/bin
 	ln -sfn ../cache/svc-agent-$(SVC_AGENT_INSTALLED_VERSION) $(TARGET_DIR)/opt/svc/bin/svc-agent
+endef
+else
+# State on a data partition (read-only root): the image's agent outside the state directory,
+# which the first start seeds (`svc-agent seed`, from the unit's drop-in); a profile script
+# gives shells the same paths as the unit.
+define SVC_AGENT_INSTALL_LAYOUT
+	$(INSTALL) -D -m 0755 $(SVC_AGENT_BINARY) $(TARGET_DIR)$(SVC_AGENT_IMAGE_AGENT)
+	mkdir -p $(TARGET_DIR)/etc/profile.d
+	printf 'SVC_STATE_DIR=%s\nSVC_CREDENTIALS_DIR=%s\nexport SVC_STATE_DIR SVC_CREDENTIALS_DIR\n' \
+		"$(SVC_AGENT_STATE_DIR)" "$(SVC_AGENT_CREDENTIALS_DIR)" >$(TARGET_DIR)/etc/profile.d/svc-agent.sh
+endef
+define SVC_AGENT_INSTALL_DATA_PARTITION_DROPIN
+	mkdir -p $(TARGET_DIR)/usr/lib/systemd/system/svc-agent.service.d
+	sed -e 's#@STATE_DIR@#$(SVC_AGENT_STATE_DIR)#g' \
+		-e 's#@CREDENTIALS_DIR@#$(SVC_AGENT_CREDENTIALS_DIR)#g' \
+		-e 's#@IMAGE_AGENT@#$(SVC_AGENT_IMAGE_AGENT)#g' \
+		$(SVC_AGENT_PKGDIR)/svc-agent-data-partition.conf.in \
+		>$(TARGET_DIR)/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf
+endef
+endif
+
+define SVC_AGENT_INSTALL_TARGET_CMDS
+	$(SVC_AGENT_INSTALL_LAYOUT)
 	$(INSTALL) -D -m 0644 $(SVC_AGENT_DEFAULTS) $(TARGET_DIR)/etc/svc-defaults.json
 	$(if $(SVC_AGENT_SIGNING_KEY),$(INSTALL) -D -m 0644 $(SVC_AGENT_SIGNING_KEY) $(TARGET_DIR)/etc/svc-signing.pub)
 endef
@@ -58,6 +90,7 @@ endef
 define SVC_AGENT_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(SVC_AGENT_PKGDIR)/svc-agent.service \
 		$(TARGET_DIR)/usr/lib/systemd/system/svc-agent.service
+	$(SVC_AGENT_INSTALL_DATA_PARTITION_DROPIN)
 endef
 
 ifeq ($(BR2_PACKAGE_SVC_AGENT_PREBUILT),y)

@@ -20,6 +20,11 @@ require ${BPN}-crates.inc
 # Only the agent ships from this recipe.
 CARGO_BUILD_FLAGS += "--bin svc-agent"
 
+# The state and credentials directories are also compiled in (build.rs), so that the tools
+# find them without the unit's environment.
+export SVC_STATE_DIR
+export SVC_CREDENTIALS_DIR
+
 # The binary reports the version of its Cargo.toml (build.rs); PV must not claim another.
 do_configure:prepend() {
     cargo_version=$(sed -n 's/^version = "\(.*\)"/\1/p' ${S}/Cargo.toml | head -n 1)

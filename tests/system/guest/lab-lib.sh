@@ -152,3 +152,90 @@ lab_usb() {
         lab_wait 90 "USB stick $2 pulled out" sh -c "! blkid -c /dev/null -L svc-$2 >/dev/null"
     fi
 }
+# --- Read-only root with a data partition (issue 23; scenarios with `# lab-needs: data-disk`
+# and a host hook that copies dist/'s unit and drop-in template into /lab/share) ---
+
+LAB_RO_STATE=/data/svc
+LAB_RO_CREDS=/data/etc
+LAB_RO_AGENT=/usr/lib/svc-agent/svc-agent
+
+# lab_ro_image AGENT_BINARY: turns the running guest into a read-only image with
+# SVC_STATE_DIR=/data/svc, as meta-svc or the Buildroot package make it (docs/packaging.md):
+# the image's agent in /usr/lib/svc-agent, the unit and the drop-in filled in from
+# dist/svc-agent-data-partition.conf.in, /data on the svcdata disk, /var/lib/lab bind-mounted
+# from it (the file:// management directory), root read-only in fstab. Then makes the
+# running root read-only too. Nothing is started.
+lab_ro_image() {
+    local share=/lab/share unitdir=/usr/lib/systemd/system
+    install -D -m 0755 "$1" "$LAB_RO_AGENT"
+    install -D -m 0644 "$share/svc-agent.service" "$unitdir/svc-agent.service"
+    mkdir -p "$unitdir/svc-agent.service.d" /data /var/lib/lab
+    sed -e "s#@STATE_DIR@#$LAB_RO_STATE#g" -e "s#@CREDENTIALS_DIR@#$LAB_RO_CREDS#g" \
+        -e "s#@IMAGE_AGENT@#$LAB_RO_AGENT#g" "$share/svc-agent-data-partition.conf.in" \
+        > "$unitdir/svc-agent.service.d/data-partition.conf"
+    ln -sf "$unitdir/svc-agent.service" /etc/systemd/system/multi-user.target.wants/svc-agent.service
+    printf 'SVC_STATE_DIR=%s\nSVC_CREDENTIALS_DIR=%s\nexport SVC_STATE_DIR SVC_CREDENTIALS_DIR\n' \
+        "$LAB_RO_STATE" "$LAB_RO_CREDS" > /etc/profile.d/svc-agent.sh
+    cat > /etc/fstab <<FSTAB
+/dev/vda / ext4 ro 0 1
+LABEL=svcdata /data ext4 defaults 0 2
+/data/lab /var/lib/lab none bind,x-systemd.requires-mounts-for=/data 0 0
+FSTAB
+    systemctl daemon-reload
+    lab_check "the data partition is mounted" systemctl start data.mount
+    mkdir -p /data/lab
+    lab_check "/var/lib/lab is on the data partition" systemctl start var-lib-lab.mount
+    lab_remount_ro
+}
+
+# lab_remount_ro: makes the running root read-only. Files open for writing on it keep the
+# kernel from that (EBUSY): journald's in /var/log/journal (sent back to /run) and
+# unattended-upgrades' shutdown log (its service stopped), as a read-only image has neither.
+lab_remount_ro() {
+    journalctl --relinquish-var 2>/dev/null || true
+    systemctl stop unattended-upgrades.service 2>/dev/null || true
+    sync
+    local tries=0
+    until mount -o remount,ro / || [ "$tries" -ge 10 ]; do
+        tries=$((tries + 1))
+        # Who still writes to /: every descriptor open for writing on a regular file of it.
+        for fd in /proc/[0-9]*/fd/*; do
+            t=$(readlink "$fd" 2>/dev/null) || continue
+            case "$t" in /dev/*|/proc/*|/sys/*|/run/*|/lab/*|/data/*|/var/lib/lab/*|socket:*|pipe:*|anon_inode:*|/memfd:*) continue ;; esac
+            flags=$(sed -n 's/^flags:\t*//p' "${fd%/fd/*}/fdinfo/${fd##*/}" 2>/dev/null)
+            case "$flags" in *[1-3]) echo "open for writing: $fd -> $t ($(cat "${fd%/fd/*}/comm" 2>/dev/null))" ;; esac
+        done
+        sleep 1
+    done
+    lab_check "the root file system is read-only" lab_root_ro
+}
+
+# lab_root_ro: the root file system is mounted read-only (and writing to it fails).
+lab_root_ro() {
+    findmnt -no OPTIONS / | tr ',' '\n' | grep -qx ro && ! touch /.lab-rw-probe 2>/dev/null
+}
+
+# lab_ro_slot AGENT_BINARY: the other A/B slot's image, with another agent: the image's
+# binary replaced while the root is briefly writable (as booting the other slot would).
+lab_ro_slot() {
+    mount -o remount,rw /
+    install -m 0755 "$1" "$LAB_RO_AGENT.new" && mv "$LAB_RO_AGENT.new" "$LAB_RO_AGENT"
+    sync
+    lab_remount_ro
+}
+
+# lab_ro_credentials MGMT_DIR: the credentials on the data partition (0600), as the portal
+# or a factory step writes them there.
+lab_ro_credentials() {
+    ( umask 077; mkdir -p "$LAB_RO_CREDS"
+      printf '{"cloud": {"app_address": "file://%s", "id": "lab-part-%s", "secret": "lab-secret-%s"}}\n' \
+          "$1" "$(lab_run_id)" "$(lab_run_id)" > "$LAB_RO_CREDS/svc.json" )
+}
+
+# lab_running_agent: the file the running agent was started from.
+lab_running_agent() {
+    readlink "/proc/$(systemctl show -p MainPID --value svc-agent.service)/exe"
+}
+
+# lab_agent_is FILE: the running agent was started from FILE.
+lab_agent_is() { [ "$(lab_running_agent)" = "$1" ]; }
