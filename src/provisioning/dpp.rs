@@ -252,6 +252,26 @@ pub(crate) struct Enrollee {
     bootstrap_id: String,
     pub uri: String,
     got: Received,
+    /// wpa_supplicant's log level before listening, to restore (see `quiet_logs`).
+    restore_level: Option<String>,
+}
+
+/// wpa_supplicant logs its events to syslog at INFO (`-s`), `DPP-CONFOBJ-PASS <hex>` (the
+/// network's pass key) included. While the enrollee listens its level is held at WARNING;
+/// events still reach attached control sockets (their own level). Returns the level to
+/// restore, if it was changed.
+fn quiet_logs(ctrl: &mut Ctrl) -> Result<Option<String>, String> {
+    let r = expect_ok(ctrl, "LOG_LEVEL")?;
+    let level = r
+        .lines()
+        .find_map(|l| l.strip_prefix("Current level: "))
+        .map(str::trim)
+        .unwrap_or("");
+    if !matches!(level, "EXCESSIVE" | "MSGDUMP" | "DEBUG" | "INFO") {
+        return Ok(None);
+    }
+    expect_ok(ctrl, "LOG_LEVEL WARNING")?;
+    Ok(Some(level.to_string()))
 }
 
 fn expect_ok(ctrl: &mut Ctrl, cmd: &str) -> Result<String, String> {
@@ -279,25 +299,42 @@ impl Enrollee {
         let mut ctrl =
             Ctrl::open(ctrl_path).map_err(|e| format!("{}: {e}", ctrl_path.display()))?;
         expect_ok(&mut ctrl, "ATTACH")?;
-        expect_ok(&mut ctrl, "SET dpp_config_processing 0")?;
-        let id = expect_ok(&mut ctrl, &bootstrap_gen_cmd(key, mac))?;
+        let restore_level = quiet_logs(&mut ctrl)?;
+        let mut e = Enrollee {
+            ctrl,
+            bootstrap_id: String::new(),
+            uri: String::new(),
+            got: Received::default(),
+            restore_level,
+        };
+        match e.bootstrap(key, mac) {
+            Ok(()) => Ok(e),
+            Err(err) => {
+                e.stop();
+                Err(err)
+            }
+        }
+    }
+
+    fn bootstrap(&mut self, key: &[u8; 32], mac: Option<&str>) -> Result<(), String> {
+        let ctrl = &mut self.ctrl;
+        expect_ok(ctrl, "SET dpp_config_processing 0")?;
+        let id = expect_ok(ctrl, &bootstrap_gen_cmd(key, mac))?;
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(
                 "wpa_supplicant DPP_BOOTSTRAP_GEN: unexpected reply {id:?}"
             ));
         }
-        let uri = expect_ok(&mut ctrl, &format!("DPP_BOOTSTRAP_GET_URI {id}"))?;
+        self.bootstrap_id = id;
+        let uri = expect_ok(
+            ctrl,
+            &format!("DPP_BOOTSTRAP_GET_URI {}", self.bootstrap_id),
+        )?;
         if !uri.starts_with("DPP:") || uri.len() > 1024 {
             return Err("wpa_supplicant DPP_BOOTSTRAP_GET_URI: not a DPP URI".into());
         }
-        let mut e = Enrollee {
-            ctrl,
-            bootstrap_id: id,
-            uri,
-            got: Received::default(),
-        };
-        e.listen()?;
-        Ok(e)
+        self.uri = uri;
+        self.listen()
     }
 
     /// (Re)starts listening; wpa_supplicant answers OK when it already listens there.
@@ -323,10 +360,15 @@ impl Enrollee {
 
     pub(crate) fn stop(mut self) {
         let _ = expect_ok(&mut self.ctrl, "DPP_STOP_LISTEN");
-        let _ = expect_ok(
-            &mut self.ctrl,
-            &format!("DPP_BOOTSTRAP_REMOVE {}", self.bootstrap_id),
-        );
+        if !self.bootstrap_id.is_empty() {
+            let _ = expect_ok(
+                &mut self.ctrl,
+                &format!("DPP_BOOTSTRAP_REMOVE {}", self.bootstrap_id),
+            );
+        }
+        if let Some(level) = self.restore_level.take() {
+            let _ = expect_ok(&mut self.ctrl, &format!("LOG_LEVEL {level}"));
+        }
         let _ = expect_ok(&mut self.ctrl, "DETACH");
     }
 }
@@ -605,6 +647,9 @@ mod tests {
                 let (n, from) = server.recv_from(&mut b).unwrap();
                 let cmd = String::from_utf8_lossy(&b[..n]).to_string();
                 let reply = match cmd.split(' ').next().unwrap() {
+                    "LOG_LEVEL" if cmd == "LOG_LEVEL" => {
+                        "Current level: INFO\nTimestamp: 0\n".to_string()
+                    }
                     "DPP_BOOTSTRAP_GEN" => "1".to_string(),
                     "DPP_BOOTSTRAP_GET_URI" => "DPP:C:81/1;M:020000000100;V:2;K:MDkw;;".to_string(),
                     "DETACH" => {
@@ -657,20 +702,29 @@ mod tests {
             names,
             [
                 "ATTACH",
+                "LOG_LEVEL",
+                "LOG_LEVEL",
                 "SET",
                 "DPP_BOOTSTRAP_GEN",
                 "DPP_BOOTSTRAP_GET_URI",
                 "DPP_LISTEN",
                 "DPP_STOP_LISTEN",
                 "DPP_BOOTSTRAP_REMOVE",
+                "LOG_LEVEL",
                 "DETACH"
             ]
         );
+        // wpa_supplicant's syslog would carry the pass key (hex) at INFO: quiet while
+        // listening, restored after.
         assert_eq!(
-            seen[1], "SET dpp_config_processing 0",
+            (seen[2].as_str(), seen[9].as_str()),
+            ("LOG_LEVEL WARNING", "LOG_LEVEL INFO")
+        );
+        assert_eq!(
+            seen[3], "SET dpp_config_processing 0",
             "wpa_supplicant adds nothing itself"
         );
-        assert!(seen[2].ends_with(&hex(&key_der(&key))));
+        assert!(seen[4].ends_with(&hex(&key_der(&key))));
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -683,7 +737,8 @@ mod tests {
         let server = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
         let t = std::thread::spawn(move || {
             let mut b = [0u8; 4096];
-            for _ in 0..3 {
+            // ATTACH, LOG_LEVEL, SET, DPP_BOOTSTRAP_GEN, then the clean-up of a failed start.
+            for _ in 0..6 {
                 let (n, from) = server.recv_from(&mut b).unwrap();
                 let r: &[u8] = if b[..n].starts_with(b"DPP_") {
                     b"UNKNOWN COMMAND\n"

@@ -182,7 +182,9 @@ pub(crate) fn parse_scan(out: &str) -> Vec<Visible> {
     v
 }
 
-fn scan() -> Vec<Visible> {
+/// `rescan`: `yes` forces a scan now; `auto` (while the DPP enrollee listens: a scan takes
+/// the radio off its listen channel) scans only when NetworkManager's list is older than 30 s.
+fn scan(rescan: &str) -> Vec<Visible> {
     let out = nm::nmcli(
         std::path::Path::new("nmcli"),
         &[
@@ -193,7 +195,7 @@ fn scan() -> Vec<Visible> {
             "wifi",
             "list",
             "--rescan",
-            "yes",
+            rescan,
         ],
         nm::NMCLI_SCAN,
     );
@@ -260,6 +262,8 @@ pub(crate) struct Service {
     last_mode: Option<Mode>,
     /// The DPP enrollee's thread, when `dpp_enabled`.
     dpp: Option<DppThread>,
+    /// A network handed over (portal or DPP) was tried in this run.
+    user_network_joined: bool,
 }
 
 impl Service {
@@ -306,6 +310,7 @@ impl Service {
             started: Instant::now(),
             last_mode: None,
             dpp,
+            user_network_joined: false,
         }
     }
 
@@ -323,14 +328,15 @@ impl Service {
     }
 
     /// Runs until `stop`, or (with `until_online`) until the machine is online after a
-    /// hotspot session. Returns whether it ended online.
+    /// hotspot session or a network handed over (portal or DPP). Returns whether it ended
+    /// online.
     pub(crate) fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
         let mut had_hotspot = false;
         while !stop.load(Ordering::SeqCst) {
             let mode_before = self.driver.status().mode.clone();
             if !matches!(mode_before, Mode::Hotspot { .. }) {
                 // Scan while the radio is still a client: in AP mode it cannot.
-                let v = scan();
+                let v = scan(if self.dpp.is_some() { "auto" } else { "yes" });
                 if !v.is_empty() {
                     if let Ok(mut vis) = self.visible.lock() {
                         *vis = v;
@@ -346,7 +352,7 @@ impl Service {
             if let Some(d) = &self.dpp {
                 d.want.store(mode != Mode::Online, Ordering::SeqCst);
             }
-            had_hotspot |= matches!(mode, Mode::Hotspot { .. });
+            had_hotspot |= matches!(mode, Mode::Hotspot { .. }) || self.user_network_joined;
             if until_online && had_hotspot && mode == Mode::Online {
                 return true;
             }
@@ -470,6 +476,7 @@ impl Service {
         self.stop_portal();
         let now = self.now();
         let joined = self.driver.join(&profile, now);
+        self.user_network_joined = true;
         self.set_step(
             "network",
             if joined {
