@@ -58,7 +58,7 @@ conf_id=$(wcli dpp_configurator_add)
 peer=$(wcli dpp_qr_code "$uri")
 lab_check "the configurator accepts the machine's URI" sh -c "[ '$peer' -ge 1 ] 2>/dev/null"
 t_scan=$(lab_ms)
-online() { iw dev wlan0 link | grep -q 'SSID: lab-home' && curl -fsS --max-time 5 http://192.168.200.1:8080/ | grep -q lab-home; }
+online() { iw dev wlan0 link | grep -q 'SSID: lab-home' && curl -fsS --max-time 10 http://192.168.200.1:8080/ | grep -q lab-home; }
 for attempt in 1 2 3; do
     wcli dpp_auth_init peer="$peer" conf=sta-psk ssid="$(hex lab-home)" pass="$(hex "$psk")" configurator="$conf_id" >/dev/null
     if lab_wait 60 "DPP attempt $attempt: the machine received the network" \
@@ -68,7 +68,7 @@ for attempt in 1 2 3; do
 done
 lab_check "provisioning ends online" wait "$prov"
 t_online=$(lab_ms)
-lab_check "online through lab-home" online
+lab_wait 120 "online through lab-home" online
 keyfile=/etc/NetworkManager/system-connections/svc-user-lab-home.nmconnection
 lab_check "the network is a NetworkManager profile, 0600" test "$(stat -c %a $keyfile)" = 600
 lab_check "no hotspot was ever started" sh -c '! grep -q "state: hotspot" /tmp/provision.log && ! nmcli -t -f NAME con show | grep -qx svc-hotspot'
