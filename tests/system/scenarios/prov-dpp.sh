@@ -48,6 +48,8 @@ assert len(raw) == h * (1 + (w + 7) // 8), (len(raw), w, h)
 assert open("/opt/svc/dpp/qr.svg").read().startswith("<?xml")
 PY
 
+pss=$(awk '/^Pss:/ {print $2}' "/proc/$prov/smaps_rollup")
+
 # The configurator (a phone): its own wpa_supplicant on wlan1 in netns conf.
 printf 'ctrl_interface=/run/wpa_supplicant-conf\n' > /tmp/conf.conf
 ip netns exec conf wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/conf.conf -P /run/conf-wpa.pid -f /tmp/conf.log
@@ -85,3 +87,4 @@ lab_check "the bootstrap key is in no log" sh -c \
 cat /tmp/provision.log
 lab_log "figure: provisioning start to DPP listening: $(( t_listen - t_start )) ms"
 lab_log "figure: DPP scan (configurator has the URI) to online: $(( t_online - t_scan )) ms"
+lab_log "figure: provisioning PSS with the DPP enrollee listening: $pss KiB"
