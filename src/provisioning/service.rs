@@ -359,9 +359,7 @@ impl Service {
             std::thread::sleep(TICK);
         }
         self.stop_portal();
-        if let Some(d) = self.dpp.take() {
-            d.stop();
-        }
+        drop(self.dpp.take());
         self.driver.status().mode == Mode::Online
     }
 
@@ -516,8 +514,12 @@ impl DppThread {
             .ok();
         DppThread { want, stop, handle }
     }
+}
 
-    fn stop(mut self) {
+/// Stopping the thread stops the enrollee (wpa_supplicant's listen, bootstrap and log level
+/// restored), however the service ends.
+impl Drop for DppThread {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
