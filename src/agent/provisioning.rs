@@ -67,7 +67,7 @@ impl Runner {
         }
         // New settings: the old service stops at its next tick and a new one starts.
         self.stop();
-        if let Some(why) = defaults::hotspot_password_problem(&settings.hotspot_password) {
+        if let Some(why) = defaults::startup_problem(&settings) {
             crate::error!("provisioning", "provisioning is off: {why}");
             return json!({"state": "error", "reason": why});
         }

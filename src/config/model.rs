@@ -264,6 +264,10 @@ pub struct ProvisioningAttributes {
     pub check_url: Option<String>,
     pub manufacturer: Option<String>,
     pub model: Option<String>,
+    /// The hotspot and portal (default on); off leaves DPP (and known networks) alone.
+    pub hotspot_enabled: Option<bool>,
+    /// The Wi-Fi Easy Connect (DPP) enrollee (default off).
+    pub dpp_enabled: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

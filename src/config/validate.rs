@@ -1219,6 +1219,8 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
         }
         at.manufacturer = a.string("manufacturer", false, r);
         at.model = a.string("model", false, r);
+        at.hotspot_enabled = a.boolean("hotspot_enabled", r);
+        at.dpp_enabled = a.boolean("dpp_enabled", r);
         at.extra = a.extra(
             &[
                 "hotspot_password",
@@ -1231,6 +1233,8 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
                 "check_url",
                 "manufacturer",
                 "model",
+                "hotspot_enabled",
+                "dpp_enabled",
             ],
             r,
         );

@@ -14,6 +14,8 @@ pub(crate) struct Settings {
     pub check_url: String,
     pub manufacturer: String,
     pub model: String,
+    pub hotspot_enabled: bool,
+    pub dpp_enabled: bool,
 }
 
 impl Default for Settings {
@@ -29,6 +31,8 @@ impl Default for Settings {
             check_url: String::new(),
             manufacturer: String::new(),
             model: String::new(),
+            hotspot_enabled: true,
+            dpp_enabled: false,
         }
     }
 }
@@ -65,6 +69,12 @@ pub(crate) fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Set
     if let Some(v) = &layer.model {
         base.model = v.clone();
     }
+    if let Some(v) = layer.hotspot_enabled {
+        base.hotspot_enabled = v;
+    }
+    if let Some(v) = layer.dpp_enabled {
+        base.dpp_enabled = v;
+    }
     base
 }
 
@@ -76,6 +86,19 @@ pub(crate) fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
         Some("the hotspot password (defaults or config) is missing or shorter than 8 characters: the hotspot is never open")
     } else if crate::config::validate::is_well_known_password(pw) {
         Some("the hotspot password is a well-known default: the hotspot stays off until a per-device password is set (docs/provisioning.md)")
+    } else {
+        None
+    }
+}
+
+/// Why provisioning cannot run with these settings, if it cannot: with the hotspot on, its
+/// password must be fit (`hotspot_password_problem`); with it off, DPP must be on (or there
+/// would be no way to hand the machine a network).
+pub(crate) fn startup_problem(s: &Settings) -> Option<&'static str> {
+    if s.hotspot_enabled {
+        hotspot_password_problem(&s.hotspot_password)
+    } else if !s.dpp_enabled {
+        Some("the hotspot and DPP are both disabled (hotspot_enabled, dpp_enabled): nothing to provision with")
     } else {
         None
     }
@@ -115,7 +138,25 @@ mod tests {
         assert!(s.roaming_mode);
         assert_eq!(s.offline_timeout_secs, 30);
         assert_eq!(s.retry_networks_secs, 60, "built-in default");
+        assert!(s.hotspot_enabled && !s.dpp_enabled, "built-in defaults");
         let s2 = effective(&[&manufacturer, &local]);
         assert_eq!(s2.hotspot_password, "local-pass");
+    }
+
+    #[test]
+    fn the_hotspot_or_dpp_must_be_on_and_only_the_hotspot_needs_its_password() {
+        let mut s = Settings::default();
+        assert!(startup_problem(&s).is_some(), "no hotspot password");
+        s.hotspot_enabled = false;
+        assert!(startup_problem(&s).unwrap().contains("both disabled"));
+        s.dpp_enabled = true;
+        assert_eq!(
+            startup_problem(&s),
+            None,
+            "DPP alone needs no hotspot password"
+        );
+        s.hotspot_enabled = true;
+        s.hotspot_password = "k3Jq8vLw2pXz".into();
+        assert_eq!(startup_problem(&s), None);
     }
 }

@@ -98,10 +98,9 @@ impl<B: NetworkBackend> Provisioning<B> {
             offline_timeout: self.settings.offline_timeout_secs,
             user_idle_timeout: self.settings.user_idle_timeout_secs,
             retry_networks: self.settings.retry_networks_secs,
-            hotspot_allowed: super::defaults::hotspot_password_problem(
-                &self.settings.hotspot_password,
-            )
-            .is_none(),
+            hotspot_allowed: self.settings.hotspot_enabled
+                && super::defaults::hotspot_password_problem(&self.settings.hotspot_password)
+                    .is_none(),
         }
     }
 

@@ -5,12 +5,16 @@
 pub(crate) mod check;
 pub(crate) mod defaults;
 pub(crate) mod dns;
+pub(crate) mod dpp;
 pub(crate) mod driver;
+pub mod improv;
 pub(crate) mod nm;
 pub mod portal;
 pub mod portal_http;
+pub(crate) mod qr;
 pub mod service;
 pub(crate) mod state;
+pub(crate) mod wpactrl;
 
 use crate::config::model::ProvisioningSection;
 use nm::WifiProfile;

@@ -182,7 +182,9 @@ pub(crate) fn parse_scan(out: &str) -> Vec<Visible> {
     v
 }
 
-fn scan() -> Vec<Visible> {
+/// `rescan`: `yes` forces a scan now; `auto` (while the DPP enrollee listens: a scan takes
+/// the radio off its listen channel) scans only when NetworkManager's list is older than 30 s.
+fn scan(rescan: &str) -> Vec<Visible> {
     let out = nm::nmcli(
         std::path::Path::new("nmcli"),
         &[
@@ -193,7 +195,7 @@ fn scan() -> Vec<Visible> {
             "wifi",
             "list",
             "--rescan",
-            "yes",
+            rescan,
         ],
         nm::NMCLI_SCAN,
     );
@@ -258,6 +260,10 @@ pub(crate) struct Service {
     forced: Arc<AtomicBool>,
     started: Instant,
     last_mode: Option<Mode>,
+    /// The DPP enrollee's thread, when `dpp_enabled`.
+    dpp: Option<DppThread>,
+    /// A network handed over (portal or DPP) was tried in this run.
+    user_network_joined: bool,
 }
 
 impl Service {
@@ -281,6 +287,7 @@ impl Service {
         probe: Option<Probe>,
     ) -> Service {
         let saved = saved_user_networks(&backend.connections_dir);
+        let dpp_enabled = settings.dpp_enabled;
         let mut driver = Provisioning::new(paths.clone(), backend, settings, 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
@@ -288,18 +295,22 @@ impl Service {
         driver.adopt_user_networks(saved.0, saved.1);
         driver.save_settings_networks();
         let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
+        let pending = Arc::new(Mutex::new(None));
+        let dpp = dpp_enabled.then(|| DppThread::spawn(paths.clone(), Arc::clone(&pending)));
         Service {
             paths,
             driver,
             portal: None,
             tx,
             rx,
-            pending: Arc::new(Mutex::new(None)),
+            pending,
             visible: Arc::new(Mutex::new(Vec::new())),
             steps: Arc::new(Mutex::new(Vec::new())),
             forced: Arc::new(AtomicBool::new(false)),
             started: Instant::now(),
             last_mode: None,
+            dpp,
+            user_network_joined: false,
         }
     }
 
@@ -317,14 +328,15 @@ impl Service {
     }
 
     /// Runs until `stop`, or (with `until_online`) until the machine is online after a
-    /// hotspot session. Returns whether it ended online.
+    /// hotspot session or a network handed over (portal or DPP). Returns whether it ended
+    /// online.
     pub(crate) fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
         let mut had_hotspot = false;
         while !stop.load(Ordering::SeqCst) {
             let mode_before = self.driver.status().mode.clone();
             if !matches!(mode_before, Mode::Hotspot { .. }) {
                 // Scan while the radio is still a client: in AP mode it cannot.
-                let v = scan();
+                let v = scan(if self.dpp.is_some() { "auto" } else { "yes" });
                 if !v.is_empty() {
                     if let Ok(mut vis) = self.visible.lock() {
                         *vis = v;
@@ -337,13 +349,17 @@ impl Service {
                 .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();
             let mode = self.driver.status().mode.clone();
-            had_hotspot |= matches!(mode, Mode::Hotspot { .. });
+            if let Some(d) = &self.dpp {
+                d.want.store(mode != Mode::Online, Ordering::SeqCst);
+            }
+            had_hotspot |= matches!(mode, Mode::Hotspot { .. }) || self.user_network_joined;
             if until_online && had_hotspot && mode == Mode::Online {
                 return true;
             }
             std::thread::sleep(TICK);
         }
         self.stop_portal();
+        drop(self.dpp.take());
         self.driver.status().mode == Mode::Online
     }
 
@@ -452,12 +468,13 @@ impl Service {
         self.set_step("network", &format!("joining {}", net.ssid));
         crate::info!(
             "provisioning",
-            "state: joining {:?} from the portal",
+            "state: joining {:?} (portal or DPP)",
             net.ssid
         );
         self.stop_portal();
         let now = self.now();
         let joined = self.driver.join(&profile, now);
+        self.user_network_joined = true;
         self.set_step(
             "network",
             if joined {
@@ -467,6 +484,154 @@ impl Service {
             },
         );
     }
+}
+
+/// wpa_supplicant's per-interface control sockets (Debian's `wpa_supplicant.service`, the one
+/// NetworkManager uses: `-O DIR=/run/wpa_supplicant`).
+const WPA_CTRL_DIR: &str = "/run/wpa_supplicant";
+/// How long one look at the enrollee's events lasts; the thread checks `want`/`stop` between.
+const DPP_POLL: Duration = Duration::from_secs(2);
+/// A failed start is retried this often (wpa_supplicant not up yet, the radio an AP...).
+const DPP_RETRY: Duration = Duration::from_secs(30);
+
+/// The DPP enrollee on a thread of its own: listening while `want` (the machine is not
+/// online), a received network put in the one `pending` slot the portal uses too.
+struct DppThread {
+    want: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DppThread {
+    fn spawn(paths: Paths, pending: Arc<Mutex<Option<NetworkInput>>>) -> DppThread {
+        let want = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w, st) = (Arc::clone(&want), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name("provisioning-dpp".into())
+            .spawn(move || dpp_loop(&paths, &w, &st, &pending))
+            .map_err(|e| crate::error!("provisioning", "DPP: no thread: {e}"))
+            .ok();
+        DppThread { want, stop, handle }
+    }
+}
+
+/// Stopping the thread stops the enrollee (wpa_supplicant's listen, bootstrap and log level
+/// restored), however the service ends.
+impl Drop for DppThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn dpp_loop(
+    paths: &Paths,
+    want: &AtomicBool,
+    stop: &AtomicBool,
+    pending: &Mutex<Option<NetworkInput>>,
+) {
+    use super::dpp;
+    let mut enrollee: Option<dpp::Enrollee> = None;
+    let mut last_error = String::new();
+    let mut next_try = Instant::now();
+    let mut next_listen = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        if !want.load(Ordering::SeqCst) {
+            if let Some(e) = enrollee.take() {
+                e.stop();
+                crate::info!("provisioning", "DPP: stopped listening (online)");
+            }
+            std::thread::sleep(DPP_POLL);
+            continue;
+        }
+        let Some(e) = enrollee.as_mut() else {
+            if Instant::now() < next_try {
+                std::thread::sleep(DPP_POLL);
+                continue;
+            }
+            next_try = Instant::now() + DPP_RETRY;
+            match dpp_start(paths) {
+                Ok(e) => {
+                    crate::info!(
+                        "provisioning",
+                        "DPP: listening on channel 1; bootstrap URI {}",
+                        e.uri
+                    );
+                    last_error.clear();
+                    next_listen = Instant::now() + DPP_RETRY;
+                    enrollee = Some(e);
+                }
+                Err(err) if err != last_error => {
+                    crate::warn!("provisioning", "DPP enrollee not started: {err}");
+                    last_error = err;
+                }
+                Err(_) => {}
+            }
+            continue;
+        };
+        // wpa_supplicant stops listening after an exchange (or a failed one): listening
+        // again is harmless when it still does.
+        if Instant::now() >= next_listen {
+            if let Err(err) = e.listen() {
+                crate::warn!("provisioning", "DPP: {err}; restarting the enrollee");
+                if let Some(e) = enrollee.take() {
+                    e.stop();
+                }
+                continue;
+            }
+            next_listen = Instant::now() + DPP_RETRY;
+        }
+        match e.poll(DPP_POLL) {
+            Some(Ok(net)) => {
+                let mut p = pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if p.is_some() {
+                    crate::warn!(
+                        "provisioning",
+                        "DPP: network {:?} received while another is being tried: dropped",
+                        net.ssid
+                    );
+                } else {
+                    crate::info!("provisioning", "DPP: network {:?} received", net.ssid);
+                    *p = Some(net);
+                }
+                next_listen = Instant::now();
+            }
+            Some(Err(why)) => {
+                crate::warn!("provisioning", "DPP: network refused: {why}");
+                next_listen = Instant::now();
+            }
+            None => {}
+        }
+    }
+    if let Some(e) = enrollee.take() {
+        e.stop();
+    }
+}
+
+/// Key, interface, enrollee, and the URI with its QR codes published in `/opt/svc/dpp/`.
+fn dpp_start(paths: &Paths) -> Result<super::dpp::Enrollee, String> {
+    use super::dpp;
+    let ctrl_dir = paths.device(WPA_CTRL_DIR);
+    let sys_net = std::path::Path::new("/sys/class/net");
+    let ifname = dpp::find_interface(&ctrl_dir, sys_net).ok_or_else(|| {
+        format!(
+            "no wpa_supplicant control socket for a Wi-Fi interface in {}",
+            ctrl_dir.display()
+        )
+    })?;
+    let dir = dpp::dir(paths);
+    let key = dpp::load_or_create_key(&dir.join("bootstrap.key"))?;
+    let mac = std::fs::read_to_string(sys_net.join(&ifname).join("address")).ok();
+    let e = dpp::Enrollee::start(&ctrl_dir.join(&ifname), &key, mac.as_deref().map(str::trim))?;
+    if let Err(err) = dpp::publish(&dir, &e.uri) {
+        crate::warn!("provisioning", "DPP: QR code not written: {err}");
+    }
+    Ok(e)
 }
 
 /// `svc-agent provision [--root DIR] [--until-online] [--force]`.
@@ -486,7 +651,7 @@ pub(crate) fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i3
         return 1;
     }
     let settings = defaults::effective(&[&defaults]);
-    if let Some(why) = defaults::hotspot_password_problem(&settings.hotspot_password) {
+    if let Some(why) = defaults::startup_problem(&settings) {
         crate::error!("provisioning", "{why}");
         return 1;
     }

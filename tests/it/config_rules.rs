@@ -390,6 +390,18 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "/agent/agent-provisioning/attributes/roaming_mode",
         "boolean",
     ),
+    (
+        "/agent/agent-provisioning/attributes",
+        "{\"dpp_enabled\": 1}",
+        "/agent/agent-provisioning/attributes/dpp_enabled",
+        "boolean",
+    ),
+    (
+        "/agent/agent-provisioning/attributes",
+        "{\"hotspot_enabled\": \"no\"}",
+        "/agent/agent-provisioning/attributes/hotspot_enabled",
+        "boolean",
+    ),
     // journald sizes and upgrades
     (
         "/agent/agent-syscfg/attributes/logging/system_max_use",
@@ -1535,6 +1547,8 @@ fn generated_agent(rng: &mut Rng) -> Value {
             ]),
         );
         field(rng, &mut at, "roaming_mode", &bools);
+        field(rng, &mut at, "hotspot_enabled", &bools);
+        field(rng, &mut at, "dpp_enabled", &bools);
         if rng.chance(30) {
             at.insert("networks".into(), networks(rng));
         }
