@@ -41,6 +41,17 @@ else
     done
 fi
 
+# Longest first (a two-phase scenario boots twice; then by its time limit), so that the
+# last scenario to start is a short one and both guests finish near the same time.
+weight() {
+    local f="$root/tests/system/scenarios/$1.sh" w
+    w="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$f" 2>/dev/null | head -n1)"
+    w="${w:-480}"
+    [ -f "$root/tests/system/scenarios/$1.after.sh" ] && w=$((w + 1000))
+    echo "$w"
+}
+mapfile -t scenarios < <(for s in "${scenarios[@]}"; do echo "$(weight "$s") $s"; done | sort -s -k1,1nr | cut -d' ' -f2-)
+
 # LAB_JOBS guests side by side (default 2). A TCG guest spends much of a scenario waiting
 # (polls, timers, boots' I/O), so two on two cores finish sooner than one after the other;
 # each run.sh has its own run folders and qemu, and host hooks pick free ports.
