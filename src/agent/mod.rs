@@ -52,6 +52,8 @@ struct HeldPoll {
     answer: std::sync::mpsc::Receiver<HeldResult>,
     /// The status it reported (uptimes zeroed): a change is reported by a plain poll at once.
     status: status::StatusReport,
+    /// The same, kept as sent: acknowledged by the answer.
+    sent: status::StatusReport,
 }
 
 /// Why the loop ended.
@@ -84,6 +86,9 @@ pub(crate) struct Agent {
     hold_secs: u64,
     /// The app's last answer said it holds polls: the next poll is held.
     app_holds: bool,
+    /// The status (uptimes zeroed) the app last answered: a held poll with the same status
+    /// sends none (`X-Svc-Status: unchanged`), a third of an idle connection's bytes.
+    reported: Option<status::StatusReport>,
     /// When a status change last cut a held poll short with a plain poll (at most one a
     /// `DEFAULT_POLL`).
     status_poll_at: Option<Instant>,
@@ -219,6 +224,7 @@ impl Agent {
             held: None,
             hold_secs: hold_secs(),
             app_holds: false,
+            reported: None,
             status_poll_at: None,
             last_error: None,
             started: Instant::now(),
@@ -395,6 +401,7 @@ impl Agent {
         // A poll in flight with the old credentials ends on its own; its answer is dropped.
         self.held = None;
         self.app_holds = false;
+        self.reported = None;
         self.credentials = app;
         self.credentials_stamp = stamp;
         if let Some((cfg, _)) = cache::load_config(&self.paths) {
@@ -412,11 +419,13 @@ impl Agent {
         self.credentials.as_ref()
     }
 
-    /// The status report as compared for changes: without the uptimes.
+    /// The status report as compared for changes: without the uptimes and the time of the
+    /// last contact (the app knows when it answered).
     fn status_without_uptimes(&self) -> status::StatusReport {
         let mut report = self.status();
         report.agent.uptime_secs = 0;
         report.svc_server.uptime_secs = None;
+        report.last_contact = None;
         report
     }
 
@@ -429,25 +438,26 @@ impl Agent {
         let Some(mut t) = self.transport.as_ref().and_then(|t| t.detach()) else {
             return false;
         };
-        let report = self.status();
-        let status = serde_json::to_value(&report).unwrap_or(Value::Null);
+        let sent = self.status_without_uptimes();
+        let status = (self.reported.as_ref() != Some(&sent))
+            .then(|| serde_json::to_value(self.status()).unwrap_or(Value::Null));
         let etag = self.cached.etag.clone();
         let hold = self.hold_secs;
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("poll".into())
             .spawn(move || {
-                let _ = tx.send(t.poll_held(&status, etag.as_deref(), hold));
+                let _ = tx.send(t.poll_held(status.as_ref(), etag.as_deref(), hold));
                 signals::wake();
             });
         if let Err(e) = spawned {
             warn!("agent", "cannot start a held poll ({e}); polling plainly");
             return false;
         }
-        debug!("agent", "poll sent; the app may hold it {hold}s");
         self.held = Some(HeldPoll {
             answer: rx,
-            status: self.status_without_uptimes(),
+            status: sent.clone(),
+            sent,
         });
         true
     }
@@ -464,8 +474,9 @@ impl Agent {
                 protocol::ProtocolError::Network("the poll thread ended without an answer".into()),
             ),
         };
-        self.held = None;
-        self.on_poll_result(result);
+        if let Some(h) = self.held.take() {
+            self.on_poll_result(result, h.sent);
+        }
     }
 
     /// While a poll is held, a change of the status (svc-server stopped, a config error, a
@@ -498,18 +509,21 @@ impl Agent {
     /// Polls once; true on contact (an answer or 304).
     fn poll_once(&mut self) -> bool {
         let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
+        let sent = self.status_without_uptimes();
         let Some(t) = self.transport.as_mut() else {
             return false;
         };
-        let result = t.poll_held(&status, self.cached.etag.as_deref(), 0);
-        self.on_poll_result(result)
+        let result = t.poll_held(Some(&status), self.cached.etag.as_deref(), 0);
+        self.on_poll_result(result, sent)
     }
 
-    /// What a poll's answer does, plain or held; true on contact.
-    fn on_poll_result(&mut self, result: HeldResult) -> bool {
+    /// What a poll's answer does, plain or held; true on contact. `sent`: the status it
+    /// reported.
+    fn on_poll_result(&mut self, result: HeldResult, sent: status::StatusReport) -> bool {
         match result {
             Ok((outcome, holds)) => {
                 self.app_holds = holds && self.hold_secs > 0;
+                self.reported = Some(sent);
                 self.provisioning
                     .app_reachable
                     .store(true, std::sync::atomic::Ordering::SeqCst);

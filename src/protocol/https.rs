@@ -110,11 +110,13 @@ impl HttpsTransport {
     /// (`Preference-Applied: wait`).
     fn poll_with(
         &mut self,
-        status: &Value,
+        status: Option<&Value>,
         etag: Option<&str>,
         hold_secs: u64,
     ) -> Result<(PollOutcome, bool), ProtocolError> {
-        let body = serde_json::to_vec(status).unwrap_or_default();
+        let body = status
+            .map(|s| serde_json::to_vec(s).unwrap_or_default())
+            .unwrap_or_default();
         let sent = body.len() as u64;
         let mut req = self.request_within(
             "/api/v1/agent/poll",
@@ -126,6 +128,10 @@ impl HttpsTransport {
         }
         // Every poll asks; `wait=0` (answer at once) lets an app that can hold say so.
         req = req.header("Prefer", format!("wait={hold_secs}"));
+        if status.is_none() {
+            // The status has not changed since the app last answered: not sent again.
+            req = req.header("X-Svc-Status", "unchanged");
+        }
         let a = exchange(req)?;
         let held = header(&a.headers, "preference-applied")
             .is_some_and(|v| v.split(',').any(|p| p.trim().starts_with("wait")));
@@ -151,12 +157,12 @@ impl HttpsTransport {
 
 impl Transport for HttpsTransport {
     fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
-        self.poll_with(status, etag, 0).map(|(o, _)| o)
+        self.poll_with(Some(status), etag, 0).map(|(o, _)| o)
     }
 
     fn poll_held(
         &mut self,
-        status: &Value,
+        status: Option<&Value>,
         etag: Option<&str>,
         hold_secs: u64,
     ) -> Result<(PollOutcome, bool), ProtocolError> {

@@ -182,15 +182,17 @@ pub trait Transport: Send {
     /// A poll the app may hold up to `hold_secs` until its answer changes (the long poll,
     /// docs/protocol.md); 0 asks for an answer at once. The flag says whether the app holds
     /// polls (`Preference-Applied: wait` on its answer); one that does not answers at once,
-    /// as to a plain poll, and is polled by its interval.
+    /// as to a plain poll, and is polled by its interval. `status` `None`: the status is
+    /// the one the app acknowledged last (only ever sent to an app that holds polls).
     fn poll_held(
         &mut self,
-        status: &Value,
+        status: Option<&Value>,
         etag: Option<&str>,
         hold_secs: u64,
     ) -> Result<(PollOutcome, bool), ProtocolError> {
         let _ = hold_secs;
-        self.poll(status, etag).map(|o| (o, false))
+        self.poll(status.unwrap_or(&Value::Null), etag)
+            .map(|o| (o, false))
     }
 }
 
