@@ -1,7 +1,8 @@
 //! The daemon: `svc-agent run`. One thread drives everything through `Agent::tick`:
 //! signals, svc-server supervision, polls of the management app, config and commands,
-//! updates, log shipping and the systemd watchdog. Decisions live in `policy`; effects sit
-//! in the modules this one calls.
+//! updates, log shipping and the systemd watchdog. A held poll (the long poll) waits on a
+//! thread of its own and hands its answer back through a channel. Decisions live in
+//! `policy`; effects sit in the modules this one calls.
 pub(crate) mod cache;
 pub(crate) mod logs;
 pub(crate) mod policy;
@@ -351,10 +352,10 @@ impl Agent {
         }
         self.server.tick();
         self.take_held_answer();
-        if self.transport.is_some() && self.held.is_none() && Instant::now() >= self.next_poll {
-            if !self.start_held_poll() {
-                self.poll_once();
-            }
+        let due =
+            self.transport.is_some() && self.held.is_none() && Instant::now() >= self.next_poll;
+        if due && !self.start_held_poll() {
+            self.poll_once();
         }
         self.report_status_change();
         self.step_updates();
