@@ -1,7 +1,8 @@
 //! The daemon: `svc-agent run`. One thread drives everything through `Agent::tick`:
 //! signals, svc-server supervision, polls of the management app, config and commands,
-//! updates, log shipping and the systemd watchdog. Decisions live in `policy`; effects sit
-//! in the modules this one calls.
+//! updates, log shipping and the systemd watchdog. A held poll (the long poll) waits on a
+//! thread of its own and hands its answer back through a channel. Decisions live in
+//! `policy`; effects sit in the modules this one calls.
 pub(crate) mod cache;
 pub(crate) mod logs;
 pub(crate) mod policy;
@@ -30,6 +31,31 @@ const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
 /// The longest sleep of the loop; signals (SIGCHLD included) wake it earlier. It bounds
 /// how late a new or changed credentials file is noticed.
 const MAX_SLEEP: Duration = Duration::from_secs(10);
+/// How long the app may hold a poll (the long poll, docs/protocol.md); an app that does not
+/// hold polls is polled every `poll_interval_secs` as before. `SVC_AGENT_POLL_HOLD_SECS`
+/// overrides it (0: plain polls only). Chosen by the traffic budget (BENCHMARKS.md): one
+/// resumed TLS connection per hold. A silently dropped connection is replaced at most this
+/// plus the request deadline (30 s) after its poll was sent.
+const DEFAULT_HOLD_SECS: u64 = 1500;
+
+fn hold_secs() -> u64 {
+    std::env::var("SVC_AGENT_POLL_HOLD_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_HOLD_SECS)
+}
+
+/// What a held poll brings back to the loop: the transport copy's result.
+type HeldResult = Result<(PollOutcome, bool), protocol::ProtocolError>;
+
+/// A poll running on its own thread while the loop goes on.
+struct HeldPoll {
+    answer: std::sync::mpsc::Receiver<HeldResult>,
+    /// The status it reported (uptimes zeroed): a change is reported by a plain poll at once.
+    status: status::StatusReport,
+    /// The same, kept as sent: acknowledged by the answer.
+    sent: status::StatusReport,
+}
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +82,17 @@ pub(crate) struct Agent {
     jitter: Jitter,
     backoff: Backoff,
     next_poll: Instant,
+    /// The poll in flight on its own thread, if any (HTTPS only).
+    held: Option<HeldPoll>,
+    hold_secs: u64,
+    /// The app's last answer said it holds polls: the next poll is held.
+    app_holds: bool,
+    /// The status (uptimes zeroed) the app last answered: a held poll with the same status
+    /// sends none (`X-Svc-Status: unchanged`), a third of an idle connection's bytes.
+    reported: Option<status::StatusReport>,
+    /// When a status change last cut a held poll short with a plain poll (at most one a
+    /// `DEFAULT_POLL`).
+    status_poll_at: Option<Instant>,
     last_error: Option<String>,
     started: Instant,
     started_unix: u64,
@@ -185,6 +222,11 @@ impl Agent {
             jitter: Jitter::from_entropy(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             next_poll: Instant::now(),
+            held: None,
+            hold_secs: hold_secs(),
+            app_holds: false,
+            reported: None,
+            status_poll_at: None,
             last_error: None,
             started: Instant::now(),
             started_unix: unix_now(),
@@ -310,9 +352,13 @@ impl Agent {
             self.reload(false);
         }
         self.server.tick();
-        if self.transport.is_some() && Instant::now() >= self.next_poll {
+        self.take_held_answer();
+        let due =
+            self.transport.is_some() && self.held.is_none() && Instant::now() >= self.next_poll;
+        if due && !self.start_held_poll() {
             self.poll_once();
         }
+        self.report_status_change();
         self.step_updates();
         if self.restart_server_requested {
             self.restart_server_requested = false;
@@ -327,7 +373,7 @@ impl Agent {
         self.write_status();
         let now = Instant::now();
         let mut next = now + MAX_SLEEP;
-        if self.transport.is_some() {
+        if self.transport.is_some() && self.held.is_none() {
             next = next.min(self.next_poll);
         }
         if let Some(t) = self.server.next_deadline() {
@@ -354,6 +400,10 @@ impl Agent {
         let (app, transport, stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         self.updater = app.as_ref().map(|c| make_updater(&self.paths, c));
         self.transport = transport;
+        // A poll in flight with the old credentials ends on its own; its answer is dropped.
+        self.held = None;
+        self.app_holds = false;
+        self.reported = None;
         self.credentials = app;
         self.credentials_stamp = stamp;
         if let Some((cfg, _)) = cache::load_config(&self.paths) {
@@ -371,15 +421,111 @@ impl Agent {
         self.credentials.as_ref()
     }
 
+    /// The status report as compared for changes: without the uptimes and the time of the
+    /// last contact (the app knows when it answered).
+    fn status_without_uptimes(&self) -> status::StatusReport {
+        let mut report = self.status();
+        report.agent.uptime_secs = 0;
+        report.svc_server.uptime_secs = None;
+        report.last_contact = None;
+        report
+    }
+
+    /// Starts a held poll on its own thread when the app said it holds polls and there is
+    /// an answer (with its ETag) to hold against. False: poll the plain way.
+    fn start_held_poll(&mut self) -> bool {
+        if self.hold_secs == 0 || !self.app_holds || self.cached.etag.is_none() {
+            return false;
+        }
+        let Some(mut t) = self.transport.as_ref().and_then(|t| t.detach()) else {
+            return false;
+        };
+        let sent = self.status_without_uptimes();
+        let status = (self.reported.as_ref() != Some(&sent))
+            .then(|| serde_json::to_value(self.status()).unwrap_or(Value::Null));
+        let etag = self.cached.etag.clone();
+        let hold = self.hold_secs;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("poll".into())
+            .spawn(move || {
+                let _ = tx.send(t.poll_held(status.as_ref(), etag.as_deref(), hold));
+                signals::wake();
+            });
+        if let Err(e) = spawned {
+            warn!("agent", "cannot start a held poll ({e}); polling plainly");
+            return false;
+        }
+        self.held = Some(HeldPoll {
+            answer: rx,
+            status: sent.clone(),
+            sent,
+        });
+        true
+    }
+
+    /// Takes the answer of the held poll, when it has come.
+    fn take_held_answer(&mut self) {
+        let Some(h) = self.held.as_ref() else {
+            return;
+        };
+        let result = match h.answer.try_recv() {
+            Ok(r) => r,
+            Err(std::sync::mpsc::TryRecvError::Empty) => return,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(
+                protocol::ProtocolError::Network("the poll thread ended without an answer".into()),
+            ),
+        };
+        if let Some(h) = self.held.take() {
+            self.on_poll_result(result, h.sent);
+        }
+    }
+
+    /// While a poll is held, a change of the status (svc-server stopped, a config error, a
+    /// command done) is reported by a plain poll at once, at most one a `DEFAULT_POLL`.
+    fn report_status_change(&mut self) {
+        let Some(h) = self.held.as_ref() else {
+            return;
+        };
+        if self
+            .status_poll_at
+            .is_some_and(|t| t.elapsed() < DEFAULT_POLL)
+        {
+            return;
+        }
+        let now = self.status_without_uptimes();
+        if now == h.status {
+            return;
+        }
+        self.status_poll_at = Some(Instant::now());
+        if let Some(h) = self.held.as_mut() {
+            h.status = now;
+        }
+        debug!(
+            "agent",
+            "the status changed during a held poll: reporting it"
+        );
+        self.poll_once();
+    }
+
     /// Polls once; true on contact (an answer or 304).
     fn poll_once(&mut self) -> bool {
         let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
+        let sent = self.status_without_uptimes();
         let Some(t) = self.transport.as_mut() else {
             return false;
         };
-        let result = t.poll(&status, self.cached.etag.as_deref());
+        let result = t.poll_held(Some(&status), self.cached.etag.as_deref(), 0);
+        self.on_poll_result(result, sent)
+    }
+
+    /// What a poll's answer does, plain or held; true on contact. `sent`: the status it
+    /// reported.
+    fn on_poll_result(&mut self, result: HeldResult, sent: status::StatusReport) -> bool {
         match result {
-            Ok(outcome) => {
+            Ok((outcome, holds)) => {
+                self.app_holds = holds && self.hold_secs > 0;
+                self.reported = Some(sent);
                 self.provisioning
                     .app_reachable
                     .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -391,11 +537,17 @@ impl Agent {
                 if let PollOutcome::Changed { answer, etag } = outcome {
                     self.apply_answer(*answer, etag);
                 }
-                let interval = self
-                    .cached
-                    .poll_interval_secs
-                    .map(Duration::from_secs)
-                    .unwrap_or(DEFAULT_POLL);
+                // After a held poll the app has waited already: poll again at once (1 s,
+                // the floor of `next_poll`), which is how a change reaches the machine in
+                // seconds. An app that answers at once sets the pace by its interval.
+                let interval = if self.app_holds {
+                    Duration::ZERO
+                } else {
+                    self.cached
+                        .poll_interval_secs
+                        .map(Duration::from_secs)
+                        .unwrap_or(DEFAULT_POLL)
+                };
                 self.next_poll =
                     Instant::now() + next_poll(Ok(interval), &mut self.backoff, &mut self.jitter);
                 true

@@ -18,6 +18,7 @@ fn timeout_secs() -> u64 {
         .unwrap_or(TIMEOUT_SECS)
 }
 
+#[derive(Clone)]
 pub(crate) struct HttpsTransport {
     creds: Credentials,
     base: String,
@@ -38,11 +39,15 @@ impl HttpsTransport {
     /// for management requests none is followed (a 3xx is an answer, retried later;
     /// following it would resend the secret and the body to wherever it points).
     fn request(&self, path: &str, body: Vec<u8>) -> http::Request {
+        self.request_within(path, body, timeout_secs())
+    }
+
+    fn request_within(&self, path: &str, body: Vec<u8>, secs: u64) -> http::Request {
         let identity = http::Identity {
             origin: http::origin_of(&self.base).to_string(),
             headers: self.creds.identity_headers(),
         };
-        http::post(&format!("{}{}", self.base, path), body, timeout_secs())
+        http::post(&format!("{}{}", self.base, path), body, secs)
             .header("Content-Type", "application/json")
             .identity(Some(identity))
     }
@@ -97,15 +102,39 @@ fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> Protoco
     }
 }
 
-impl Transport for HttpsTransport {
-    fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
-        let body = serde_json::to_vec(status).unwrap_or_default();
+impl HttpsTransport {
+    /// One poll; with `hold_secs`, the app may hold it that long (RFC 7240 `Prefer: wait`),
+    /// and the whole exchange may take the hold plus the usual deadline: a connection that
+    /// went silent (a NAT or proxy that dropped it without a reset) ends then, and the
+    /// next poll opens a new one. The flag: the app said it holds polls
+    /// (`Preference-Applied: wait`).
+    fn poll_with(
+        &mut self,
+        status: Option<&Value>,
+        etag: Option<&str>,
+        hold_secs: u64,
+    ) -> Result<(PollOutcome, bool), ProtocolError> {
+        let body = status
+            .map(|s| serde_json::to_vec(s).unwrap_or_default())
+            .unwrap_or_default();
         let sent = body.len() as u64;
-        let mut req = self.request("/api/v1/agent/poll", body);
+        let mut req = self.request_within(
+            "/api/v1/agent/poll",
+            body,
+            hold_secs.saturating_add(timeout_secs()),
+        );
         if let Some(tag) = etag {
             req = req.header("If-None-Match", tag);
         }
+        // Every poll asks; `wait=0` (answer at once) lets an app that can hold say so.
+        req = req.header("Prefer", format!("wait={hold_secs}"));
+        if status.is_none() {
+            // The status has not changed since the app last answered: not sent again.
+            req = req.header("X-Svc-Status", "unchanged");
+        }
         let a = exchange(req)?;
+        let held = header(&a.headers, "preference-applied")
+            .is_some_and(|v| v.split(',').any(|p| p.trim().starts_with("wait")));
         let header_bytes: u64 = a
             .headers
             .iter()
@@ -113,13 +142,35 @@ impl Transport for HttpsTransport {
             .sum();
         self.last_bytes = (sent, a.body.len() as u64 + header_bytes);
         match a.status {
-            304 => Ok(PollOutcome::NotModified),
-            200 => Ok(PollOutcome::Changed {
-                answer: Box::new(PollAnswer::parse(&a.body)?),
-                etag: header(&a.headers, "etag").map(str::to_string),
-            }),
+            304 => Ok((PollOutcome::NotModified, held)),
+            200 => Ok((
+                PollOutcome::Changed {
+                    answer: Box::new(PollAnswer::parse(&a.body)?),
+                    etag: header(&a.headers, "etag").map(str::to_string),
+                },
+                held,
+            )),
             _ => Err(http_error(a.status, &a.headers, &a.body)),
         }
+    }
+}
+
+impl Transport for HttpsTransport {
+    fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        self.poll_with(Some(status), etag, 0).map(|(o, _)| o)
+    }
+
+    fn poll_held(
+        &mut self,
+        status: Option<&Value>,
+        etag: Option<&str>,
+        hold_secs: u64,
+    ) -> Result<(PollOutcome, bool), ProtocolError> {
+        self.poll_with(status, etag, hold_secs)
+    }
+
+    fn detach(&self) -> Option<Box<dyn Transport>> {
+        Some(Box::new(self.clone()))
     }
 
     fn send_logs(&mut self, batch: &[u8]) -> Result<(), ProtocolError> {

@@ -174,6 +174,26 @@ pub trait Transport: Send {
     fn resolve_url(&self, url: &str) -> String;
     /// Bytes sent and received by the last poll (for the benchmarks and `status`).
     fn last_poll_bytes(&self) -> (u64, u64);
+    /// A copy that can make a held poll on another thread while the loop goes on; `None`
+    /// where the answer is local and immediate (`file://`).
+    fn detach(&self) -> Option<Box<dyn Transport>> {
+        None
+    }
+    /// A poll the app may hold up to `hold_secs` until its answer changes (the long poll,
+    /// docs/protocol.md); 0 asks for an answer at once. The flag says whether the app holds
+    /// polls (`Preference-Applied: wait` on its answer); one that does not answers at once,
+    /// as to a plain poll, and is polled by its interval. `status` `None`: the status is
+    /// the one the app acknowledged last (only ever sent to an app that holds polls).
+    fn poll_held(
+        &mut self,
+        status: Option<&Value>,
+        etag: Option<&str>,
+        hold_secs: u64,
+    ) -> Result<(PollOutcome, bool), ProtocolError> {
+        let _ = hold_secs;
+        self.poll(status.unwrap_or(&Value::Null), etag)
+            .map(|o| (o, false))
+    }
 }
 
 /// The transport for the credentials' `app_address`.

@@ -41,6 +41,7 @@ mod data_partition;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
+mod longpoll;
 mod probation;
 mod provisioning_netns;
 mod provisioning_portal;

@@ -19,6 +19,9 @@ pub enum Behavior {
     Slow(Duration),
     /// Read the request, then close the connection without a word.
     Reset,
+    /// Read the request, then neither answer nor close (for ten minutes): what a
+    /// connection a NAT or proxy dropped silently looks like from the client.
+    Silent,
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +59,12 @@ pub struct State {
     pub cut_next_download_at: Option<usize>,
     /// Answer log batches with this status (and no body) instead of taking them.
     pub logs_refuse: Option<u16>,
+    /// Honour `Prefer: wait=N` on an unchanged poll (the long poll): hold it until the
+    /// answer changes or N seconds pass, and say so (`Preference-Applied`). Off: the app
+    /// answers at once, as one that does not know the long poll.
+    pub hold: bool,
+    /// Polls being held now.
+    pub holding: usize,
 }
 
 pub struct MgmtServer {
@@ -133,6 +142,16 @@ impl MgmtServer {
 
     pub fn script(&self, b: Behavior) {
         self.state.lock().unwrap().script.push_back(b);
+    }
+
+    /// Holds unchanged polls that ask for it (the long poll).
+    pub fn hold_polls(&self) {
+        self.state.lock().unwrap().hold = true;
+    }
+
+    /// Polls being held now.
+    pub fn holding(&self) -> usize {
+        self.state.lock().unwrap().holding
     }
 
     /// Drops what is left of the script: polls are answered normally again.
@@ -370,13 +389,21 @@ fn serve_request(
             let _ = conn.tcp().inner.shutdown(std::net::Shutdown::Both);
             return None;
         }
+        Behavior::Silent => {
+            push(seen);
+            std::thread::sleep(Duration::from_secs(600));
+            return None;
+        }
         Behavior::Garbage => (200, vec![], "{\"config\": [this is not json".into()),
         Behavior::Status(code, h, b) => (code, h, b),
         Behavior::Slow(d) => {
             std::thread::sleep(d);
             normal(&path, &seen, st)
         }
-        Behavior::Normal => normal(&path, &seen, st),
+        Behavior::Normal => {
+            hold(&path, &seen, st);
+            normal(&path, &seen, st)
+        }
     };
     // 204 and 304 carry no body and, as from nginx, no length either.
     let mut resp = if status == 204 || status == 304 {
@@ -400,6 +427,31 @@ fn serve_request(
     Some((Some(index), keep))
 }
 
+/// The long poll: an unchanged poll asking `Prefer: wait=N` waits (when holding is on)
+/// until the answer changes or N seconds pass.
+fn hold(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) {
+    let wait = seen
+        .header("prefer")
+        .and_then(|v| v.trim().strip_prefix("wait="))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    let Some(secs) = wait.filter(|s| *s > 0) else {
+        return;
+    };
+    let unchanged = |s: &State| seen.header("if-none-match") == Some(etag_of(&s.answer).as_str());
+    {
+        let mut s = st.lock().unwrap();
+        if !path.ends_with("/poll") || !s.hold || !unchanged(&s) {
+            return;
+        }
+        s.holding += 1;
+    }
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < end && unchanged(&st.lock().unwrap()) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    st.lock().unwrap().holding -= 1;
+}
+
 fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String, String)>, String) {
     let mut s = st.lock().unwrap();
     if path.ends_with("/logs") {
@@ -411,9 +463,13 @@ fn normal(path: &str, seen: &Seen, st: &Arc<Mutex<State>>) -> (u16, Vec<(String,
         return (200, vec![], "{}".into());
     }
     let tag = etag_of(&s.answer);
+    let mut headers = vec![("ETag".into(), tag.clone())];
+    if s.hold && seen.header("prefer").is_some_and(|v| v.contains("wait=")) {
+        headers.push(("Preference-Applied".into(), "wait".into()));
+    }
     if seen.header("if-none-match") == Some(tag.as_str()) {
-        (304, vec![("ETag".into(), tag)], String::new())
+        (304, headers, String::new())
     } else {
-        (200, vec![("ETag".into(), tag)], s.answer.clone())
+        (200, headers, s.answer.clone())
     }
 }

@@ -1,6 +1,6 @@
 //! Debian's nginx in front of a test server: TLS terminated with the test CA's certificate,
 //! HTTP/1.1 keep-alive to clients, proxying over plain HTTP on loopback; defaults
-//! otherwise. A child of the test (no daemon, no master: one process), on an ephemeral
+//! otherwise, but for `proxy_read_timeout` (held polls). A child of the test (no daemon, no master: one process), on an ephemeral
 //! port of 127.0.0.1, with its own prefix; killed on drop. scripts/test-cargo.sh installs
 //! the package; under CI=true a missing nginx fails the tests that need it.
 #![allow(dead_code)]
@@ -48,6 +48,9 @@ http {{
         ssl_certificate_key {key};
         location / {{
             proxy_pass http://127.0.0.1:{backend};
+            # Held polls (the long poll, docs/protocol.md): longer than the agent's hold
+            # plus its 30 s deadline, or nginx answers 504 after its default 60 s.
+            proxy_read_timeout 1900s;
         }}
     }}
 }}
