@@ -40,6 +40,7 @@ mod config_rules;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
+mod powercut_campaign;
 mod probation;
 mod provisioning_netns;
 mod provisioning_portal;
