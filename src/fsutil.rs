@@ -96,7 +96,9 @@ fn temp_pid(name: &str) -> Option<u32> {
     if !name.starts_with('.') {
         return None;
     }
-    let (_, rest) = name.rsplit_once(".tmp.").filter(|(head, _)| head.len() > 1)?;
+    let (_, rest) = name
+        .rsplit_once(".tmp.")
+        .filter(|(head, _)| head.len() > 1)?;
     let (pid, n) = rest.split_once('.')?;
     n.parse::<u64>().ok()?;
     pid.parse().ok()
@@ -162,7 +164,14 @@ mod tests {
         let name = t.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(temp_pid(&name), Some(std::process::id()));
         assert_eq!(temp_pid(".answer.json.tmp.42.7"), Some(42));
-        for not in ["answer.json.tmp.42.7", ".tmp.42.7", ".a.tmp.x.7", ".a.tmp.42", ".a.tmp.42.x", ".a.json"] {
+        for not in [
+            "answer.json.tmp.42.7",
+            ".tmp.42.7",
+            ".a.tmp.x.7",
+            ".a.tmp.42",
+            ".a.tmp.42.x",
+            ".a.json",
+        ] {
             assert_eq!(temp_pid(not), None, "{not}");
         }
     }

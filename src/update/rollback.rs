@@ -178,6 +178,9 @@ pub enum GuardOutcome {
 /// Runs before every start of `bin/svc-agent`, from the known-good binary.
 pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
     let held = StateLock::acquire(paths)?;
+    // A power cut during an earlier guard's (or agent's) write left its temp; a new agent
+    // that never gets going would never sweep it, so the guard does it before each start.
+    crate::fsutil::remove_stale_temps(&paths.state_dir());
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };
