@@ -71,8 +71,8 @@ setup() {
     cp /lab/bin/svc-server "$S/cache/svc-server-$v1"
     ln -sfn "../cache/svc-server-$v1" "$S/bin/svc-server"
     svc-agent install > /dev/null || { console "@@CUT-SETUP-FAIL@@ svc-agent install"; sleep infinity; }
-    until_ok 300 systemctl is-active --quiet svc-agent.service || { console "@@CUT-SETUP-FAIL@@ agent not active"; sleep infinity; }
-    until_ok 300 pgrep -x svc-server || { console "@@CUT-SETUP-FAIL@@ svc-server not running"; sleep infinity; }
+    until_ok 240 systemctl is-active --quiet svc-agent.service || { console "@@CUT-SETUP-FAIL@@ agent not active"; sleep infinity; }
+    until_ok 240 pgrep -x svc-server || { console "@@CUT-SETUP-FAIL@@ svc-server not running"; sleep infinity; }
     # Units the campaign does not need, so that each boot is shorter (the network included:
     # the app is file://).
     systemctl mask NetworkManager.service NetworkManager-wait-online.service \
@@ -139,19 +139,19 @@ converge() { # converge N KIND SERVER AGENT
     known_sound "$S/bin/svc-server" svc-server || fail="$fail svc-server-link-unsound"
     known_sound "$S/bin/svc-agent" svc-agent || fail="$fail svc-agent-link-unsound"
     known_sound "$S/bin/svc-agent.stable" svc-agent || fail="$fail stable-link-unsound"
-    until_ok 300 systemctl is-active --quiet svc-agent.service || fail="$fail agent-not-active"
+    until_ok 240 systemctl is-active --quiet svc-agent.service || fail="$fail agent-not-active"
     if [ "$kind" = agent ]; then
         # The agent never restarts itself for an update: once the link moved, the operator
         # (here the campaign) restarts the service, through the boot guard.
-        until_ok 300 test "$(readlink "$S/bin/svc-agent")" = "../cache/svc-agent-$ta" || fail="$fail agent-link-not-$ta"
+        until_ok 240 test "$(readlink "$S/bin/svc-agent")" = "../cache/svc-agent-$ta" || fail="$fail agent-link-not-$ta"
         if [ "$(main_exe)" != "$S/cache/svc-agent-$ta" ]; then
             systemctl restart svc-agent.service; restarted=1
         fi
-        until_ok 300 test "$(main_exe)" = "$S/cache/svc-agent-$ta" || fail="$fail agent-not-running-$ta"
-        until_ok 300 test "$(readlink "$S/bin/svc-agent.stable")" = "../cache/svc-agent-$ta" || fail="$fail agent-not-stable-$ta"
+        until_ok 240 test "$(main_exe)" = "$S/cache/svc-agent-$ta" || fail="$fail agent-not-running-$ta"
+        until_ok 240 test "$(readlink "$S/bin/svc-agent.stable")" = "../cache/svc-agent-$ta" || fail="$fail agent-not-stable-$ta"
     fi
-    until_ok 300 test "$(readlink "$S/bin/svc-server")" = "../cache/svc-server-$ts" || fail="$fail server-link-not-$ts"
-    until_ok 300 test "$(server_exe)" = "$S/cache/svc-server-$ts" || fail="$fail server-not-running-$ts"
+    until_ok 240 test "$(readlink "$S/bin/svc-server")" = "../cache/svc-server-$ts" || fail="$fail server-link-not-$ts"
+    until_ok 240 test "$(server_exe)" = "$S/cache/svc-server-$ts" || fail="$fail server-not-running-$ts"
     until_ok 60 records_ok "$ts" "$ta" || fail="$fail versions-json"
     why=$(logs_ok 2>&1) || fail="$fail log-lost($why)"
     tmp=$(temps)
@@ -203,8 +203,10 @@ next_cut() { # next_cut N SERVER AGENT
     # Downloaded again each time: the cached copy goes unless a link uses it.
     if ! readlink "$S/bin/"* | grep -qx "../cache/$name-$t"; then rm -f "$S/cache/$name-$t"; sync; fi
     echo "$n $kind $ts $ta" | atomic "$C/state"
-    console "@@CUT-GO@@ $n $kind $t t=$(up)"
+    # The offer is durable before the host may cut: a cut that loses the offer itself
+    # would test the harness, not the machine.
     poll_json "$ts" "$ta" | atomic "$M/poll.json"
+    console "@@CUT-GO@@ $n $kind $t t=$(up)"
     systemctl kill -s HUP --kill-who=main svc-agent.service
     local t0; t0=$(up)
     watch_update "$n" "$kind" "$name" "$t"
