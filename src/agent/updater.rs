@@ -151,6 +151,16 @@ impl Updater for DaemonUpdater {
             .unwrap_or_default()
     }
 
+    fn server_probation(&self) -> Option<String> {
+        crate::update::server_probation(&self.engine.paths)
+    }
+
+    fn end_server_probation(&mut self, version: &str) {
+        if let Err(e) = crate::update::end_server_probation(&self.engine.paths, version) {
+            crate::warn!("update", "svc-server {version}: ending the probation: {e}");
+        }
+    }
+
     fn boxed_clone(&self) -> Box<dyn Updater> {
         Box::new(self.clone())
     }

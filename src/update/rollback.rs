@@ -54,6 +54,7 @@ fn rollback_held(
     }
     rec.current = Some(to.clone());
     rec.previous = None;
+    rec.probation = None;
     records.save(paths, held)?;
     if name == "svc-agent" {
         clear_boot(paths)?;
@@ -116,6 +117,29 @@ pub fn probation_verdict(
     } else {
         ProbationVerdict::Watching
     }
+}
+
+/// The svc-server version still on probation, if it is the linked one: after an agent
+/// restart the probation goes on (see `NameRecord::probation`).
+pub fn server_probation(paths: &Paths) -> Option<String> {
+    let p = VersionRecords::load(paths)
+        .ok()?
+        .get("svc-server")?
+        .probation
+        .clone()?;
+    (linked_version(paths, "svc-server").as_deref() == Some(p.as_str())).then_some(p)
+}
+
+/// svc-server `version` passed its probation: the record stops naming it.
+pub fn end_server_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
+    let held = StateLock::acquire(paths)?;
+    let mut records = VersionRecords::load(paths)?;
+    let rec = records.entry("svc-server");
+    if rec.probation.as_deref() == Some(version) {
+        rec.probation = None;
+        records.save(paths, &held)?;
+    }
+    Ok(())
 }
 
 /// `state_dir/agent-boot.json`: present only while a new agent version is on probation.

@@ -225,13 +225,12 @@ impl Known {
         let Ok(target) = std::fs::read_link(&l) else {
             return ensure(!required, || format!("{link}: no link"));
         };
-        let bytes =
-            std::fs::read(&l).map_err(|e| format!("{link} -> {}: {e}", target.display()))?;
-        let Some((n, v)) = self.0.get(&sha256_hex(&bytes)) else {
+        let (sha, len) =
+            file_sha256(&l).map_err(|e| format!("{link} -> {}: {e}", target.display()))?;
+        let Some((n, v)) = self.0.get(&sha) else {
             return Err(format!(
-                "{link} -> {}: not a complete offered build ({} bytes)",
-                target.display(),
-                bytes.len()
+                "{link} -> {}: not a complete offered build ({len} bytes)",
+                target.display()
             ));
         };
         ensure(n == name && target.ends_with(format!("{name}-{v}")), || {
@@ -241,6 +240,22 @@ impl Known {
             .map(|_| ())
             .map_err(|e| format!("{link}: does not run: {e}"))
     }
+}
+
+/// sha256 and size of a file, by coreutils' `sha256sum` (this test binary's sha2 is built
+/// without optimisation, and the agent copies hashed after every cut are 47 MB debug builds).
+fn file_sha256(p: &Path) -> Result<(String, u64), String> {
+    let len = std::fs::metadata(p).map_err(|e| e.to_string())?.len();
+    let out = Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .map_err(|e| format!("sha256sum: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sha = text.split_whitespace().next().unwrap_or("").to_string();
+    ensure(out.status.success() && sha.len() == 64, || {
+        format!("sha256sum failed: {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    Ok((sha, len))
 }
 
 /// What every cut must leave before anything runs again.
@@ -1312,4 +1327,32 @@ fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
         .unwrap();
     assert!(st.success());
     assert!(!stale.exists(), "the guard left {}", stale.display());
+}
+
+/// Found by the campaign (seed 1, cut 7, `rollback`/`probation`): the power went while a
+/// new svc-server that crashes at start was on probation. The probation lived only in the
+/// agent's memory, so after the restart nobody counted the crashes: svc-server crash-looped
+/// on the broken build for good instead of going back. The record now keeps the version on
+/// probation (`versions.json`, `probation`), and the agent resumes watching it.
+#[test]
+fn a_power_cut_during_a_broken_servers_probation_still_ends_in_its_rollback() {
+    let mut s = ServerUpdate::new("probation-cut", 0, false, true);
+    s.offer("2.0.0", "exit1", 0, true);
+    let mut agent = spawn_agent(&s.sb.root);
+    let r = wait("2.0.0 activated", 120, || {
+        linked(&s.paths, "svc-server", "2.0.0")
+            && current(&s.paths, "svc-server").as_deref() == Some("2.0.0")
+    });
+    power_cut(Some(&mut agent), &s.sb.root);
+    r.unwrap();
+    let mut agent = spawn_agent(&s.sb.root);
+    let r = wait("the rollback to 1.0.0 after the restart", 180, || {
+        s.converged("1.0.0")
+            && VersionRecords::load(&s.paths)
+                .ok()
+                .and_then(|r| r.get("svc-server").cloned())
+                .is_some_and(|r| r.bad.contains(&"2.0.0".to_string()) && r.probation.is_none())
+    });
+    stop(&mut agent, &s.sb.root);
+    r.unwrap_or_else(|e| panic!("{e}\n{}", s.sb.log()));
 }
