@@ -64,6 +64,47 @@ pub(crate) fn own_temp_marker() -> String {
     format!(".tmp.{}.", std::process::id())
 }
 
+/// Removes the temp files [`atomic_write`] left in `dir` (not below it) when its process
+/// died mid-write: `.<name>.tmp.<pid>.<n>` of a pid that no longer runs. A kill or a power
+/// cut during a write leaves one, and every boot brings new pids, so without this they pile
+/// up. A running process's temps (ours, or a concurrent writer's) are left alone. Returns
+/// how many went.
+pub(crate) fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = temp_pid(&name) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if e.file_type().is_ok_and(|t| t.is_file()) && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        let _ = fsync_dir(dir);
+    }
+    removed
+}
+
+/// The pid in a temp name made by [`temp_path`] (`.<name>.tmp.<pid>.<n>`), if it is one.
+fn temp_pid(name: &str) -> Option<u32> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    let (_, rest) = name
+        .rsplit_once(".tmp.")
+        .filter(|(head, _)| head.len() > 1)?;
+    let (pid, n) = rest.split_once('.')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
 /// An exclusive `flock` on a file, released on drop. A lock belongs to the open file
 /// description, so two threads of one process that each acquire it exclude each other just
 /// as two processes do.
@@ -158,6 +199,24 @@ fn parent_dir(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn temp_names_are_recognised_with_their_pid() {
+        let t = temp_path(Path::new("/x/versions.json"));
+        let name = t.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(temp_pid(&name), Some(std::process::id()));
+        assert_eq!(temp_pid(".answer.json.tmp.42.7"), Some(42));
+        for not in [
+            "answer.json.tmp.42.7",
+            ".tmp.42.7",
+            ".a.tmp.x.7",
+            ".a.tmp.42",
+            ".a.tmp.42.x",
+            ".a.json",
+        ] {
+            assert_eq!(temp_pid(not), None, "{not}");
+        }
+    }
 
     #[test]
     fn writes_content_and_mode_and_leaves_no_temp() {

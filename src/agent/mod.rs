@@ -776,6 +776,15 @@ pub(crate) fn run(paths: Paths) -> i32 {
             return 1;
         }
     };
+    // Temps of writes a power cut or a kill interrupted (see fsutil::remove_stale_temps).
+    let state = paths.state_dir();
+    let stale: usize = [state.clone(), state.join("logqueue"), state.join("home")]
+        .iter()
+        .map(|d| crate::fsutil::remove_stale_temps(d))
+        .sum();
+    if stale > 0 {
+        crate::debug!("agent", "removed {stale} temp files of interrupted writes");
+    }
     if let Err(e) = signals::install() {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;

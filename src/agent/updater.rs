@@ -169,6 +169,16 @@ impl Updater for DaemonUpdater {
             .and_then(|r| r.get(name).map(|e| e.bad.clone()))
             .unwrap_or_default()
     }
+
+    fn server_probation(&self) -> Option<String> {
+        crate::update::server_probation(&self.engine.paths)
+    }
+
+    fn end_server_probation(&mut self, version: &str) {
+        if let Err(e) = crate::update::end_server_probation(&self.engine.paths, version) {
+            crate::warn!("update", "svc-server {version}: ending the probation: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

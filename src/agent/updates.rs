@@ -35,6 +35,12 @@ pub(crate) trait Updater: Send {
     fn current(&self, name: &str) -> (Option<String>, Option<String>);
     /// Versions rolled back before: not retried until the app offers another.
     fn bad_versions(&self, name: &str) -> Vec<String>;
+    /// The svc-server version whose probation an earlier run began and did not finish.
+    fn server_probation(&self) -> Option<String> {
+        None
+    }
+    /// svc-server `version` passed its probation.
+    fn end_server_probation(&mut self, _version: &str) {}
 }
 
 /// What a download worker sends back.
@@ -67,6 +73,7 @@ impl Clock {
 /// A new svc-server under watch: when it was activated, svc-server's crash count then, and
 /// when each crash since was seen, for the one rule (`update::probation_verdict`).
 struct Probation {
+    version: String,
     since: Instant,
     crashes_then: u64,
     crash_times: Vec<Instant>,
@@ -79,6 +86,8 @@ pub(crate) struct Track {
     pub staged: Option<Staged>,
     /// After an svc-server activation, until it passes or is rolled back.
     probation: Option<Probation>,
+    /// Whether a probation left by an earlier run was looked for.
+    probation_resumed: bool,
     waiting_logged: Option<RestartGate>,
     last_failure: Option<(Desired, Instant)>,
     /// When a pinned URL was last checked (conditionally) for a new build.
@@ -211,6 +220,22 @@ pub(crate) fn step_server(
     clock: Clock,
 ) -> Step {
     let now = clock.now;
+    if !std::mem::replace(&mut track.probation_resumed, true) && track.probation.is_none() {
+        // The agent restarted (a power cut, a crash) while a new svc-server was on
+        // probation: it goes on, from now, or a build that crashes at start would be kept.
+        if let Some(version) = updater.server_probation() {
+            crate::info!(
+                "update",
+                "svc-server {version} is still on probation (the agent restarted during it)"
+            );
+            track.probation = Some(Probation {
+                version,
+                since: now,
+                crashes_then: server_crashes,
+                crash_times: Vec::new(),
+            });
+        }
+    }
     if let Some(p) = track.probation.as_mut() {
         let policy = ProbationPolicy::default();
         let seen = server_crashes.saturating_sub(p.crashes_then);
@@ -237,7 +262,9 @@ pub(crate) fn step_server(
             }
             ProbationVerdict::Passed => {
                 crate::info!("update", "the new svc-server passed its probation");
-                track.probation = None;
+                if let Some(p) = track.probation.take() {
+                    updater.end_server_probation(&p.version);
+                }
             }
             ProbationVerdict::Watching => {}
         }
@@ -276,6 +303,7 @@ pub(crate) fn step_server(
                 staged.version
             );
             track.probation = Some(Probation {
+                version: staged.version.clone(),
                 since: now,
                 crashes_then: server_crashes,
                 crash_times: Vec::new(),

@@ -57,13 +57,16 @@ pub fn clean(
     }
     for name in NAMES {
         let Some(r) = records.get(name) else { continue };
-        if let Some(t) = &r.target {
-            for f in [format!("{name}-{t}.part"), format!("{name}-{t}.part.json")] {
-                wanted.push(canon.join(f));
+        // A partial download and its sidecar, for resuming; a sidecar whose `.part` is gone
+        // (a power cut between the part's rename into the cache and the sidecar's removal)
+        // resumes nothing and goes.
+        let parts = r.target.iter().map(|t| format!("{name}-{t}.part"));
+        for part in parts.chain([format!("{name}-pin.part")]) {
+            let part = canon.join(part);
+            if part.is_file() {
+                wanted.push(PathBuf::from(format!("{}.json", part.display())));
+                wanted.push(part);
             }
-        }
-        for f in [format!("{name}-pin.part"), format!("{name}-pin.part.json")] {
-            wanted.push(canon.join(f));
         }
     }
     let own_temp = crate::fsutil::own_temp_marker();

@@ -27,8 +27,8 @@ pub mod verify;
 pub use download::{DownloadOptions, Fetched};
 pub use record::{NameRecord, StateLock, VersionRecords};
 pub use rollback::{
-    agent_boot_guard, mark_agent_healthy, probation_verdict, rollback, GuardOutcome,
-    ProbationPolicy, ProbationVerdict,
+    agent_boot_guard, end_server_probation, mark_agent_healthy, probation_verdict, rollback,
+    server_probation, GuardOutcome, ProbationPolicy, ProbationVerdict,
 };
 pub use seed::{seed_from_image, SeedOutcome};
 
@@ -411,6 +411,11 @@ impl Engine {
                 // Before the swap: a boot record naming a version the link does not point
                 // at is stale and the guard drops it.
                 rollback::start_agent_probation(&self.paths, version)?;
+            } else {
+                // Likewise before the swap: a probation naming a version the link does not
+                // point at is ignored (`rollback::server_probation`).
+                records.entry(name).probation = Some(version.to_string());
+                records.save(&self.paths, &held)?;
             }
             activate::swap_link(&self.paths, name, &cached)?;
         }

@@ -23,6 +23,11 @@ pub struct NameRecord {
     pub target: Option<String>,
     #[serde(default)]
     pub bad: Vec<String>,
+    /// svc-server: the version activated and not yet through its probation. On disk so
+    /// that a restart (a power cut) during the probation does not end it: the agent resumes
+    /// watching when this is the linked version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probation: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -54,6 +54,7 @@ fn rollback_held(
     }
     rec.current = Some(to.clone());
     rec.previous = None;
+    rec.probation = None;
     records.save(paths, held)?;
     if name == "svc-agent" {
         clear_boot(paths)?;
@@ -118,6 +119,29 @@ pub fn probation_verdict(
     }
 }
 
+/// The svc-server version still on probation, if it is the linked one: after an agent
+/// restart the probation goes on (see `NameRecord::probation`).
+pub fn server_probation(paths: &Paths) -> Option<String> {
+    let p = VersionRecords::load(paths)
+        .ok()?
+        .get("svc-server")?
+        .probation
+        .clone()?;
+    (linked_version(paths, "svc-server").as_deref() == Some(p.as_str())).then_some(p)
+}
+
+/// svc-server `version` passed its probation: the record stops naming it.
+pub fn end_server_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
+    let held = StateLock::acquire(paths)?;
+    let mut records = VersionRecords::load(paths)?;
+    let rec = records.entry("svc-server");
+    if rec.probation.as_deref() == Some(version) {
+        rec.probation = None;
+        records.save(paths, &held)?;
+    }
+    Ok(())
+}
+
 /// `state_dir/agent-boot.json`: present only while a new agent version is on probation.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AgentBoot {
@@ -178,6 +202,9 @@ pub enum GuardOutcome {
 /// Runs before every start of `bin/svc-agent`, from the known-good binary.
 pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
     let held = StateLock::acquire(paths)?;
+    // A power cut during an earlier guard's (or agent's) write left its temp; a new agent
+    // that never gets going would never sweep it, so the guard does it before each start.
+    crate::fsutil::remove_stale_temps(&paths.state_dir());
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };

@@ -42,6 +42,7 @@ mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
 mod longpoll;
+mod powercut_campaign;
 mod probation;
 mod provisioning_netns;
 mod provisioning_portal;

@@ -1,0 +1,1403 @@
+//! A randomized power-cut campaign at process level (issue 24): the real `svc-agent` in a
+//! re-rooted sandbox, killed with SIGKILL (it and every process running a binary of the
+//! sandbox: the power goes) at a random moment of one of these operations:
+//!
+//! | scenario | what runs when the power goes | phases told apart by the state left |
+//! |---|---|---|
+//! | `update` | the agent updating svc-server (a fresh version each cut) | poll, download, verify, activate, restart, done |
+//! | `small-fs` | the same on a small file system that a filler leaves a random room on, the artifact's size unannounced: writes fail part-way | as `update`, plus `disk-full` |
+//! | `rollback` | the agent activating a build that crashes at start, its probation and rollback | poll, download, verify, probation, rolled-back |
+//! | `agent` | the agent updating itself, then the boot guard run from the known-good binary before each start (3 starts, then a rollback) | agent-update, guard, guard-rollback |
+//! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
+//! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
+//!
+//! After each cut, before anything runs again: every link in `bin/` points at a
+//! byte-identical copy of a build that was offered (and that answers `version --json`), the
+//! version records and the boot record load. Then the machine is started again and must
+//! converge: the offered version linked and running (or, for the broken build, the good one
+//! running again), the records saying so, the agent starting through the boot guard, the
+//! config the last one offered, no flushed or acknowledged log record lost, and no `.part` or
+//! temp file left growing. A failure is recorded with its cut number and seed (the campaign
+//! is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is rebuilt, and the test
+//! fails at the end.
+//!
+//! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed). The recorded run is
+//! `benches/powercut.sh` (the ignored `power_cut_campaign_full`, 1,000 cuts). Nothing here
+//! asserts a duration: windows are measured (each convergence run times the whole operation
+//! uncut, and the next cut draws its delay from 0 to 1.2 times the longest seen).
+use crate::common::sandbox::{pid_alive, Sandbox};
+use crate::update_support::{fake_binary, sha256_hex, SmallFs};
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use svc::logging::Level;
+use svc::logqueue::{LogQueue, QueueConfig};
+use svc::logship::{LogFileSink, Shipper, ShipperConfig};
+use svc::paths::Paths;
+use svc::update::VersionRecords;
+
+/// splitmix64: a seeded, dependency-free generator (reproducible campaigns).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    /// A delay drawn uniformly from [0, max].
+    fn delay(&mut self, max: Duration) -> Duration {
+        Duration::from_micros(self.below(max.as_micros() as u64 + 1))
+    }
+}
+
+type Check = Result<(), String>;
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) -> Check {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Polls `cond` up to `secs` (a bound against a hang, not a timing assertion).
+fn wait(what: &str, secs: u64, mut cond: impl FnMut() -> bool) -> Check {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if cond() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!("not converged: {what} (after {secs} s)"))
+}
+
+/// Every process whose executable lives under `root` (svc-server builds, agent copies).
+fn procs_under(root: &Path) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(exe) = std::fs::read_link(e.path().join("exe")) {
+            if exe.starts_with(root) && pid_alive(pid) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// The power goes: SIGKILL to the child's process group, the child, and every process
+/// running a binary of the sandbox; returns once they are all gone.
+fn power_cut(child: Option<&mut Child>, root: &Path) {
+    if let Some(c) = child {
+        svc::sys::kill(-(c.id() as i32), libc::SIGKILL);
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    for _ in 0..500 {
+        let left = procs_under(root);
+        if left.is_empty() {
+            return;
+        }
+        for p in left {
+            svc::sys::kill(p, libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A clean stop (SIGTERM to the agent, which stops svc-server), then the power cut's sweep
+/// for anything left.
+fn stop(child: &mut Child, root: &Path) {
+    svc::sys::kill(child.id() as i32, libc::SIGTERM);
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    power_cut(Some(child), root);
+}
+
+/// `exe run --root ROOT` in a process group of its own, stderr to `root/agent.log`.
+fn spawn_agent_exe(exe: &Path, root: &Path) -> Child {
+    Command::new(exe)
+        .args(["run", "--root", root.to_str().unwrap()])
+        .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn spawn_agent(root: &Path) -> Child {
+    spawn_agent_exe(Path::new(env!("CARGO_BIN_EXE_svc-agent")), root)
+}
+
+fn read_json(p: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}
+
+fn link_target(paths: &Paths, name: &str) -> Option<String> {
+    std::fs::read_link(paths.bin_link(name))
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+fn linked(paths: &Paths, name: &str, version: &str) -> bool {
+    link_target(paths, name).as_deref() == Some(&format!("../cache/{name}-{version}"))
+}
+
+fn current(paths: &Paths, name: &str) -> Option<String> {
+    VersionRecords::load(paths)
+        .ok()?
+        .get(name)
+        .and_then(|r| r.current.clone())
+}
+
+/// A process runs `cache/<name>-<version>` of this sandbox.
+fn running(paths: &Paths, name: &str, version: &str) -> bool {
+    let want = paths.cache_dir().join(format!("{name}-{version}"));
+    procs_under(paths.root()).iter().any(|p| {
+        std::fs::read_link(format!("/proc/{p}/exe")).ok().as_deref() == Some(want.as_path())
+    })
+}
+
+/// Temp files under the state folder: downloads in progress and their sidecars, temp links,
+/// temp writes (the log queue's own files excepted).
+fn temps(paths: &Paths) -> Vec<(String, u64)> {
+    fn walk(dir: &Path, out: &mut Vec<(String, u64)>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let n = e.file_name().to_string_lossy().into_owned();
+            let Ok(md) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if md.is_dir() {
+                if n != "logqueue" && n != "fake-server" {
+                    walk(&p, out);
+                }
+            } else if n.ends_with(".part")
+                || n.ends_with(".part.json")
+                || n.starts_with('.')
+                || n.contains(".tmp")
+            {
+                out.push((p.display().to_string(), md.len()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&paths.state_dir(), &mut out);
+    out
+}
+
+/// The bodies offered so far, by sha256: `(name, version)`.
+#[derive(Default)]
+struct Known(HashMap<String, (String, String)>);
+
+impl Known {
+    fn add(&mut self, name: &str, version: &str, body: &[u8]) {
+        self.0
+            .insert(sha256_hex(body), (name.to_string(), version.to_string()));
+    }
+
+    /// `bin/<name>` (when present, or always with `required`) points at a complete copy
+    /// of an offered build of `name` whose file name says its version, and it runs.
+    fn sound(&self, paths: &Paths, name: &str, link: &str, required: bool) -> Check {
+        let l = paths.bin_link(link);
+        let Ok(target) = std::fs::read_link(&l) else {
+            return ensure(!required, || format!("{link}: no link"));
+        };
+        let (sha, len) =
+            file_sha256(&l).map_err(|e| format!("{link} -> {}: {e}", target.display()))?;
+        let Some((n, v)) = self.0.get(&sha) else {
+            return Err(format!(
+                "{link} -> {}: not a complete offered build ({len} bytes)",
+                target.display()
+            ));
+        };
+        ensure(n == name && target.ends_with(format!("{name}-{v}")), || {
+            format!("{link} -> {}: holds {n} {v}", target.display())
+        })?;
+        svc::update::verify::version_check(&l, name, Duration::from_secs(20))
+            .map(|_| ())
+            .map_err(|e| format!("{link}: does not run: {e}"))
+    }
+}
+
+/// sha256 and size of a file, by coreutils' `sha256sum` (this test binary's sha2 is built
+/// without optimisation, and the agent copies hashed after every cut are 47 MB debug builds).
+fn file_sha256(p: &Path) -> Result<(String, u64), String> {
+    let len = std::fs::metadata(p).map_err(|e| e.to_string())?.len();
+    let out = Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .map_err(|e| format!("sha256sum: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sha = text.split_whitespace().next().unwrap_or("").to_string();
+    ensure(out.status.success() && sha.len() == 64, || {
+        format!("sha256sum failed: {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    Ok((sha, len))
+}
+
+/// What every cut must leave before anything runs again.
+fn sound_after_cut(paths: &Paths, known: &Known) -> Check {
+    VersionRecords::load(paths).map_err(|e| format!("versions.json: {e}"))?;
+    let boot = paths.state_dir().join("agent-boot.json");
+    ensure(!boot.exists() || read_json(&boot).is_some(), || {
+        "agent-boot.json does not load".into()
+    })?;
+    let cfg = paths.state_dir().join("config.json");
+    ensure(!cfg.exists() || read_json(&cfg).is_some(), || {
+        "config.json does not load".into()
+    })?;
+    known.sound(paths, "svc-server", "svc-server", false)?;
+    known.sound(paths, "svc-agent", "svc-agent", false)?;
+    known.sound(paths, "svc-agent", "svc-agent.stable", false)
+}
+
+/// No temp file left growing: after a converged run, at most `max` temp files.
+fn temps_bounded(paths: &Paths, max: usize) -> Check {
+    let t = temps(paths);
+    ensure(t.len() <= max, || format!("temp files left: {t:?}"))
+}
+
+/// Builds of a name kept in the cache: the engine keeps a bounded number.
+fn cache_bounded(paths: &Paths, name: &str, max: usize) -> Check {
+    let n = std::fs::read_dir(paths.cache_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let f = e.file_name().to_string_lossy().into_owned();
+            f.starts_with(&format!("{name}-")) && !f.contains(".part")
+        })
+        .count();
+    ensure(n <= max, || format!("{n} cached builds of {name}"))
+}
+
+struct Cut {
+    phase: String,
+    result: Check,
+}
+
+/// One scenario's machine, kept across cuts as one device would be.
+trait Scenario {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut;
+}
+
+/// Measured windows: the longest uncut run of each operation so far.
+#[derive(Default)]
+struct Window(Duration);
+
+impl Window {
+    fn seen(&mut self, d: Duration) {
+        self.0 = self.0.max(d);
+    }
+    fn draw(&self, rng: &mut Rng) -> Duration {
+        rng.delay(self.0.mul_f64(1.2).max(Duration::from_millis(50)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// svc-server updates (also on a small file system), and a broken build's rollback.
+
+struct ServerUpdate {
+    // Unmounted before the sandbox goes (fields drop in this order).
+    fs: Option<SmallFs>,
+    sb: Sandbox,
+    paths: Paths,
+    known: Known,
+    window: Window,
+    current: String,
+    pad: usize,
+    broken: bool,
+}
+
+const SMALL_FS_BYTES: u64 = 48 * 1024 * 1024;
+
+impl ServerUpdate {
+    fn new(label: &str, pad: usize, small_fs: bool, broken: bool) -> ServerUpdate {
+        let sb = Sandbox::new(&format!("campaign-{label}"));
+        let paths = Paths::new(&sb.root);
+        let fs = small_fs
+            .then(|| SmallFs::mount(&paths.state_dir(), &format!("{}k", SMALL_FS_BYTES / 1024)));
+        sb.file_app();
+        let mut s = ServerUpdate {
+            sb,
+            paths,
+            known: Known::default(),
+            window: Window::default(),
+            current: "1.0.0".into(),
+            pad,
+            fs,
+            broken,
+        };
+        s.offer("1.0.0", "hang", 0, true);
+        let mut agent = spawn_agent(&s.sb.root);
+        let r = wait("the first svc-server", 120, || s.converged("1.0.0"));
+        stop(&mut agent, &s.sb.root);
+        r.unwrap_or_else(|e| panic!("{label}: setup: {e}\n{}", s.sb.log()));
+        s
+    }
+
+    fn offer(&mut self, version: &str, behavior: &str, pad: usize, announce_size: bool) {
+        let body = fake_binary("svc-server", version, behavior, pad);
+        let file = format!("svc-server-{version}");
+        std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        self.known.add("svc-server", version, &body);
+        let mut target = json!({"version": version, "url": file, "sha256": sha256_hex(&body)});
+        if announce_size {
+            target["size"] = json!(body.len());
+        }
+        self.sb.answer(json!({
+            "poll_interval_secs": 1,
+            "config": {"components": [], "modules": [], "agent": {}},
+            "targets": {"svc-server": target}
+        }));
+    }
+
+    fn converged(&self, v: &str) -> bool {
+        linked(&self.paths, "svc-server", v)
+            && current(&self.paths, "svc-server").as_deref() == Some(v)
+            && running(&self.paths, "svc-server", v)
+    }
+
+    fn phase(&self, v: &str, size: usize) -> String {
+        let part = self.paths.cache_dir().join(format!("svc-server-{v}.part"));
+        let rec = VersionRecords::load(&self.paths).ok();
+        let bad = rec
+            .as_ref()
+            .and_then(|r| r.get("svc-server"))
+            .is_some_and(|r| r.bad.iter().any(|b| b == v));
+        if let Ok(md) = std::fs::metadata(&part) {
+            return if md.len() as usize >= size {
+                "verify"
+            } else {
+                "download"
+            }
+            .into();
+        }
+        if linked(&self.paths, "svc-server", v) {
+            return if current(&self.paths, "svc-server").as_deref() != Some(v) {
+                "activate"
+            } else if self.broken {
+                "probation"
+            } else if running(&self.paths, "svc-server", v) {
+                "done"
+            } else {
+                "restart"
+            }
+            .into();
+        }
+        if bad {
+            return "rolled-back".into();
+        }
+        if self
+            .paths
+            .cache_dir()
+            .join(format!("svc-server-{v}"))
+            .is_file()
+        {
+            return "verify".into();
+        }
+        "poll".into()
+    }
+
+    /// Room left on the small file system: a filler takes all but `room` bytes.
+    fn fill(&self, room: u64) -> PathBuf {
+        let filler = self.paths.state_dir().join("filler");
+        let _ = std::fs::remove_file(&filler);
+        let fill = nix_free(&self.paths.state_dir()).saturating_sub(room);
+        write_zeros(&filler, fill);
+        filler
+    }
+}
+
+/// Writes up to `n` zero bytes to `path`, stopping quietly when the disk is full.
+fn write_zeros(path: &Path, n: u64) {
+    let Ok(mut f) = std::fs::File::create(path) else {
+        return;
+    };
+    let chunk = vec![0u8; 256 << 10];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len() as u64) as usize;
+        if f.write_all(&chunk[..k]).is_err() {
+            break;
+        }
+        left -= k as u64;
+    }
+}
+
+/// Free bytes on the file system holding `dir`.
+fn nix_free(dir: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+impl Scenario for ServerUpdate {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        let v = format!("2.{k}.0");
+        let behavior = if self.broken { "exit1" } else { "hang" };
+        let pad = if self.fs.is_some() {
+            // Random sizes, some bigger than the room the filler leaves.
+            (1 << 20) + rng.below(6 << 20) as usize
+        } else {
+            self.pad
+        };
+        self.offer(&v, behavior, pad, true);
+        let size = std::fs::metadata(self.sb.app.join(format!("svc-server-{v}")))
+            .unwrap()
+            .len() as usize;
+        // On the small file system the update starts with just the room its free-space
+        // check asks for (size + 16 MiB) or a little more; then, at a random moment, another
+        // writer takes all that is left, so the download's (or a record's) writes fail
+        // part-way.
+        let filler = self
+            .fs
+            .is_some()
+            .then(|| self.fill(size as u64 + (16 << 20) + rng.below(3 << 20)));
+        let hog = filler.as_ref().map(|f| {
+            let hog = f.with_file_name("hog");
+            let at = self.window.draw(rng);
+            let h = hog.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(at);
+                write_zeros(&h, u64::MAX);
+            })
+        });
+        let delay = self.window.draw(rng);
+        let mut agent = spawn_agent(&self.sb.root);
+        std::thread::sleep(delay);
+        power_cut(Some(&mut agent), &self.sb.root);
+        if let Some(h) = hog {
+            let _ = h.join();
+        }
+        let mut phase = self.phase(&v, size);
+        if self.fs.is_some()
+            && (self.sb.log().contains("No space left")
+                || self.sb.log().contains("not enough free space"))
+        {
+            phase = format!("disk-full-{phase}");
+        }
+        let log_at_cut = self.sb.log();
+        let result = (|| {
+            sound_after_cut(&self.paths, &self.known)?;
+            if let Some(filler) = &filler {
+                // Still full: the machine starts and runs what it has; then space returns.
+                let mut agent = spawn_agent(&self.sb.root);
+                let r = wait("a sound svc-server running on the full disk", 60, || {
+                    let now = link_target(&self.paths, "svc-server");
+                    now.is_some_and(|t| {
+                        let ver = t.rsplit("svc-server-").next().unwrap_or("").to_string();
+                        running(&self.paths, "svc-server", &ver)
+                    })
+                });
+                stop(&mut agent, &self.sb.root);
+                r?;
+                sound_after_cut(&self.paths, &self.known)?;
+                std::fs::remove_file(filler).map_err(|e| format!("filler: {e}"))?;
+                let _ = std::fs::remove_file(filler.with_file_name("hog"));
+            }
+            let t0 = Instant::now();
+            let mut agent = spawn_agent(&self.sb.root);
+            let target = if self.broken {
+                self.current.clone()
+            } else {
+                v.clone()
+            };
+            let r = wait(
+                &format!("svc-server {target} linked, recorded, running"),
+                180,
+                || {
+                    // The broken build: tried, then rolled back and marked bad.
+                    self.converged(&target)
+                        && (!self.broken
+                            || VersionRecords::load(&self.paths)
+                                .ok()
+                                .and_then(|r| r.get("svc-server").cloned())
+                                .is_some_and(|r| r.bad.contains(&v)))
+                },
+            );
+            let took = t0.elapsed();
+            stop(&mut agent, &self.sb.root);
+            r?;
+            // With the room back this run is the whole update uncut: its time is the
+            // window (for the small file system too; before, its window never grew, so its
+            // cuts all fell before the download).
+            self.window.seen(took);
+            temps_bounded(&self.paths, 0)?;
+            cache_bounded(&self.paths, "svc-server", 3)
+        })();
+        if !self.broken {
+            self.current = v.clone();
+        }
+        // The app's folder keeps only what it still offers.
+        for e in std::fs::read_dir(&self.sb.app).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("svc-server-") && n != format!("svc-server-{v}") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let result = result.map_err(|e| {
+            format!(
+                "{e}\n--- agent log at the cut (tail):\n{}\n--- agent log after:\n{}",
+                tail(&log_at_cut, 30),
+                tail(&self.sb.log(), 30)
+            )
+        });
+        Cut { phase, result }
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------
+// The agent's self-update and the boot guard.
+
+struct AgentUpdate {
+    sb: Sandbox,
+    paths: Paths,
+    known: Known,
+    real: String,
+    update_window: Window,
+    guard_window: Window,
+    offered: Option<String>,
+}
+
+impl AgentUpdate {
+    fn new(w: usize) -> AgentUpdate {
+        let sb = Sandbox::new(&format!("campaign-agent-w{w}"));
+        let paths = Paths::new(&sb.root);
+        sb.file_app();
+        let real = env!("CARGO_PKG_VERSION").to_string();
+        let body = std::fs::read(env!("CARGO_BIN_EXE_svc-agent")).unwrap();
+        std::fs::create_dir_all(paths.cache_dir()).unwrap();
+        std::fs::create_dir_all(paths.bin_dir()).unwrap();
+        let file = paths.cache_dir().join(format!("svc-agent-{real}"));
+        std::fs::write(&file, &body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for l in ["svc-agent", "svc-agent.stable"] {
+            std::os::unix::fs::symlink(format!("../cache/svc-agent-{real}"), paths.bin_link(l))
+                .unwrap();
+        }
+        let mut known = Known::default();
+        known.add("svc-agent", &real, &body);
+        AgentUpdate {
+            sb,
+            paths,
+            known,
+            real,
+            update_window: Window::default(),
+            guard_window: Window(Duration::from_millis(100)),
+            offered: None,
+        }
+    }
+
+    fn offer(&mut self, version: &str) {
+        let body = fake_binary("svc-agent", version, "hang", 1 << 20);
+        let file = format!("svc-agent-{version}");
+        std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        self.known.add("svc-agent", version, &body);
+        self.sb.answer(json!({
+            "poll_interval_secs": 1,
+            "config": {"components": [], "modules": [],
+                       "agent": {"svc-server": {"disable_subsystem": true}}},
+            "targets": {"svc-agent": {"version": version, "url": file,
+                        "sha256": sha256_hex(&body), "size": body.len()}}
+        }));
+        self.offered = Some(version.to_string());
+    }
+
+    fn guard(&self) -> Child {
+        Command::new(self.paths.bin_link("svc-agent.stable"))
+            .args(["boot-guard", "--root", self.sb.root.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    /// A boot, as systemd does it: the guard from the known-good binary, then
+    /// `bin/svc-agent run`; converged when that process is up (a real agent: healthy and
+    /// stable; the fake new version: running).
+    fn boot(&mut self) -> Check {
+        let t0 = Instant::now();
+        let mut g = self.guard();
+        let st = g.wait().map_err(|e| format!("guard: {e}"))?;
+        self.guard_window.seen(t0.elapsed());
+        ensure(st.success(), || format!("boot guard failed: {st}"))?;
+        let target = link_target(&self.paths, "svc-agent").unwrap_or_default();
+        let ver = target.rsplit("svc-agent-").next().unwrap_or("").to_string();
+        let mut agent = spawn_agent_exe(&self.paths.bin_link("svc-agent"), &self.sb.root);
+        let r = if ver == self.real {
+            wait("the agent healthy and stable", 120, || {
+                running(&self.paths, "svc-agent", &ver)
+                    && !self.paths.state_dir().join("agent-boot.json").exists()
+                    && known_stable(&self.paths, &self.real).is_ok()
+            })
+        } else {
+            wait(&format!("svc-agent {ver} started"), 60, || {
+                running(&self.paths, "svc-agent", &ver)
+            })
+        };
+        power_cut(Some(&mut agent), &self.sb.root);
+        r
+    }
+}
+
+impl Scenario for AgentUpdate {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        let on_real = linked(&self.paths, "svc-agent", &self.real);
+        let log_before;
+        let phase;
+        if on_real {
+            // The running (known-good) agent updates itself; the power goes at a random moment.
+            let v = format!("2.{k}.0");
+            self.offer(&v);
+            let delay = self.update_window.draw(rng);
+            let mut agent = spawn_agent_exe(&self.paths.bin_link("svc-agent"), &self.sb.root);
+            std::thread::sleep(delay);
+            power_cut(Some(&mut agent), &self.sb.root);
+            phase = if self
+                .paths
+                .cache_dir()
+                .join(format!("svc-agent-{v}.part"))
+                .exists()
+            {
+                "agent-download"
+            } else if linked(&self.paths, "svc-agent", &v) {
+                "agent-activated"
+            } else if self
+                .paths
+                .cache_dir()
+                .join(format!("svc-agent-{v}"))
+                .exists()
+            {
+                "agent-verify"
+            } else {
+                "agent-poll"
+            };
+            log_before = self.sb.log();
+        } else {
+            // A boot of the new version under probation: the power goes during the guard.
+            let starts = svc::update::rollback::load_boot(&self.paths)
+                .map(|b| b.starts)
+                .unwrap_or(0);
+            phase = if starts >= svc::update::rollback::AGENT_MAX_STARTS {
+                "guard-rollback"
+            } else {
+                "guard"
+            };
+            let delay = self.guard_window.draw(rng);
+            let mut g = self.guard();
+            std::thread::sleep(delay);
+            power_cut(Some(&mut g), &self.sb.root);
+            log_before = String::new();
+        }
+        let result = (|| {
+            sound_after_cut(&self.paths, &self.known)?;
+            known_stable(&self.paths, &self.real)?;
+            if on_real {
+                // Started again: the known-good agent finishes the self-update (it never
+                // restarts itself for one) ...
+                let v = self.offered.clone().unwrap_or_default();
+                if !linked(&self.paths, "svc-agent", &v) {
+                    let t0 = Instant::now();
+                    let mut agent =
+                        spawn_agent_exe(&self.paths.bin_link("svc-agent"), &self.sb.root);
+                    let r = wait(&format!("svc-agent {v} linked"), 120, || {
+                        linked(&self.paths, "svc-agent", &v)
+                            && current(&self.paths, "svc-agent").as_deref() == Some(v.as_str())
+                    });
+                    let took = t0.elapsed();
+                    power_cut(Some(&mut agent), &self.sb.root);
+                    r?;
+                    self.update_window.seen(took);
+                }
+                ensure(
+                    current(&self.paths, "svc-agent").as_deref() == Some(v.as_str()),
+                    || "versions.json does not record the new agent".into(),
+                )?;
+            }
+            // ... and the next boot starts whatever the guard lets through.
+            self.boot()?;
+            sound_after_cut(&self.paths, &self.known)?;
+            known_stable(&self.paths, &self.real)?;
+            temps_bounded(&self.paths, 0)?;
+            // current, previous, target and the known-good (stable) build.
+            cache_bounded(&self.paths, "svc-agent", 4)
+        })();
+        let result = result.map_err(|e| {
+            format!(
+                "{e}\n--- agent log at the cut (tail):\n{}\n--- agent log after:\n{}",
+                tail(&log_before, 30),
+                tail(&self.sb.log(), 30)
+            )
+        });
+        Cut {
+            phase: phase.into(),
+            result,
+        }
+    }
+}
+
+/// The known-good link never leaves the real agent: the fake new version never proves
+/// healthy.
+fn known_stable(paths: &Paths, real: &str) -> Check {
+    let want = format!("../cache/svc-agent-{real}");
+    ensure(
+        link_target(paths, "svc-agent.stable").as_deref() == Some(want.as_str()),
+        || {
+            format!(
+                "svc-agent.stable -> {:?}, not the known-good {real}",
+                link_target(paths, "svc-agent.stable")
+            )
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Config apply.
+
+struct ConfigApply {
+    sb: Sandbox,
+    paths: Paths,
+    known: Known,
+    window: Window,
+    offered: Vec<Value>,
+}
+
+impl ConfigApply {
+    fn new(w: usize) -> ConfigApply {
+        let sb = Sandbox::new(&format!("campaign-config-w{w}"));
+        let paths = Paths::new(&sb.root);
+        sb.file_app();
+        let mut s = ConfigApply {
+            sb,
+            paths,
+            known: Known::default(),
+            window: Window::default(),
+            offered: Vec::new(),
+        };
+        let body = fake_binary("svc-server", "1.0.0", "hang", 0);
+        std::fs::write(s.sb.app.join("svc-server-1.0.0"), &body).unwrap();
+        s.known.add("svc-server", "1.0.0", &body);
+        s.answer(0);
+        let mut agent = spawn_agent(&s.sb.root);
+        let r = wait("the first config", 120, || s.applied(0));
+        stop(&mut agent, &s.sb.root);
+        r.unwrap_or_else(|e| panic!("config: setup: {e}\n{}", s.sb.log()));
+        s
+    }
+
+    fn config(k: u64) -> Value {
+        json!({"components": [], "agent": {},
+               "modules": [{"type": "local", "name": format!("cut{k}"), "module_id": format!("campaign:cut{k}"),
+                            "executable_path": "/bin/true"}]})
+    }
+
+    fn answer(&mut self, k: u64) {
+        let body = std::fs::read(self.sb.app.join("svc-server-1.0.0")).unwrap();
+        let cfg = Self::config(k);
+        self.offered.push(cfg.clone());
+        self.sb.answer(json!({
+            "poll_interval_secs": 1,
+            "config": cfg,
+            "targets": {"svc-server": {"version": "1.0.0", "url": "svc-server-1.0.0",
+                        "sha256": sha256_hex(&body), "size": body.len()}}
+        }));
+    }
+
+    fn applied(&self, k: u64) -> bool {
+        read_json(&self.paths.state_dir().join("config.json")).as_ref() == Some(&Self::config(k))
+            && running(&self.paths, "svc-server", "1.0.0")
+    }
+}
+
+impl Scenario for ConfigApply {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        self.answer(k);
+        let delay = self.window.draw(rng);
+        let mut agent = spawn_agent(&self.sb.root);
+        std::thread::sleep(delay);
+        power_cut(Some(&mut agent), &self.sb.root);
+        let cfg = read_json(&self.paths.state_dir().join("config.json"));
+        let phase = if cfg.as_ref() == Some(&Self::config(k)) {
+            "applied"
+        } else {
+            "apply"
+        };
+        let result = (|| {
+            sound_after_cut(&self.paths, &self.known)?;
+            let raw = std::fs::read(self.paths.state_dir().join("config.json"))
+                .map_err(|e| format!("config.json: {e}"))?;
+            let v: Value =
+                serde_json::from_slice(&raw).map_err(|e| format!("config.json torn: {e}"))?;
+            ensure(self.offered.contains(&v), || {
+                format!("config.json is no config the app offered: {v}")
+            })?;
+            let t0 = Instant::now();
+            let mut agent = spawn_agent(&self.sb.root);
+            let r = wait("the new config applied", 120, || self.applied(k));
+            let took = t0.elapsed();
+            stop(&mut agent, &self.sb.root);
+            r?;
+            self.window.seen(took);
+            temps_bounded(&self.paths, 0)
+        })();
+        self.offered.retain(|c| c == &Self::config(k));
+        Cut {
+            phase: phase.into(),
+            result: result
+                .map_err(|e| format!("{e}\n--- agent log:\n{}", tail(&self.sb.log(), 30))),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Log queue: appends and shipping.
+
+struct Logs {
+    dir: PathBuf,
+    window: Window,
+    flushed: u64,
+    acked: u64,
+}
+
+impl Logs {
+    fn new(w: usize) -> Logs {
+        let dir = std::env::temp_dir().join(format!(
+            "svc-test-campaign-logs-w{w}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("mgmt")).unwrap();
+        Logs {
+            dir,
+            window: Window(Duration::from_millis(400)),
+            flushed: 0,
+            acked: 0,
+        }
+    }
+
+    /// Runs the child in `mode`, SIGKILLs it after `delay`, returns its stdout lines.
+    fn run(&self, mode: &str, delay: Duration) -> Vec<String> {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "powercut_campaign::campaign_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SVC_CAMPAIGN_CHILD", mode)
+            .env("SVC_CAMPAIGN_DIR", &self.dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(out)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
+        });
+        // The delay starts when the child has the queue open.
+        std::thread::sleep(delay);
+        power_cut(Some(&mut child), &self.dir);
+        reader.join().unwrap()
+    }
+}
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn last_number(lines: &[String], prefix: &str) -> Option<u64> {
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
+}
+
+impl Scenario for Logs {
+    fn cut(&mut self, rng: &mut Rng, _k: u64) -> Cut {
+        let backlog = self.flushed.saturating_sub(self.acked);
+        let ship = backlog > 20_000 || rng.below(2) == 1;
+        let delay = self.window.draw(rng);
+        let mode = if ship { "ship" } else { "append" };
+        let lines = self.run(mode, delay);
+        let qdir = self.dir.join("queue");
+        let result = (|| {
+            let mut q = LogQueue::open(&qdir, QueueConfig::default())
+                .map_err(|e| format!("the log queue does not open: {e}"))?;
+            if ship {
+                // Every record the queue counts as acknowledged reached the receiver.
+                ensure(q.acked_id() >= self.acked, || {
+                    format!("ack cursor went back: {} < {}", q.acked_id(), self.acked)
+                })?;
+                let shipped: std::collections::HashSet<u64> =
+                    std::fs::read_to_string(self.dir.join("mgmt/logs.jsonl"))
+                        .unwrap_or_default()
+                        .lines()
+                        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                        .filter_map(|v| v["id"].as_u64())
+                        .collect();
+                let lost: Vec<u64> = (1..=q.acked_id())
+                    .filter(|i| !shipped.contains(i))
+                    .collect();
+                ensure(lost.is_empty(), || {
+                    format!(
+                        "{} acknowledged records lost, first {:?}",
+                        lost.len(),
+                        lost.first()
+                    )
+                })?;
+                self.acked = q.acked_id();
+            } else {
+                // Nothing the writer flushed is lost; what the kill cut short is gone whole.
+                let flushed = last_number(&lines, "flushed ")
+                    .unwrap_or(0)
+                    .max(self.flushed);
+                let ids: Vec<u64> = q
+                    .read_batch(usize::MAX, usize::MAX)
+                    .map_err(|e| format!("read: {e}"))?
+                    .iter()
+                    .map(|r| r.id)
+                    .collect();
+                let max = ids.last().copied().unwrap_or(q.acked_id());
+                ensure(max >= flushed, || {
+                    format!("flushed records lost: queue ends at {max}, {flushed} flushed")
+                })?;
+                let want: Vec<u64> = ((q.acked_id() + 1)..=max).collect();
+                ensure(ids == want, || "a gap or a reordering in the queue".into())?;
+                self.flushed = max;
+            }
+            let bytes = q.bytes_on_disk();
+            ensure(
+                bytes <= QueueConfig::default().cap_bytes + (4 << 20),
+                || format!("queue over its cap: {bytes} bytes"),
+            )
+        })();
+        // The window grows until the writer's burst fits in it.
+        if !ship && !lines.iter().any(|l| l == "idle") {
+            self.window.seen(delay.mul_f64(1.5));
+        }
+        Cut {
+            phase: format!("log-{mode}"),
+            result,
+        }
+    }
+}
+
+/// Not a test: the child process of the `log` scenario (nothing without `SVC_CAMPAIGN_CHILD`).
+#[test]
+#[ignore = "child process of the power-cut campaign"]
+fn campaign_child() {
+    let Ok(mode) = std::env::var("SVC_CAMPAIGN_CHILD") else {
+        return;
+    };
+    let dir = PathBuf::from(std::env::var("SVC_CAMPAIGN_DIR").unwrap());
+    let q = LogQueue::open(dir.join("queue"), QueueConfig::default()).unwrap();
+    println!("open");
+    match mode.as_str() {
+        "append" => {
+            let mut q = q;
+            // A bounded burst per run, so that the queue stays under its cap.
+            for i in 0u64..5000 {
+                let id = q
+                    .append(Level::Info, "campaign", &format!("campaign line {i}"))
+                    .unwrap();
+                if i % 100 == 99 {
+                    q.flush().unwrap();
+                    println!("flushed {id}");
+                }
+            }
+            q.flush().unwrap();
+            println!("idle");
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        "ship" => {
+            let q = std::sync::Arc::new(std::sync::Mutex::new(q));
+            let cfg = ShipperConfig {
+                max_batch_records: 200,
+                ..ShipperConfig::default()
+            };
+            let mut shipper = Shipper::new(q, LogFileSink::new(&dir.join("mgmt")), cfg);
+            loop {
+                if shipper.ship_once().is_err() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The campaign.
+
+#[derive(Default)]
+struct Report {
+    cuts: u64,
+    by_phase: BTreeMap<(String, String), u64>,
+    time: BTreeMap<String, (u64, Duration)>,
+    failures: Vec<String>,
+}
+
+/// Runs `cuts` cuts on `workers` threads, each with machines of its own (the scenarios
+/// wait on the agent more than they compute, so they overlap well), and stops drawing new
+/// cuts after `deadline` if one is given. Cut `k` draws its scenario and delays from a
+/// generator seeded with `seed` and `k`.
+fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<Instant>) -> Report {
+    // Weights: how often each scenario is drawn.
+    let weights: [(&str, u64); 6] = [
+        ("update", 25),
+        ("small-fs", 10),
+        ("rollback", 8),
+        ("agent", 10),
+        ("config", 17),
+        ("log", 30),
+    ];
+    let total: u64 = weights.iter().map(|w| w.1).sum();
+    let next = std::sync::atomic::AtomicU64::new(1);
+    let report = std::sync::Mutex::new(Report::default());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for w in 0..workers {
+            let (next, report, weights) = (&next, &report, &weights);
+            scope.spawn(move || {
+                let mut scenarios: HashMap<&str, Box<dyn Scenario>> = HashMap::new();
+                let make = |n: &str| -> Box<dyn Scenario> {
+                    match n {
+                        "update" => Box::new(ServerUpdate::new(
+                            &format!("update-w{w}"),
+                            pad,
+                            false,
+                            false,
+                        )),
+                        "small-fs" => {
+                            Box::new(ServerUpdate::new(&format!("small-fs-w{w}"), 0, true, false))
+                        }
+                        "rollback" => {
+                            Box::new(ServerUpdate::new(&format!("rollback-w{w}"), 0, false, true))
+                        }
+                        "agent" => Box::new(AgentUpdate::new(w)),
+                        "config" => Box::new(ConfigApply::new(w)),
+                        _ => Box::new(Logs::new(w)),
+                    }
+                };
+                loop {
+                    if deadline.is_some_and(|d| Instant::now() > d) {
+                        break;
+                    }
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if k > cuts {
+                        break;
+                    }
+                    let mut rng = Rng(seed.wrapping_mul(0x1000_0000_01b3) ^ k);
+                    // The first cuts go round every scenario once, so that a short run covers
+                    // them all.
+                    let name = if (k as usize) <= weights.len() {
+                        weights[k as usize - 1].0
+                    } else {
+                        let mut x = rng.below(total);
+                        weights
+                            .iter()
+                            .find(|w| {
+                                if x < w.1 {
+                                    true
+                                } else {
+                                    x -= w.1;
+                                    false
+                                }
+                            })
+                            .map(|w| w.0)
+                            .unwrap_or("update")
+                    };
+                    let s = scenarios.entry(name).or_insert_with(|| make(name));
+                    let t0 = Instant::now();
+                    let cut = s.cut(&mut rng, k);
+                    let took = t0.elapsed();
+                    let mut r = report.lock().unwrap();
+                    r.cuts += 1;
+                    *r.by_phase
+                        .entry((name.to_string(), cut.phase.clone()))
+                        .or_default() += 1;
+                    let t = r.time.entry(name.to_string()).or_default();
+                    t.0 += 1;
+                    t.1 += took;
+                    let verdict = match &cut.result {
+                        Ok(()) => "converged".to_string(),
+                        Err(e) => {
+                            r.failures
+                                .push(format!("cut {k} (seed {seed}) {name}/{}: {e}", cut.phase));
+                            // Start that scenario's machine afresh and carry on.
+                            scenarios.remove(name);
+                            format!("FAILED: {}", e.lines().next().unwrap_or(""))
+                        }
+                    };
+                    eprintln!(
+                        "cut {k:4} (#{} done, worker {w}): {name:8} {:18} {:6.2}s {verdict}",
+                        r.cuts,
+                        cut.phase,
+                        took.as_secs_f64()
+                    );
+                }
+            });
+        }
+    });
+    let report = report.into_inner().unwrap();
+    let wall = start.elapsed();
+    println!(
+        "power-cut campaign: {} process-level cuts, seed {seed}, {workers} workers, {} converged, {} failed; wall {:.0} s, {:.2} s per cut",
+        report.cuts,
+        report.cuts - report.failures.len() as u64,
+        report.failures.len(),
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / report.cuts.max(1) as f64
+    );
+    for ((s, p), n) in &report.by_phase {
+        println!("  {s:8} {p:22} {n:5}");
+    }
+    for (s, (n, d)) in &report.time {
+        println!(
+            "  {s:8} {n:5} cuts, {:.2} s per cut in its worker (cut + convergence check)",
+            d.as_secs_f64() / *n as f64
+        );
+    }
+    for f in &report.failures {
+        println!("FAILURE {f}");
+    }
+    report
+}
+
+/// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
+#[test]
+fn power_cut_campaign_short() {
+    let r = campaign(30, 24, 1 << 20, 2, None);
+    assert!(
+        r.failures.is_empty(),
+        "{} of {} cuts did not converge:\n{}",
+        r.failures.len(),
+        r.cuts,
+        r.failures.join("\n\n")
+    );
+}
+
+/// The recorded run: `benches/powercut.sh` (SVC_CAMPAIGN_CUTS, default 1000;
+/// SVC_CAMPAIGN_SEED, default 1; SVC_CAMPAIGN_WORKERS, default 4; SVC_CAMPAIGN_SECS: stop
+/// drawing cuts after that long).
+#[test]
+#[ignore = "the full campaign: benches/powercut.sh"]
+fn power_cut_campaign_full() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let deadline = std::env::var("SVC_CAMPAIGN_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let r = campaign(
+        env("SVC_CAMPAIGN_CUTS", 1000),
+        env("SVC_CAMPAIGN_SEED", 1),
+        1 << 20,
+        env("SVC_CAMPAIGN_WORKERS", 4) as usize,
+        deadline,
+    );
+    assert!(
+        r.failures.is_empty(),
+        "{} of {} cuts did not converge:\n{}",
+        r.failures.len(),
+        r.cuts,
+        r.failures.join("\n\n")
+    );
+}
+
+/// Found by the campaign (seed 24, cuts 1, 4, 8): a kill in the middle of an atomic write
+/// leaves its temp file (`.answer.json.tmp.<pid>.<n>`, `.status.json.tmp.…`,
+/// `.config.json.tmp.…`); each boot has a new pid, so with every such power cut one more
+/// file stayed for good. The agent now removes, when it starts, the temps of processes that
+/// are gone (and keeps a live process's).
+#[test]
+fn power_cut_mid_atomic_write_leaves_no_temp_behind_after_the_next_start() {
+    let sb = Sandbox::new("campaign-stale-temps");
+    let paths = Paths::new(&sb.root);
+    sb.file_app();
+    sb.answer(
+        json!({"poll_interval_secs": 1, "config": {"components": [], "modules": [], "agent": {}}}),
+    );
+    // A pid that no longer runs: a child that exited.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let live_pid = std::process::id();
+    let state = paths.state_dir();
+    let queue = state.join("logqueue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let stale = [
+        state.join(format!(".answer.json.tmp.{dead_pid}.1")),
+        state.join(format!(".status.json.tmp.{dead_pid}.12")),
+        state.join(format!(".versions.json.tmp.{dead_pid}.3")),
+        queue.join(format!(".state.json.tmp.{dead_pid}.0")),
+    ];
+    for f in &stale {
+        std::fs::write(f, b"{\"torn").unwrap();
+    }
+    let live = state.join(format!(".config.json.tmp.{live_pid}.7"));
+    let unrelated = state.join(".keep.tmp.notapid.1");
+    std::fs::write(&live, b"in flight").unwrap();
+    std::fs::write(&unrelated, b"not ours").unwrap();
+    let mut agent = spawn_agent(&sb.root);
+    let r = wait("the status written", 60, || {
+        state.join("status.json").exists()
+    });
+    stop(&mut agent, &sb.root);
+    r.unwrap();
+    for f in &stale {
+        assert!(!f.exists(), "stale temp left: {}", f.display());
+    }
+    assert!(live.exists(), "a live process's temp was removed");
+    assert!(
+        unrelated.exists(),
+        "a file not named like our temps was removed"
+    );
+}
+
+/// Found by the campaign (seed 24, cut 23): a boot guard killed while it counted a start
+/// left `.agent-boot.json.tmp.<pid>.0`, and a new agent version that never gets going never
+/// sweeps it. The guard, run before every start, now removes such temps itself.
+#[test]
+fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
+    let sb = Sandbox::new("campaign-guard-temps");
+    let paths = Paths::new(&sb.root);
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    std::fs::create_dir_all(paths.state_dir()).unwrap();
+    let stale = paths
+        .state_dir()
+        .join(format!(".agent-boot.json.tmp.{dead_pid}.0"));
+    std::fs::write(&stale, b"{\"version\":\"2.0").unwrap();
+    let st = Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["boot-guard", "--root", sb.root.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(!stale.exists(), "the guard left {}", stale.display());
+}
+
+/// Found by the campaign (seed 1, cut 7, `rollback`/`probation`): the power went while a
+/// new svc-server that crashes at start was on probation. The probation lived only in the
+/// agent's memory, so after the restart nobody counted the crashes: svc-server crash-looped
+/// on the broken build for good instead of going back. The record now keeps the version on
+/// probation (`versions.json`, `probation`), and the agent resumes watching it.
+#[test]
+fn a_power_cut_during_a_broken_servers_probation_still_ends_in_its_rollback() {
+    let mut s = ServerUpdate::new("probation-cut", 0, false, true);
+    s.offer("2.0.0", "exit1", 0, true);
+    let mut agent = spawn_agent(&s.sb.root);
+    let r = wait("2.0.0 activated", 120, || {
+        linked(&s.paths, "svc-server", "2.0.0")
+            && current(&s.paths, "svc-server").as_deref() == Some("2.0.0")
+    });
+    power_cut(Some(&mut agent), &s.sb.root);
+    r.unwrap();
+    let mut agent = spawn_agent(&s.sb.root);
+    let r = wait("the rollback to 1.0.0 after the restart", 180, || {
+        s.converged("1.0.0")
+            && VersionRecords::load(&s.paths)
+                .ok()
+                .and_then(|r| r.get("svc-server").cloned())
+                .is_some_and(|r| r.bad.contains(&"2.0.0".to_string()) && r.probation.is_none())
+    });
+    stop(&mut agent, &s.sb.root);
+    r.unwrap_or_else(|e| panic!("{e}\n{}", s.sb.log()));
+}
+
+/// Found by the campaign (seed 1, cut 283, `update`/`verify`): the power went between the
+/// complete download's rename into the cache and the removal of its sidecar. The restarted
+/// agent activated the cached build, but the cache cleanup kept the orphan
+/// `svc-server-<v>.part.json` (the target's sidecar counted as a resumable download). A
+/// sidecar whose `.part` is gone is now removed.
+#[test]
+fn a_sidecar_orphaned_by_a_cut_after_the_rename_is_cleaned_up() {
+    use crate::update_support::{artifact, install_old, no_part, sandbox, test_opts};
+    let paths = sandbox("campaign-orphan-sidecar");
+    install_old(&paths, "svc-server", "1.0.0");
+    let body = fake_binary("svc-server", "2.0.0", "ok", 0);
+    let src = paths.root().join("src-2.0.0");
+    std::fs::write(&src, &body).unwrap();
+    let a = artifact(
+        "svc-server",
+        "2.0.0",
+        &format!("file://{}", src.display()),
+        &body,
+    );
+    // What the cut left: the verified build in the cache, its sidecar still there.
+    let cached = paths.cache_dir().join("svc-server-2.0.0");
+    std::fs::write(&cached, &body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        paths.cache_dir().join("svc-server-2.0.0.part.json"),
+        format!(
+            "{{\"url\":\"file://{}\",\"sha256\":\"{}\"}}",
+            src.display(),
+            sha256_hex(&body)
+        ),
+    )
+    .unwrap();
+    svc::update::Engine::new(paths.clone(), test_opts())
+        .update(&a)
+        .unwrap();
+    assert!(linked(&paths, "svc-server", "2.0.0"));
+    assert!(
+        no_part(&paths, "svc-server", "2.0.0"),
+        "the orphan sidecar was kept"
+    );
+}
