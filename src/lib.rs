@@ -10,6 +10,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod credentials;
+pub mod encoding;
 pub mod fsutil;
 pub mod http;
 #[macro_use]

@@ -7,10 +7,10 @@ pub(crate) mod cache;
 pub(crate) mod logs;
 pub(crate) mod policy;
 pub(crate) mod provisioning;
-pub(crate) mod svc_server;
 #[cfg(test)]
 mod state_table;
 pub(crate) mod status;
+pub(crate) mod svc_server;
 pub(crate) mod updater;
 pub(crate) mod updates;
 

@@ -667,6 +667,4 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
     Ok(())
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+use svc::encoding::hex;

@@ -8,6 +8,7 @@
 //! | `DIR/logs.jsonl` | uploaded log records, one record object a line, appended (docs/logs.md) |
 //! | anything else | artifacts, named by `file://` URLs or by paths relative to DIR |
 use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
+use crate::encoding::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -105,10 +106,6 @@ fn record_lines(batch: &[u8]) -> Option<Vec<u8>> {
         out.push(b'\n');
     }
     Some(out)
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -40,20 +40,7 @@ pub(crate) fn key_der(d: &[u8; 32]) -> Vec<u8> {
     v
 }
 
-fn hex(b: &[u8]) -> String {
-    crate::protocol::file::hex(b)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim();
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
-}
+use crate::encoding::{hex, unhex};
 
 /// Where the enrollee keeps its key and publishes its URI and QR codes.
 pub(crate) fn dir(paths: &crate::paths::Paths) -> PathBuf {

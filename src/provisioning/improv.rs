@@ -412,7 +412,7 @@ mod tests {
     fn hmac_matches_rfc4231_case_2() {
         let m = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
         assert_eq!(
-            crate::protocol::file::hex(&m),
+            crate::encoding::hex(&m),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }

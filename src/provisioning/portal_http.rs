@@ -159,7 +159,7 @@ impl Drop for Portal {
 fn new_token() -> std::io::Result<String> {
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(crate::protocol::file::hex(&b))
+    Ok(crate::encoding::hex(&b))
 }
 
 /// How often the accept loop looks at its stop flag. A non-blocking accept, because the

@@ -94,12 +94,7 @@ impl WrittenFiles {
 
 /// Lower-case hex sha256 of `data`.
 pub fn sha256_hex(data: &[u8]) -> String {
-    let digest = Sha256::digest(data);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    crate::encoding::hex(&Sha256::digest(data))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::encoding::hex;
 use sha2::{Digest, Sha256};
 
 use super::{crash_point, io_err, Artifact, UpdateError, SUB};
@@ -672,10 +673,6 @@ impl Job<'_> {
 fn parse_content_range_start(v: &str) -> Option<u64> {
     let rest = v.trim().strip_prefix("bytes")?.trim_start();
     rest.split('-').next()?.trim().parse().ok()
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use rustls::pki_types::SignatureVerificationAlgorithm;
 use rustls::SignatureScheme;
 use sha2::{Digest, Sha256};
 
-use super::download::hex;
 use super::{io_err, Artifact, UpdateError, UpdateOptions, SUB};
+use crate::encoding::hex;
 use crate::paths::Paths;
 
 /// All checks on a complete download whose streamed sha256 is `sha256`.
