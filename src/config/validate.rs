@@ -465,9 +465,9 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     // entry's own references are checked, also when it has other errors.
     check_components(&components, &module_ids, r);
     if let Some(raw) = last("agent") {
-        if let Some(v) = tree(raw, &root.key("agent"), r) {
+        if let Some((v, lists)) = agent_tree(raw, &root.key("agent"), r) {
             if let Some(a) = Obj::new(&v, &root.key("agent"), "agent", r) {
-                cfg.agent = agent(&a, r);
+                cfg.agent = agent(&a, lists, r);
             }
         }
     }
@@ -946,7 +946,70 @@ fn check_unique_modules(modules: &[ModuleRefs], r: &mut Report) {
 
 // ---- the agent section -----------------------------------------------------------------
 
-fn agent(o: &Obj<'_>, r: &mut Report) -> AgentConfig {
+/// The two `networks` lists of `agent-provisioning` (the section's and its attributes'), set
+/// aside as raw JSON from the agent's tree: a generator can write hundreds of thousands of
+/// networks, and each is then parsed on its own, so memory holds one network's tree at a
+/// time rather than the whole list's (450,000 networks took 730 MB as one tree).
+#[derive(Default)]
+struct NetworkLists<'a> {
+    section: Option<Raw<'a>>,
+    attributes: Option<Raw<'a>>,
+}
+
+/// The agent section as a tree, without its [`NetworkLists`]. Not an object, or not JSON:
+/// the whole tree (the caller reports what it is).
+fn agent_tree<'a>(raw: Raw<'a>, path: &Ptr, r: &mut Report) -> Option<(Value, NetworkLists<'a>)> {
+    let mut lists = NetworkLists::default();
+    let Ok(members) = serde_json::from_str::<Members<'a>>(raw.get()) else {
+        return tree(raw, path, r).map(|v| (v, lists));
+    };
+    let mut map = Map::new();
+    for (key, raw) in members.0 {
+        let at = path.key(&key);
+        let value = if key == "agent-provisioning" {
+            let NetworkLists {
+                section,
+                attributes,
+            } = &mut lists;
+            without_networks(raw, &at, r, section, Some(attributes))?
+        } else {
+            tree(raw, &at, r)?
+        };
+        // The last occurrence of a key is the one used, as in serde_json's own tree.
+        map.insert(key, value);
+    }
+    Some((Value::Object(map), lists))
+}
+
+/// An object's tree without its `networks` member, whose raw text goes to `networks`; with
+/// `nested`, the same for its `attributes` object. A non-object is returned whole.
+fn without_networks<'a>(
+    raw: Raw<'a>,
+    path: &Ptr,
+    r: &mut Report,
+    networks: &mut Option<Raw<'a>>,
+    mut nested: Option<&mut Option<Raw<'a>>>,
+) -> Option<Value> {
+    let Ok(members) = serde_json::from_str::<Members<'a>>(raw.get()) else {
+        return tree(raw, path, r);
+    };
+    let mut map = Map::new();
+    for (key, raw) in members.0 {
+        let at = path.key(&key);
+        let value = match (key.as_str(), nested.as_deref_mut()) {
+            ("networks", _) => {
+                *networks = Some(raw);
+                continue;
+            }
+            ("attributes", Some(inner)) => without_networks(raw, &at, r, inner, None)?,
+            _ => tree(raw, &at, r)?,
+        };
+        map.insert(key, value);
+    }
+    Some(Value::Object(map))
+}
+
+fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
     let mut a = AgentConfig::default();
     if let Some(s) = o.object("svc-agent", r) {
         a.agent.version = version_control(&s, &["stable"], r);
@@ -956,7 +1019,7 @@ fn agent(o: &Obj<'_>, r: &mut Report) -> AgentConfig {
         a.server = server(&s, r);
     }
     if let Some(s) = o.object("agent-provisioning", r) {
-        a.provisioning = provisioning(&s, r);
+        a.provisioning = provisioning(&s, lists, r);
     }
     if let Some(s) = o.object("agent-syscfg", r) {
         a.syscfg = syscfg(&s, r);
@@ -1166,12 +1229,12 @@ const WEAK_PASSWORDS: [&str; 8] = [
     "qwertyui",
 ];
 
-fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
+fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> ProvisioningSection {
     let mut p = ProvisioningSection {
         disable_subsystem: o.boolean("disable_subsystem", r).unwrap_or(false),
         ..Default::default()
     };
-    if let Some(list) = o.array("networks", r) {
+    if let Some(list) = lists.section.filter(|raw| !is_null(raw)) {
         p.networks = networks(list, &o.at("networks"), r);
     }
     if let Some(a) = o.object("attributes", r) {
@@ -1194,7 +1257,7 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
             at.hotspot_password = Some(pw);
         }
         at.roaming_mode = a.boolean("roaming_mode", r);
-        if let Some(list) = a.array("networks", r) {
+        if let Some(list) = lists.attributes.filter(|raw| !is_null(raw)) {
             at.networks = Some(networks(list, &a.at("networks"), r));
         }
         if let Some(prefix) = a.string("hotspot_prefix", false, r) {
@@ -1243,12 +1306,16 @@ fn provisioning(o: &Obj<'_>, r: &mut Report) -> ProvisioningSection {
     p
 }
 
-fn networks(list: &[Value], path: &Ptr, r: &mut Report) -> Vec<Network> {
+/// A raw `networks` list, one network parsed at a time (see [`NetworkLists`]).
+fn networks(list: Raw<'_>, path: &Ptr, r: &mut Report) -> Vec<Network> {
     let mut out: Vec<Network> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
-    for (i, v) in list.iter().enumerate() {
+    for (i, item) in raw_array(list, path, r).into_iter().enumerate() {
         let p = path.idx(i);
-        if let Some(n) = network(v, &p, r) {
+        let Some(v) = tree(item, &p, r) else {
+            continue;
+        };
+        if let Some(n) = network(&v, &p, r) {
             if !seen.insert(n.ssid.clone()) {
                 r.warn(
                     &p.key("ssid"),

@@ -558,6 +558,41 @@ fn unknown_keys_are_kept_and_warned() {
 }
 
 #[test]
+fn network_lists_read_one_network_at_a_time_keep_every_rule_and_pointer() {
+    // The lists are read apart from the agent's tree (memory): the same rules, pointers,
+    // `null` as "not set", and the last of duplicate keys, as for any other member.
+    let text = r#"{"agent": {"agent-provisioning": {
+        "networks": [{"ssid": "old", "psk": "password-old"}],
+        "networks": [{"ssid": "a", "psk": "password-a", "priority": 1}, {"ssid": "b", "psk": "short"}],
+        "attributes": {"networks": null, "roaming_mode": true}}}}"#;
+    let report = parse_str(text).map(|(_, r)| r).unwrap_err();
+    let errors: Vec<&str> = report.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        errors,
+        ["/agent/agent-provisioning/networks/1/psk"],
+        "{report}"
+    );
+    let text = text.replace(r#""short""#, r#""password-b""#);
+    let (cfg, _) = parse_str(&text).unwrap_or_else(|r| panic!("{r}"));
+    let p = &cfg.agent.provisioning;
+    let ssids: Vec<&str> = p.networks.iter().map(|n| n.ssid.as_str()).collect();
+    assert_eq!(ssids, ["a", "b"], "the last \"networks\" is the one used");
+    assert!(p.attributes.networks.is_none(), "null is not set");
+    assert_eq!(p.attributes.roaming_mode, Some(true));
+    // In the attributes, and not an array.
+    let text = r#"{"agent": {"agent-provisioning": {"attributes": {"networks": "x"}}}}"#;
+    let report = parse_str(text).map(|(_, r)| r).unwrap_err();
+    assert_eq!(
+        report.errors[0].path, "/agent/agent-provisioning/attributes/networks",
+        "{report}"
+    );
+    assert!(
+        report.errors[0].message.contains("expected an array"),
+        "{report}"
+    );
+}
+
+#[test]
 fn unknown_keys_are_all_kept_but_listed_at_most_a_hundred_per_object() {
     let mut v = base();
     for i in 0..1000 {
