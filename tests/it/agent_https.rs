@@ -1,7 +1,7 @@
 //! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
 //! first contact, conditional polls, config change, and every kind of server failure.
 use crate::common;
-use common::mgmt::{Behavior, Front, MgmtServer};
+use common::mgmt::{app_sandbox as setup, Behavior, Front, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;
 use std::time::Duration;
@@ -12,14 +12,6 @@ fn answer(mode: &str) -> serde_json::Value {
         "config": {"modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
                                 "executable_path": "/bin/true", "env": {"MODE": mode}}]}
     })
-}
-
-fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
-    let sb = Sandbox::new(&format!("{name}-{front:?}"));
-    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
-    sb.write_credentials(&srv.url);
-    sb.install_fake_server();
-    (sb, srv)
 }
 
 fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {

@@ -5,7 +5,7 @@
 //! directly and through nginx. No timings are asserted: the interval here is an hour, so
 //! only the held request can bring the change.
 use crate::common;
-use common::mgmt::{Behavior, Front, MgmtServer};
+use common::mgmt::{app_sandbox as setup, Behavior, Front, MgmtServer};
 use common::sandbox::*;
 use serde_json::json;
 
@@ -15,14 +15,6 @@ fn answer(mode: &str, interval: u64) -> serde_json::Value {
         "config": {"modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
                                 "executable_path": "/bin/true", "env": {"MODE": mode}}]}
     })
-}
-
-fn setup(name: &str, front: Front) -> (Sandbox, MgmtServer) {
-    let sb = Sandbox::new(&format!("{name}-{front:?}"));
-    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
-    sb.write_credentials(&srv.url);
-    sb.install_fake_server();
-    (sb, srv)
 }
 
 fn spawn(sb: &Sandbox, srv: &MgmtServer, hold: &str) -> std::process::Child {

@@ -1212,10 +1212,8 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
     report
 }
 
-/// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
-#[test]
-fn power_cut_campaign_short() {
-    let r = campaign(30, 24, 1 << 20, 2, None);
+/// Every cut converged; otherwise each failure, whole.
+fn assert_converged(r: &Report) {
     assert!(
         r.failures.is_empty(),
         "{} of {} cuts did not converge:\n{}",
@@ -1223,6 +1221,13 @@ fn power_cut_campaign_short() {
         r.cuts,
         r.failures.join("\n\n")
     );
+}
+
+/// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
+#[test]
+fn power_cut_campaign_short() {
+    let r = campaign(30, 24, 1 << 20, 2, None);
+    assert_converged(&r);
 }
 
 /// The recorded run: `benches/powercut.sh` (SVC_CAMPAIGN_CUTS, default 1000;
@@ -1248,13 +1253,7 @@ fn power_cut_campaign_full() {
         env("SVC_CAMPAIGN_WORKERS", 4) as usize,
         deadline,
     );
-    assert!(
-        r.failures.is_empty(),
-        "{} of {} cuts did not converge:\n{}",
-        r.failures.len(),
-        r.cuts,
-        r.failures.join("\n\n")
-    );
+    assert_converged(&r);
 }
 
 /// Found by the campaign (seed 24, cuts 1, 4, 8): a kill in the middle of an atomic write

@@ -98,6 +98,16 @@ fn etag_of(body: &str) -> String {
     )
 }
 
+/// A sandbox whose credentials name a fresh app behind `front`, with a fake svc-server
+/// installed: the agent under test talks to the app from its first poll.
+pub fn app_sandbox(name: &str, front: Front) -> (super::sandbox::Sandbox, MgmtServer) {
+    let sb = super::sandbox::Sandbox::new(&format!("{name}-{front:?}"));
+    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
+    sb.write_credentials(&srv.url);
+    sb.install_fake_server();
+    (sb, srv)
+}
+
 impl MgmtServer {
     pub fn start(dir: &std::path::Path) -> MgmtServer {
         MgmtServer::start_behind(dir, Front::Direct)
