@@ -181,10 +181,15 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
 
 /// Parses one raw member into a tree, reporting a syntax problem at its path.
 fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
+    tree_or_report(raw, || path.clone(), r)
+}
+
+/// [`tree`], with the path made only for a problem (most members have none).
+fn tree_or_report(raw: Raw<'_>, path: impl FnOnce() -> Ptr, r: &mut Report) -> Option<Value> {
     match serde_json::from_str(raw.get()) {
         Ok(v) => Some(v),
         Err(e) => {
-            let (at, message) = syntax_error(raw.get().as_bytes(), path, &e);
+            let (at, message) = syntax_error(raw.get().as_bytes(), &path(), &e);
             r.error(&at, format!("not valid JSON: {message}"));
             None
         }
@@ -342,7 +347,7 @@ impl<'a> Obj<'a> {
         let mut unknown = UnknownKeys::default();
         for (k, v) in self.map {
             if !known.contains(&k.as_str()) {
-                unknown.report(&self.at(k), k, r);
+                unknown.report(|| self.at(k), k, r);
                 extra.insert(k.clone(), v.clone());
             }
         }
@@ -362,11 +367,13 @@ struct UnknownKeys {
 }
 
 impl UnknownKeys {
-    fn report(&mut self, at: &Ptr, key: &str, r: &mut Report) {
+    /// `at` is called only for a key that is listed: a pointer is an allocation, and an
+    /// object may hold millions of unknown keys.
+    fn report(&mut self, at: impl FnOnce() -> Ptr, key: &str, r: &mut Report) {
         self.seen += 1;
         if self.seen <= MAX_UNKNOWN_REPORTED {
             r.warn(
-                at,
+                &at(),
                 format!("unknown key {key:?} (kept, but not used by svc-agent)"),
             );
         }
@@ -414,16 +421,28 @@ fn describe(v: &Value) -> String {
 fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     let root = Ptr::root();
     let mut cfg = MachineConfig::default();
-    // The last occurrence of each key is the one used (as serde_json does).
+    // The last occurrence of each key is the one used (as serde_json does). Unknown keys
+    // are kept in `extra`, whose own insert finds their repeats: one hash per key.
     let mut last_of: HashMap<&str, Raw<'_>> = HashMap::new();
+    let mut unknown = UnknownKeys::default();
     for (key, raw) in &members.0 {
-        if last_of.insert(key, *raw).is_some() {
+        let repeated = if matches!(key.as_str(), "components" | "modules" | "agent") {
+            last_of.insert(key, *raw).is_some()
+        } else {
+            unknown.report(|| root.key(key), key, r);
+            match tree_or_report(raw, || root.key(key), r) {
+                Some(v) => cfg.extra.insert(key.clone(), v).is_some(),
+                None => false,
+            }
+        };
+        if repeated {
             r.warn(
                 &root.key(key),
                 format!("key {key:?} appears more than once; the last one is used"),
             );
         }
     }
+    unknown.finish(&root, r);
     // `null` means "not set" for a section as for any other member.
     let last = |name: &str| last_of.get(name).copied().filter(|raw| !is_null(raw));
     let mut modules = Vec::new();
@@ -471,16 +490,6 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
-    let mut unknown = UnknownKeys::default();
-    for (key, raw) in &members.0 {
-        if !matches!(key.as_str(), "components" | "modules" | "agent") {
-            unknown.report(&root.key(key), key, r);
-            if let Some(v) = tree(raw, &root.key(key), r) {
-                cfg.extra.insert(key.clone(), v);
-            }
-        }
-    }
-    unknown.finish(&root, r);
     cfg.components = components
         .into_iter()
         .filter_map(|c| match c {
