@@ -136,7 +136,12 @@ impl HawkbitTransport {
         let Some(rec) = action::load(&self.paths) else {
             return;
         };
-        let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        let mut versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        // A new agent is on probation while the boot guard's record names it: the same
+        // meaning as svc-server's `probation`, so one rule serves both.
+        if let Some(boot) = crate::update::rollback::load_boot(&self.paths) {
+            versions.entry("svc-agent").probation = Some(boot.version);
+        }
         let Some(fb) = action::due(&rec, &versions) else {
             return;
         };

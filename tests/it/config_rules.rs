@@ -589,9 +589,19 @@ fn hawkbit_backend_is_read_with_its_url_trimmed_and_no_token_kept() {
     assert_eq!(h.controller_id, "kiosk-17");
     let effective = serde_json::to_value(&cfg.agent).unwrap();
     assert_eq!(effective["svc-agent"]["hawkbit"]["auth"], "gateway-token");
-    assert!(parse_value(&base()).unwrap().0.agent.agent.hawkbit.is_none());
+    assert!(parse_value(&base())
+        .unwrap()
+        .0
+        .agent
+        .agent
+        .hawkbit
+        .is_none());
     // A token written into the config by mistake: refused, and not echoed or kept.
-    set(&mut v, "/agent/svc-agent/hawkbit/gateway_token", json!("tok-never-shown"));
+    set(
+        &mut v,
+        "/agent/svc-agent/hawkbit/gateway_token",
+        json!("tok-never-shown"),
+    );
     let r = parse_value(&v).unwrap_err();
     assert!(!r.to_string().contains("tok-never-shown"), "{r}");
 }

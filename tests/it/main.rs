@@ -38,6 +38,8 @@ mod agent_https;
 mod cli_tools;
 mod config_rules;
 mod data_partition;
+mod ddi_server;
+mod hawkbit;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
