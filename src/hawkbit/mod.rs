@@ -103,6 +103,13 @@ impl HawkbitTransport {
         }
     }
 
+    /// The token header for the server's origin, for the engine's artifact downloads (hawkBit
+    /// serves artifacts to the same authentication as the DDI resources; the engine sends it
+    /// to that origin only).
+    pub fn identity(&self) -> http::Identity {
+        self.identity.clone()
+    }
+
     /// A GET of one of the server's own resources: the token on it, JSON asked for, and by
     /// the control-request policy no redirect followed.
     fn get(&self, url: &str) -> http::Request {
@@ -199,11 +206,11 @@ impl HawkbitTransport {
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
         };
-        match known {
+        let fresh = match known {
             Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
                 return Ok(None)
             }
-            Some(r) if r.id == d.id => {}
+            Some(r) if r.id == d.id => false,
             _ => {
                 self.save(&ActionRecord {
                     id: d.id.clone(),
@@ -213,8 +220,9 @@ impl HawkbitTransport {
                     refused: None,
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
+                true
             }
-        }
+        };
         if d.download == ddi::Handling::Skip || d.update == ddi::Handling::Skip || d.window_closed {
             crate::info!(
                 SUB,
@@ -226,7 +234,10 @@ impl HawkbitTransport {
             );
             return Ok(None);
         }
-        self.report();
+        if fresh {
+            // The server hears at once that the action was taken.
+            self.report();
+        }
         Ok(Some(PollAnswer {
             targets: d.targets,
             ..PollAnswer::default()

@@ -8,9 +8,10 @@
 //! - `GET .../deploymentBase/{actionId}`: the deployment document set by the test;
 //! - `POST .../deploymentBase/{actionId}/feedback`: recorded; `closed` ends the action (the
 //!   base stops naming it, as hawkBit does);
-//! - `GET /artifacts/{name}`: bytes set by the test, with `Range: bytes=N-` answered `206`.
+//! - `GET /artifacts/{name}`: bytes set by the test, with `Range: bytes=N-` answered `206`
+//!   (`softwaremodules/{id}/artifacts/{file}` in hawkBit; the path is the server's to choose).
 //!
-//! Requests without `Authorization: TargetToken {token}` get `401`. A test can queue raw
+//! Requests without `Authorization: TargetToken {token}` get `401`, artifacts included. A test can queue raw
 //! answers for the base resource (429, 503, a huge body) and swap any document.
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
@@ -38,6 +39,8 @@ pub struct State {
     pub ranges: Vec<String>,
     /// Cut each artifact answer after this many bytes (once per entry).
     pub cut_after: VecDeque<usize>,
+    /// Feedback posts answered 503 before one is taken.
+    pub fail_feedback: usize,
 }
 
 pub struct DdiServer {
@@ -151,7 +154,11 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
     let base = format!("/{TENANT}/controller/v1/{CONTROLLER}");
     let origin = format!("http://127.0.0.1:{port}");
 
+    let authorized = h("authorization").as_deref() == Some(&format!("TargetToken {TOKEN}"));
     if let Some(file) = path.strip_prefix("/artifacts/") {
+        if !authorized {
+            return reply(&mut conn, 401, &[], b"");
+        }
         let Some(bytes) = s.artifacts.get(file).cloned() else {
             return reply(&mut conn, 404, &[], b"");
         };
@@ -186,7 +193,7 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
             None => reply(&mut conn, status, &extra, part),
         };
     }
-    if h("authorization").as_deref() != Some(&format!("TargetToken {TOKEN}")) {
+    if !authorized {
         return reply(&mut conn, 401, &[], b"{\"message\": \"unauthorized\"}");
     }
     if path == base && method == "GET" {
@@ -217,6 +224,10 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
                 Ok(d) => d,
                 Err(_) => return reply(&mut conn, 400, &[], b""),
             };
+            if s.fail_feedback > 0 {
+                s.fail_feedback -= 1;
+                return reply(&mut conn, 503, &[], b"");
+            }
             let closed = doc["status"]["execution"] == "closed";
             s.feedback.push((id.to_string(), doc));
             if closed && s.deployment.as_ref().map(|(d, _)| d.as_str()) == Some(id) {

@@ -52,6 +52,7 @@ impl Fixture {
     }
 
     fn install(&self, t: &Target) -> Outcome {
+        // As the daemon will: the token header on downloads from the server's origin.
         let a = Artifact {
             name: NAME.into(),
             version: t.version.clone(),
@@ -59,7 +60,7 @@ impl Fixture {
             sha256: t.sha256.clone(),
             size: t.size,
             signature: t.signature.clone(),
-            identity: None,
+            identity: Some(self.transport().identity()),
         };
         Engine::new(self.paths.clone(), test_opts())
             .update(&a)
@@ -299,4 +300,31 @@ fn a_cut_artifact_download_resumes_with_range() {
     );
     let rec = VersionRecords::load(&f.paths).unwrap();
     assert_eq!(rec.get(NAME).unwrap().probation.as_deref(), Some("2.0.0"));
+}
+
+#[test]
+fn feedback_the_server_did_not_take_is_sent_again_after_a_restart() {
+    let f = setup("refeed");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    f.ddi
+        .deploy("50", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    // The success is due; the server fails to take it twice (a restart between each poll:
+    // a new transport every time). It is told once it answers.
+    f.ddi.state.lock().unwrap().fail_feedback = 2;
+    f.poll(None).unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(f.ddi.feedback_steps(), ["proceeding/none"]);
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "closed/success"]
+    );
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(f.paths.state_dir().join("hawkbit-action.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["stage"], "closed");
 }
