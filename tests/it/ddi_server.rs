@@ -23,6 +23,9 @@ pub const TENANT: &str = "DEFAULT";
 pub const CONTROLLER: &str = "dev-1";
 pub const TOKEN: &str = "tok-4f1e9c0d2b7a4e55";
 
+/// Header names (lower case) and values.
+pub type Headers = Vec<(String, String)>;
+
 #[derive(Default)]
 pub struct State {
     /// The deployment document (raw, so tests can make it hostile) and its action id.
@@ -30,11 +33,11 @@ pub struct State {
     pub sleep: String,
     pub artifacts: HashMap<String, Vec<u8>>,
     /// Answers given instead of the base resource, one per poll: (status, headers, body).
-    pub queued: VecDeque<(u16, Vec<(String, String)>, Vec<u8>)>,
+    pub queued: VecDeque<(u16, Headers, Vec<u8>)>,
     /// Every feedback document received, by action id.
     pub feedback: Vec<(String, serde_json::Value)>,
     /// Every request: method, path, headers.
-    pub requests: Vec<(String, String, Vec<(String, String)>)>,
+    pub requests: Vec<(String, String, Headers)>,
     /// Ranges asked for on artifacts.
     pub ranges: Vec<String>,
     /// Cut each artifact answer after this many bytes (once per entry).
