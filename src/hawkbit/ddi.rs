@@ -50,8 +50,10 @@ pub(crate) struct Base {
     pub sleep_problem: Option<String>,
     /// The `deploymentBase` link, checked to be on the server's own origin.
     pub deployment: Option<String>,
+    /// The server asks for the device's attributes (`configData` link).
+    pub wants_config_data: bool,
     /// Links to work this version does not do yet (`cancelAction`, `confirmationBase`,
-    /// `configData`, `installedBase`), by name, for the log.
+    /// `installedBase`), by name, for the log.
     pub unsupported: Vec<String>,
 }
 
@@ -70,6 +72,7 @@ pub(crate) fn parse_base(body: &[u8], server: &str) -> Result<Base, String> {
         let href = check_link(server, &link.href).map_err(|e| format!("_links/{name}: {e}"))?;
         match name.as_str() {
             "deploymentBase" => base.deployment = Some(href),
+            "configData" => base.wants_config_data = true,
             other => base.unsupported.push(other.to_string()),
         }
     }
@@ -401,7 +404,7 @@ mod tests {
         .unwrap();
         assert_eq!(b.sleep_secs, Some(30));
         assert!(b.deployment.unwrap().ends_with("deploymentBase/7?c=1"));
-        assert_eq!(b.unsupported, vec!["configData".to_string()]);
+        assert!(b.wants_config_data && b.unsupported.is_empty());
         let e = parse_base(
             br#"{"_links": {"deploymentBase": {"href": "https://evil/x"}}}"#,
             S,

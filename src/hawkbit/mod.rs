@@ -175,6 +175,36 @@ impl HawkbitTransport {
         }
     }
 
+    /// `PUT configData`: what the machine runs and what it is, in the attribute names SWUpdate
+    /// devices use (`hw_boardname`, `sw_version`; gooseBit registers a device by them) and
+    /// ours. Sent when the server asks (the base names the resource); hawkBit stops asking
+    /// once it has them. Our own URL, never the link's.
+    fn send_config_data(&mut self) -> Result<(), ProtocolError> {
+        let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        let current = |name: &str| {
+            versions
+                .get(name)
+                .and_then(|r| r.current.clone())
+                .unwrap_or_else(|| "none".into())
+        };
+        let doc = serde_json::json!({
+            "mode": "merge",
+            "data": config_data(&current("svc-agent"), &current("svc-server")),
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::put(&format!("{}/configData", self.base), body, timeout_secs())
+            .header("Content-Type", "application/json")
+            .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if (200..300).contains(&a.status) {
+            Ok(())
+        } else {
+            Err(http_error(a.status, &a.headers, &a.body))
+        }
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -245,6 +275,24 @@ impl HawkbitTransport {
     }
 }
 
+/// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running
+/// build's), architecture, and the SWUpdate names gooseBit and hawkBit UIs show.
+fn config_data(agent: &str, server: &str) -> serde_json::Value {
+    let agent = if agent == "none" {
+        env!("SVC_VERSION")
+    } else {
+        agent
+    };
+    serde_json::json!({
+        "hw_boardname": crate::update::this_target(),
+        "sw_version": server,
+        "svc_agent_version": agent,
+        "svc_server_version": server,
+        "arch": std::env::consts::ARCH,
+        "os": std::env::consts::OS,
+    })
+}
+
 impl Transport for HawkbitTransport {
     /// `status` is not sent: hawkBit learns what runs from the feedback, which comes from
     /// the version records on disk (they outlive a power cut; a status in memory does not).
@@ -271,6 +319,13 @@ impl Transport for HawkbitTransport {
         let base = ddi::parse_base(&a.body, &self.server).map_err(ProtocolError::BadAnswer)?;
         if let Some(p) = &base.sleep_problem {
             crate::warn!(SUB, "{p}; the poll interval stays as it was");
+        }
+        if base.wants_config_data {
+            // Not fatal to the poll: the deployment below does not depend on it, and the
+            // server asks again next time.
+            if let Err(e) = self.send_config_data() {
+                crate::warn!(SUB, "configData not sent ({e}); sent again when asked");
+            }
         }
         if !base.unsupported.is_empty() {
             crate::debug!(SUB, "not acted on yet: {}", base.unsupported.join(", "));

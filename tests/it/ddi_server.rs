@@ -5,6 +5,8 @@
 //! - `GET /{tenant}/controller/v1/{controllerId}`: `{"config": {"polling": {"sleep"}},
 //!   "_links": {"deploymentBase": {"href"}}}` with an `ETag` (a hash of the body), `304` on a
 //!   matching `If-None-Match`;
+//! - `PUT .../configData` (`{"mode", "data": {..}}`): recorded; the base names it (a
+//!   `configData` link) while the test asks for it;
 //! - `GET .../deploymentBase/{actionId}`: the deployment document set by the test;
 //! - `POST .../deploymentBase/{actionId}/feedback`: recorded; `closed` ends the action (the
 //!   base stops naming it, as hawkBit does);
@@ -44,6 +46,10 @@ pub struct State {
     pub cut_after: VecDeque<usize>,
     /// Feedback posts answered 503 before one is taken.
     pub fail_feedback: usize,
+    /// The base names `configData` until a `PUT` brings it.
+    pub ask_config: bool,
+    /// Every `configData` document received.
+    pub config_data: Vec<serde_json::Value>,
 }
 
 pub struct DdiServer {
@@ -204,6 +210,12 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
             return reply(&mut conn, status, &hs, &b);
         }
         let mut links = serde_json::Map::new();
+        if s.ask_config {
+            links.insert(
+                "configData".into(),
+                serde_json::json!({"href": format!("{origin}{base}/configData")}),
+            );
+        }
         if let Some((id, _)) = &s.deployment {
             links.insert(
                 "deploymentBase".into(),
@@ -217,6 +229,19 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
             return reply(&mut conn, 304, &[("ETag".into(), etag)], b"");
         }
         return reply(&mut conn, 200, &[("ETag".into(), etag)], &bytes);
+    }
+    if path == format!("{base}/configData") {
+        if method != "PUT" {
+            return reply(&mut conn, 405, &[], b"");
+        }
+        return match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(doc) if doc["data"].is_object() => {
+                s.config_data.push(doc);
+                s.ask_config = false;
+                reply(&mut conn, 200, &[], b"")
+            }
+            _ => reply(&mut conn, 400, &[], b""),
+        };
     }
     if let Some(rest) = path.strip_prefix(&format!("{base}/deploymentBase/")) {
         if let Some(id) = rest.strip_suffix("/feedback") {

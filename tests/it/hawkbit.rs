@@ -328,3 +328,24 @@ fn feedback_the_server_did_not_take_is_sent_again_after_a_restart() {
     .unwrap();
     assert_eq!(rec["stage"], "closed");
 }
+
+#[test]
+fn config_data_is_sent_when_the_server_asks() {
+    let f = setup("configdata");
+    f.answer();
+    assert!(
+        f.ddi.state.lock().unwrap().config_data.is_empty(),
+        "not asked"
+    );
+    f.ddi.state.lock().unwrap().ask_config = true;
+    f.answer();
+    f.answer();
+    let docs = f.ddi.state.lock().unwrap().config_data.clone();
+    assert_eq!(docs.len(), 1, "sent once, when asked: {docs:?}");
+    let d = &docs[0];
+    assert_eq!(d["mode"], "merge");
+    assert_eq!(d["data"]["svc_server_version"], "1.0.0");
+    assert_eq!(d["data"]["sw_version"], "1.0.0");
+    assert_eq!(d["data"]["arch"], std::env::consts::ARCH);
+    assert!(d["data"]["svc_agent_version"].is_string());
+}

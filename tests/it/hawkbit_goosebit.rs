@@ -139,15 +139,18 @@ fn goosebit_starts_and_the_backend_reads_its_base_resource() {
     let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
     let mut t =
         HawkbitTransport::connect(&paths, cfg.agent.agent.hawkbit.as_ref().unwrap()).unwrap();
-    // A new device: gooseBit asks for configData (not sent by this version) and a poll
-    // 10 s later, and offers no deployment.
-    match t.poll(&serde_json::Value::Null, None).unwrap() {
+    // A new device: gooseBit asks for configData and a poll 10 s later, and offers no
+    // deployment. The backend sends configData; gooseBit registers the device and, polled
+    // again, gives its own poll time (60 s here).
+    let mut interval = || match t.poll(&serde_json::Value::Null, None).unwrap() {
         PollOutcome::Changed { answer, .. } => {
-            assert_eq!(answer.poll_interval_secs, Some(10));
             assert!(answer.targets.server.is_none() && answer.targets.agent.is_none());
+            answer.poll_interval_secs
         }
         other => panic!("{other:?}"),
-    }
+    };
+    assert_eq!(interval(), Some(10));
+    assert_eq!(interval(), Some(60), "registered by PUT configData");
     let (_, received) = t.last_poll_bytes();
     assert!(received > 0);
 }
