@@ -102,6 +102,12 @@ fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool
             "{name} {version} was rolled back (it failed its probation); {name} {running} runs"
         ));
     }
+    if let Some(r) = rec.refused.as_ref().filter(|r| r.version == version) {
+        return Err(format!(
+            "{name} {version} was refused: {}; {name} {running} runs",
+            r.reason
+        ));
+    }
     // Ok(true): active and through probation; Ok(false): not yet.
     Ok(rec.current.as_deref() == Some(version) && rec.probation.as_deref() != Some(version))
 }

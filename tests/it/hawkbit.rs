@@ -52,6 +52,10 @@ impl Fixture {
     }
 
     fn install(&self, t: &Target) -> Outcome {
+        self.try_install(t).unwrap()
+    }
+
+    fn try_install(&self, t: &Target) -> Result<Outcome, svc::update::UpdateError> {
         // As the daemon will: the token header on downloads from the server's origin.
         let a = Artifact {
             name: NAME.into(),
@@ -62,9 +66,7 @@ impl Fixture {
             signature: t.signature.clone(),
             identity: Some(self.transport().identity()),
         };
-        Engine::new(self.paths.clone(), test_opts())
-            .update(&a)
-            .unwrap()
+        Engine::new(self.paths.clone(), test_opts()).update(&a)
     }
 
     fn artifact_requests(&self) -> usize {
@@ -348,4 +350,34 @@ fn config_data_is_sent_when_the_server_asks() {
     assert_eq!(d["data"]["sw_version"], "1.0.0");
     assert_eq!(d["data"]["arch"], std::env::consts::ARCH);
     assert!(d["data"]["svc_agent_version"].is_string());
+}
+
+#[test]
+fn bytes_that_do_not_match_the_deployments_hash_are_refused_and_reported() {
+    let f = setup("wronghash");
+    let body = fake_binary(NAME, "2.0.0", "ok", 5000);
+    let chunk = f.ddi.chunk(NAME, "2.0.0", &body);
+    // The server describes other bytes than it serves: a well-formed, wrong sha256.
+    let wrong = sha256_hex(b"something else");
+    f.ddi.deploy(
+        "60",
+        &format!("[{}]", chunk.replace(&sha256_hex(&body), &wrong)),
+    );
+    let target = f.answer().0.targets.server.unwrap();
+    let e = f.try_install(&target).unwrap_err();
+    assert!(e.to_string().contains("sha256"), "{e}");
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "closed/failure"]
+    );
+    let why = f.ddi.feedback()[1].1["status"]["details"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("svc-server 2.0.0 was refused") && why.contains("svc-server 1.0.0 runs"),
+        "{why}"
+    );
 }
