@@ -52,6 +52,8 @@ pub(crate) struct Base {
     pub deployment: Option<String>,
     /// The server asks for the device's attributes (`configData` link).
     pub wants_config_data: bool,
+    /// The `cancelAction` link, checked to be on the server's own origin.
+    pub cancel: Option<String>,
     /// Links to work this version does not do yet (`cancelAction`, `confirmationBase`,
     /// `installedBase`), by name, for the log.
     pub unsupported: Vec<String>,
@@ -73,6 +75,7 @@ pub(crate) fn parse_base(body: &[u8], server: &str) -> Result<Base, String> {
         match name.as_str() {
             "deploymentBase" => base.deployment = Some(href),
             "configData" => base.wants_config_data = true,
+            "cancelAction" => base.cancel = Some(href),
             other => base.unsupported.push(other.to_string()),
         }
     }
@@ -203,6 +206,33 @@ impl Deployment {
         .into_iter()
         .filter_map(|(n, t)| t.as_ref().map(|t| (n.to_string(), t.version.clone())))
         .collect()
+    }
+}
+
+/// A `cancelAction` document: its own id and the action it stops (`cancelAction.stopId`),
+/// both plain path segments.
+pub(crate) fn parse_cancel(body: &[u8]) -> Result<(String, String), String> {
+    #[derive(Deserialize)]
+    struct Cancel {
+        id: serde_json::Value,
+        #[serde(rename = "cancelAction")]
+        cancel: Stop,
+    }
+    #[derive(Deserialize)]
+    struct Stop {
+        #[serde(rename = "stopId")]
+        stop_id: serde_json::Value,
+    }
+    let c: Cancel = serde_json::from_slice(body)
+        .map_err(|e| format!("the cancelAction is not a DDI cancel action: {e}"))?;
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    match (text(&c.id), text(&c.cancel.stop_id)) {
+        (Some(id), Some(stop)) if is_segment(&id) && is_segment(&stop) => Ok((id, stop)),
+        _ => Err("the cancelAction's id or stopId is not a plain path segment".into()),
     }
 }
 
@@ -466,6 +496,11 @@ mod tests {
             parse_deployment(br#"{"id": "../x", "deployment": {"chunks": []}}"#, S).unwrap_err();
         assert!(e.contains("path segment"), "{e}");
         assert_eq!(action_id(br#"{"id": 12}"#), Some("12".into()));
+        assert_eq!(
+            parse_cancel(br#"{"id": "9", "cancelAction": {"stopId": 7}}"#),
+            Ok(("9".into(), "7".into()))
+        );
+        assert!(parse_cancel(br#"{"id": "9", "cancelAction": {"stopId": "../7"}}"#).is_err());
         assert_eq!(action_id(br#"{"id": "a/b"}"#), None);
     }
 }

@@ -205,6 +205,73 @@ impl HawkbitTransport {
         }
     }
 
+    /// The server asks to stop an action (`cancelAction`): accepted (`closed` + `success`)
+    /// while none of its targets is active yet, and the targets are withdrawn, so the
+    /// engine's download (or a staged version) is dropped; rejected (`rejected`) once a
+    /// target is active: the action goes on to its probation and its own report. `true`:
+    /// accepted, the action is over.
+    fn cancel(&mut self, link: &str) -> Result<bool, ProtocolError> {
+        let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        let (cancel_id, stop) = ddi::parse_cancel(&a.body).map_err(ProtocolError::BadAnswer)?;
+        // Activation happens on the loop's thread, the one polling here (this transport
+        // holds no polls on another), so "active" cannot change until the answer is applied.
+        let rec = action::load(&self.paths).filter(|r| r.id == stop);
+        let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        let active = rec.as_ref().is_some_and(|r| {
+            r.targets.iter().any(|(name, version)| {
+                versions.get(name).and_then(|v| v.current.as_deref()) == Some(version.as_str())
+            })
+        });
+        let (execution, finished, why) = if active {
+            (
+                "rejected",
+                "none",
+                format!("action {stop} is already active; it runs on to its probation"),
+            )
+        } else {
+            (
+                "closed",
+                "success",
+                format!("action {stop} stopped before activation"),
+            )
+        };
+        let doc = serde_json::json!({
+            "id": cancel_id,
+            "status": {"execution": execution, "result": {"finished": finished}, "details": [why]},
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::post(
+            &format!("{}/cancelAction/{cancel_id}/feedback", self.base),
+            body,
+            timeout_secs(),
+        )
+        .header("Content-Type", "application/json")
+        .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        if !(200..300).contains(&a.status) {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        crate::info!(SUB, "cancel {cancel_id}: {why}");
+        if active {
+            return Ok(false);
+        }
+        // Over for this agent: a deployment of that id offered again is not taken.
+        let over = ActionRecord {
+            id: stop,
+            targets: rec.map(|r| r.targets).unwrap_or_default(),
+            stage: Stage::Closed,
+            progress: 0,
+            refused: None,
+        };
+        self.save(&over);
+        Ok(true)
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -330,9 +397,13 @@ impl Transport for HawkbitTransport {
         if !base.unsupported.is_empty() {
             crate::debug!(SUB, "not acted on yet: {}", base.unsupported.join(", "));
         }
+        let canceled = match &base.cancel {
+            Some(link) => self.cancel(link)?,
+            None => false,
+        };
         let mut answer = match &base.deployment {
-            Some(link) => self.deployment(link)?.unwrap_or_default(),
-            None => PollAnswer::default(),
+            Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
+            _ => PollAnswer::default(),
         };
         answer.poll_interval_secs = base.sleep_secs;
         Ok(PollOutcome::Changed {

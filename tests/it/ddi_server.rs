@@ -10,6 +10,9 @@
 //! - `GET .../deploymentBase/{actionId}`: the deployment document set by the test;
 //! - `POST .../deploymentBase/{actionId}/feedback`: recorded; `closed` ends the action (the
 //!   base stops naming it, as hawkBit does);
+//! - `GET .../cancelAction/{id}` (`{"id", "cancelAction": {"stopId"}}`) and `POST
+//!   .../cancelAction/{id}/feedback`: the base names it while set; `closed` drops the
+//!   stopped deployment, `rejected` keeps it;
 //! - `GET /artifacts/{name}`: bytes set by the test, with `Range: bytes=N-` answered `206`
 //!   (`softwaremodules/{id}/artifacts/{file}` in hawkBit; the path is the server's to choose).
 //!
@@ -46,6 +49,10 @@ pub struct State {
     pub cut_after: VecDeque<usize>,
     /// Feedback posts answered 503 before one is taken.
     pub fail_feedback: usize,
+    /// A cancel action (its id, the action it stops), named by the base until answered.
+    pub cancel: Option<(String, String)>,
+    /// Feedback on cancel actions: (cancel id, document).
+    pub cancel_feedback: Vec<(String, serde_json::Value)>,
     /// The base names `configData` until a `PUT` brings it.
     pub ask_config: bool,
     /// Every `configData` document received.
@@ -216,6 +223,12 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
                 serde_json::json!({"href": format!("{origin}{base}/configData")}),
             );
         }
+        if let Some((id, _)) = &s.cancel {
+            links.insert(
+                "cancelAction".into(),
+                serde_json::json!({"href": format!("{origin}{base}/cancelAction/{id}")}),
+            );
+        }
         if let Some((id, _)) = &s.deployment {
             links.insert(
                 "deploymentBase".into(),
@@ -229,6 +242,25 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
             return reply(&mut conn, 304, &[("ETag".into(), etag)], b"");
         }
         return reply(&mut conn, 200, &[("ETag".into(), etag)], &bytes);
+    }
+    if let Some(rest) = path.strip_prefix(&format!("{base}/cancelAction/")) {
+        let Some((cid, stop)) = s.cancel.clone() else {
+            return reply(&mut conn, 404, &[], b"");
+        };
+        if let Some(id) = rest.strip_suffix("/feedback") {
+            let doc: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            if doc["status"]["execution"] == "closed" {
+                s.deployment = None;
+            }
+            s.cancel = None;
+            s.cancel_feedback.push((id.to_string(), doc));
+            return reply(&mut conn, 200, &[], b"");
+        }
+        if rest != cid {
+            return reply(&mut conn, 404, &[], b"");
+        }
+        let doc = serde_json::json!({"id": cid, "cancelAction": {"stopId": stop}});
+        return reply(&mut conn, 200, &[], doc.to_string().as_bytes());
     }
     if path == format!("{base}/configData") {
         if method != "PUT" {

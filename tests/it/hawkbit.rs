@@ -381,3 +381,48 @@ fn bytes_that_do_not_match_the_deployments_hash_are_refused_and_reported() {
         "{why}"
     );
 }
+
+#[test]
+fn a_cancel_is_accepted_before_activation_and_rejected_after() {
+    let f = setup("cancel");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    f.ddi
+        .deploy("70", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    assert!(f.answer().0.targets.server.is_some());
+    // Before activation: accepted, the target withdrawn, nothing activated.
+    f.ddi.state.lock().unwrap().cancel = Some(("900".into(), "70".into()));
+    let (answer, _) = f.answer();
+    assert!(answer.targets.server.is_none(), "{answer:?}");
+    let cf = f.ddi.state.lock().unwrap().cancel_feedback.clone();
+    assert_eq!(cf.len(), 1);
+    assert_eq!(cf[0].0, "900");
+    assert_eq!(cf[0].1["status"]["execution"], "closed");
+    assert_eq!(cf[0].1["status"]["result"]["finished"], "success");
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+    // The stopped action offered again by a server that has not caught up: not taken.
+    f.ddi
+        .deploy("70", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    assert!(f.answer().0.targets.server.is_none());
+
+    // After activation: rejected; the action goes on and reports for itself.
+    f.ddi
+        .deploy("71", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    f.ddi.state.lock().unwrap().cancel = Some(("901".into(), "71".into()));
+    let (answer, _) = f.answer();
+    assert!(answer.targets.server.is_some(), "the action goes on");
+    let cf = f.ddi.state.lock().unwrap().cancel_feedback.clone();
+    assert_eq!(cf.len(), 2);
+    assert_eq!(cf[1].1["status"]["execution"], "rejected");
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    f.answer();
+    let steps: Vec<String> = f
+        .ddi
+        .feedback()
+        .iter()
+        .filter(|(id, _)| id == "71")
+        .map(|(_, d)| d["status"]["execution"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(steps, ["proceeding", "downloaded", "closed"]);
+}
