@@ -17,6 +17,11 @@ if ! python3 -c 'import cryptography' 2>/dev/null && ! /usr/bin/python3 -c 'impo
     APT_QUEUE="$APT_QUEUE python3-cryptography"
 fi
 apt_install_needed
+# gooseBit, the DDI server the hawkBit backend is tested against (tests/it/hawkbit_goosebit.rs),
+# in a venv of its own under the user's cache (made once; the test fails without it under CI).
+GOOSEBIT_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/svc-agent-tests/goosebit"
+bash scripts/lib/goosebit.sh install "$GOOSEBIT_DIR"
+export GOOSEBIT_VENV="$GOOSEBIT_DIR/venv"
 export CI="${CI:-true}"
 cargo build --locked --all-targets
 # Benches are built above, not run: they are measurements (cargo bench --bench NAME).

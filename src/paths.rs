@@ -136,6 +136,10 @@ impl Paths {
     pub(crate) fn credentials(&self) -> PathBuf {
         self.device(&self.credentials).join(CREDENTIALS_FILE_NAME)
     }
+    /// The hawkBit DDI token (docs/hawkbit.md), mode 0600, beside the credentials.
+    pub(crate) fn hawkbit_token(&self) -> PathBuf {
+        self.device(&self.credentials).join("svc-hawkbit.token")
+    }
     /// Manufacturer provisioning defaults.
     pub(crate) fn defaults(&self) -> PathBuf {
         self.device("/etc/svc-defaults.json")

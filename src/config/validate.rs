@@ -1022,7 +1022,10 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
     let mut a = AgentConfig::default();
     if let Some(s) = o.object("svc-agent", r) {
         a.agent.version = version_control(&s, &["stable"], r);
-        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url"], r);
+        if let Some(h) = s.object("hawkbit", r) {
+            a.agent.hawkbit = hawkbit(&h, r);
+        }
+        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url", "hawkbit"], r);
     }
     if let Some(s) = o.object("svc-server", r) {
         a.server = server(&s, r);
@@ -1120,6 +1123,85 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         return Err(format!("URL {url:?} has no host"));
     }
     Ok(())
+}
+
+/// The hawkBit backend: a server URL the DDI paths are appended to, and the tenant and
+/// controller id that become path segments (so only URL-safe characters, no `/`).
+fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
+    let server_url = o.name("server_url", r).and_then(|url| {
+        let checked = if url.starts_with("file://") {
+            Err(format!(
+                "server URL {url:?} must start with https:// or http://"
+            ))
+        } else if url.contains(['?', '#']) {
+            Err(format!(
+                "server URL {url:?} must not have a query or fragment"
+            ))
+        } else {
+            check_url(&url)
+        };
+        match checked {
+            Ok(()) => Some(url.trim_end_matches('/').to_string()),
+            Err(e) => {
+                r.error(&o.at("server_url"), e);
+                None
+            }
+        }
+    });
+    let segment = |key: &str, r: &mut Report| {
+        let s = o.name(key, r)?;
+        let ok = s.len() <= 128
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~:".contains(&b));
+        if ok {
+            Some(s)
+        } else {
+            r.error(
+                &o.at(key),
+                format!("{s:?} must be 1 to 128 of A-Z a-z 0-9 - . _ ~ : (it becomes a part of the DDI path)"),
+            );
+            None
+        }
+    };
+    let tenant = segment("tenant", r);
+    let controller_id = segment("controller_id", r);
+    let auth = match o.string("auth", true, r).as_deref() {
+        Some("target-token") => Some(HawkbitAuth::TargetToken),
+        Some("gateway-token") => Some(HawkbitAuth::GatewayToken),
+        Some(other) => {
+            r.error(
+                &o.at("auth"),
+                format!(
+                    "auth {other:?} is not known: expected \"target-token\" or \"gateway-token\""
+                ),
+            );
+            None
+        }
+        None => None,
+    };
+    // A token written here by mistake is refused (the config is not kept like a secret),
+    // scrubbed from the logs, and not kept with the unknown keys.
+    const TOKEN_KEYS: [&str; 3] = ["token", "target_token", "gateway_token"];
+    for key in TOKEN_KEYS {
+        if let Some(v) = o.map.get(key) {
+            if let Some(t) = v.as_str().filter(|t| !t.is_empty()) {
+                r.secrets.push(t.to_string());
+            }
+            r.error(
+                &o.at(key),
+                "the hawkBit token does not belong in the machine config: put it in the 0600 token file (docs/hawkbit.md)",
+            );
+        }
+    }
+    let mut extra = o.extra(&["server_url", "tenant", "controller_id", "auth"], r);
+    extra.retain(|k, _| !TOKEN_KEYS.contains(&k.as_str()));
+    Some(HawkbitSettings {
+        server_url: server_url?,
+        tenant: tenant?,
+        controller_id: controller_id?,
+        auth: auth?,
+        extra,
+    })
 }
 
 fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {
