@@ -3,8 +3,7 @@
 //! - fast-start latency: `svc-agent run` exec to svc-server exec, warm cache, next to a
 //!   bare fork+exec launcher starting the same program.
 //!
-//! Run: `cargo bench --bench agent` (`BENCH_ONLY=fast-start FAST_START_RUNS=N` for the
-//! fast-start part alone; `SVC_AGENT_BIN=PATH` measures another build of the agent).
+//! Run: `cargo bench --bench agent`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measurement harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;
@@ -53,113 +52,64 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The nearest-rank 95th percentile.
-fn p95(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() * 95).div_ceil(100)).max(1) - 1]
-}
-
-/// The least any launcher can do, for comparison: a C program that starts
-/// `ROOT/opt/svc/bin/svc-server` with `posix_spawn` in a process group of its own (as the
-/// agent does) and nothing else; SIGTERM stops both.
-fn launcher_program(dir: &std::path::Path) -> std::path::PathBuf {
-    let src = dir.join("launcher.c");
-    std::fs::write(
-        &src,
-        "#include <spawn.h>\n#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n\
-         extern char **environ; static pid_t child;\n\
-         static void term(int s){(void)s;kill(child,SIGTERM);_exit(0);}\n\
-         int main(int c, char **v){char p[4096];snprintf(p,sizeof p,\"%s/opt/svc/bin/svc-server\",v[c-1]);\
-         char *av[]={p,\"--config\",\"x\",0};posix_spawnattr_t a;posix_spawnattr_init(&a);\
-         posix_spawnattr_setflags(&a,POSIX_SPAWN_SETPGROUP);posix_spawnattr_setpgroup(&a,0);\
-         signal(SIGTERM,term);posix_spawn(&child,p,0,&a,av,environ);for(;;)pause();}\n",
-    )
-    .unwrap();
-    let out = dir.join("launcher");
-    let st = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cc failed");
-    out
-}
-
-/// Starts `program` with `args` and returns the time from just before its spawn to the
-/// stamp svc-server wrote when it was exec'd; the process is then stopped with SIGTERM.
-fn time_to_stamp(
-    program: &std::path::Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    stamp_file: &std::path::Path,
-) -> f64 {
-    let _ = std::fs::remove_file(stamp_file);
-    let t0 = now_ns();
-    let mut child = Command::new(program)
-        .args(args)
-        .envs(env.iter().copied())
-        .env("STAMP_FILE", stamp_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the stamp", 30, || {
-        std::fs::read_to_string(stamp_file).is_ok_and(|s| s.ends_with('\n'))
-    });
-    let t1: u128 = std::fs::read_to_string(stamp_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    terminate(&mut child);
-    (t1 - t0) as f64 / 1e6
-}
-
 fn fast_start(runs: usize) {
     let sb = Sandbox::new("bench-fast-start");
     let stamp = stamp_program(&sb.root);
-    let launcher = launcher_program(&sb.root);
     let bin = sb.root.join("opt/svc/bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(&stamp, bin.join("svc-server")).unwrap();
     // A file:// app with no answer yet: fast start must not wait for it.
     sb.file_app();
     let stamp_file = sb.root.join("stamps");
-    let root = sb.root.to_str().unwrap();
-    let agent = std::path::PathBuf::from(agent_bin());
-    let (mut agent_ms, mut launcher_ms, mut floor_ms) = (Vec::new(), Vec::new(), Vec::new());
-    // Alternating, so that the three see the same load.
+    let (mut agent_ms, mut floor_ms) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        agent_ms.push(time_to_stamp(
-            &agent,
-            &["run", "--root", root],
-            &[("SVC_AGENT_FAST_START", "1")],
-            &stamp_file,
-        ));
-        launcher_ms.push(time_to_stamp(&launcher, &[root], &[], &stamp_file));
+        let _ = std::fs::remove_file(&stamp_file);
+        let t0 = now_ns();
+        let mut child = Command::new(agent_bin())
+            .args(["run", "--root", sb.root.to_str().unwrap()])
+            .env("SVC_AGENT_FAST_START", "1")
+            .env("STAMP_FILE", &stamp_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the stamp", 30, || {
+            std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.ends_with('\n'))
+        });
+        let t1: u128 = std::fs::read_to_string(&stamp_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        agent_ms.push((t1 - t0) as f64 / 1e6);
+        terminate(&mut child);
         // The floor: a bare fork+exec of the same program from this process.
-        floor_ms.push(time_to_stamp(&stamp, &[], &[], &stamp_file));
+        let _ = std::fs::remove_file(&stamp_file);
+        let t0 = now_ns();
+        let mut c = Command::new(&stamp)
+            .env("STAMP_FILE", &stamp_file)
+            .spawn()
+            .unwrap();
+        wait_for("the floor stamp", 30, || {
+            std::fs::read_to_string(&stamp_file).is_ok_and(|s| s.ends_with('\n'))
+        });
+        let t1: u128 = std::fs::read_to_string(&stamp_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        floor_ms.push((t1 - t0) as f64 / 1e6);
+        let _ = c.kill();
+        let _ = c.wait();
     }
-    let fm = median(floor_ms.clone());
-    for (what, v) in [
-        (
-            "fast start: exec of svc-agent to exec of svc-server",
-            agent_ms,
-        ),
-        (
-            "a C launcher that only posix_spawns it (the least a launcher costs)",
-            launcher_ms,
-        ),
-        ("floor: bare fork+exec of the same program", floor_ms),
-    ] {
-        let m = median(v.clone());
-        println!(
-            "| {what} (median / p95 of {runs}) | {m:.2} / {:.2} ms ({:.2}x the floor's median) |",
-            p95(v),
-            m / fm
-        );
-    }
+    println!(
+        "| fast start: exec of svc-agent to exec of svc-server (median of {runs}) | {:.2} ms |",
+        median(agent_ms)
+    );
+    println!(
+        "| floor: bare fork+exec of the same program (median of {runs}) | {:.2} ms |",
+        median(floor_ms)
+    );
 }
 
 fn unchanged_poll_bytes() {
@@ -212,11 +162,6 @@ fn main() {
         unchanged_poll_bytes();
     }
     if only.is_empty() || only == "fast-start" {
-        // FAST_START_RUNS: how many starts of each (agent and floor, alternating).
-        let runs = std::env::var("FAST_START_RUNS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(101);
-        fast_start(runs);
+        fast_start(21);
     }
 }
