@@ -806,9 +806,9 @@ pub(crate) fn run(paths: Paths) -> i32 {
     crate::credentials::tighten_mode(&paths.credentials());
     let mut agent = Agent::new(paths.clone());
     let shipping_credentials = agent.credentials().cloned();
-    // With fast start, svc-server starts before the housekeeping below (right after it)
-    // and before the log queue opens (opening a full queue takes tens of milliseconds); the lines logged
-    // meanwhile wait in memory for it.
+    // With fast start, svc-server starts first; the housekeeping runs right after its start
+    // and the log queue opens after that (opening a full queue takes tens of milliseconds);
+    // the lines logged meanwhile wait in memory for it.
     let pipeline = if agent.fast_start {
         agent.start(|| housekeeping(&paths, &mut lock));
         logs::LogPipeline::start(&paths, shipping_credentials.clone())
