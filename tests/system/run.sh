@@ -16,6 +16,8 @@
 #   <name>.after.sh  makes it a power-cut scenario: the main phase must print @@POWERCUT@@ on
 #                    the console (lab_powercut), the harness kills qemu, boots the same disk
 #                    again and runs <name>.after.sh.
+#   <name>.final.sh  a third boot: the after phase too ends with @@POWERCUT@@, the harness boots
+#                    again and runs <name>.final.sh (phase "final").
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
@@ -23,6 +25,11 @@
 # (host-lib.sh: host_usb_media).
 # `# lab-needs: data-disk` adds a blank ext4 disk labelled svcdata as /dev/vdc (the data
 # partition of the read-only-root scenarios, which make the root read-only themselves).
+# `# lab-needs: slot-b` adds a second root disk, "slot B" of an A/B pair: another
+# copy-on-write overlay of the guest image, attached after the other disks (/dev/vdd with a
+# data disk). A phase picks the root of the next boot as a boot loader's slot variable
+# would: `@@SLOT@@ a|b` on its console (lab-lib.sh: lab_boot_slot); slot A (/dev/vda) until
+# one does. The kernel command line says which slot booted (svc.lab.slot=a|b).
 #
 # Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
 # --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
@@ -47,7 +54,7 @@ else
     scenarios=()
     for f in "$here"/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after) continue ;; esac
+        case "$b" in *.host|*.after|*.final) continue ;; esac
         scenarios+=("$b")
     done
 fi
@@ -101,22 +108,28 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
     done < "$f"
 }
 
-# boot WORK PHASE TIMEOUT POWERCUT: boots the scenario's disks once. Sets boot_result to
-# poweroff, powercut or timeout, and boot_wall to the seconds qemu ran.
+# boot WORK PHASE TIMEOUT POWERCUT [SLOT]: boots the scenario's disks once, from slot A's
+# root (/dev/vda) or slot B's (the last virtio disk). Sets boot_result to poweroff, powercut
+# or timeout, and boot_wall to the seconds qemu ran.
 boot() {
-    local work="$1" phase="$2" limit="$3" powercut="$4"
-    local console="$work/console-$phase.log" start=$SECONDS data_drive=()
+    local work="$1" phase="$2" limit="$3" powercut="$4" slot="${5:-a}"
+    local console="$work/console-$phase.log" start=$SECONDS data_drive=() slot_drive=()
+    local rootdev=/dev/vda letters=(a b c d e)
     [ -f "$work/data.img" ] && data_drive=(-drive "file=$work/data.img,format=raw,if=virtio")
+    if [ -f "$work/root-b.qcow2" ]; then
+        slot_drive=(-drive "file=$work/root-b.qcow2,format=qcow2,if=virtio")
+        [ "$slot" = b ] && rootdev="/dev/vd${letters[$((2 + ${#data_drive[@]} / 2))]}"
+    fi
     : > "$console"
     local monitor=(-monitor none)
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot \
         -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase" \
+        -append "console=ttyS0 root=$rootdev rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot" \
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
         -drive "file=$work/lab.img,format=raw,if=virtio" \
-        "${data_drive[@]}" \
+        "${data_drive[@]}" "${slot_drive[@]}" \
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
         -device virtio-rng-pci \
         -serial "file:$console" > "$work/qemu-$phase.log" 2>&1 &
@@ -139,12 +152,20 @@ boot() {
     boot_wall=$((SECONDS - start))
 }
 
+# next_slot PHASE: the slot the phase asked the next boot to use (its last @@SLOT@@ line), or
+# the one it booted from.
+next_slot() {
+    local s
+    s="$(grep -ao '@@SLOT@@ [ab]' "$work/console-$1.log" 2>/dev/null | tail -n1 | cut -d' ' -f2 || true)"
+    echo "${s:-$slot_now}"
+}
+
 # field FILE KEY: a key=value from a timing file.
 field() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1 || true; }
 
 report_failure() {
     local work="$1" ph
-    for ph in main after; do
+    for ph in main after final; do
         [ -d "$work/out/$ph" ] || [ -f "$work/console-$ph.log" ] || continue
         echo "---- $ph: scenario log"
         cat "$work/out/$ph/log.txt" 2>/dev/null || echo "(none on the lab disk)"
@@ -172,6 +193,7 @@ for name in "${scenarios[@]}"; do
         echo "FAIL $name: no such scenario ($script)"; failed=$((failed + 1)); continue
     fi
     after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
+    final="$sdir/$name.final.sh"; third=0; [ "$powercut" = 1 ] && [ -f "$final" ] && third=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
     usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
@@ -183,6 +205,7 @@ for name in "${scenarios[@]}"; do
     cp "$here/guest/guest-run.sh" "$here/guest/lab-lib.sh" "$stage/"
     cp "$script" "$stage/scenario.sh"
     [ "$powercut" = 1 ] && cp "$after" "$stage/after.sh"
+    [ "$third" = 1 ] && cp "$final" "$stage/final.sh"
     cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
     echo "$name" > "$stage/name"
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
@@ -210,11 +233,21 @@ for name in "${scenarios[@]}"; do
         if grep -q '^# lab-needs: data-disk' "$script"; then
             mke2fs -q -t ext4 -L svcdata "$work/data.img" 256M > /dev/null
         fi
+        if grep -q '^# lab-needs: slot-b' "$script"; then
+            qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root-b.qcow2"
+        fi
+        slot_now=a; final_result=""
         log "$name: booting (main phase, limit ${limit}s)"
         boot "$work" main "$limit" "$powercut"; main_result=$boot_result; main_wall=$boot_wall
         if [ "$powercut" = 1 ] && [ "$main_result" = powercut ]; then
-            log "$name: power cut after ${main_wall}s; booting again (after phase)"
-            boot "$work" after "$limit" 0; after_result=$boot_result
+            slot_now="$(next_slot main)"
+            log "$name: power cut after ${main_wall}s; booting again (after phase, slot $slot_now)"
+            boot "$work" after "$limit" "$third" "$slot_now"; after_result=$boot_result
+            if [ "$third" = 1 ] && [ "$after_result" = powercut ]; then
+                slot_now="$(next_slot after)"
+                log "$name: power cut after ${boot_wall}s; booting again (final phase, slot $slot_now)"
+                boot "$work" final "$limit" 0 "$slot_now"; final_result=$boot_result
+            fi
         fi
         # rdump refuses an existing target folder: $work/out is made by it.
         debugfs -R "rdump /out $work" "$work/lab.img" > /dev/null 2>&1 || true
@@ -226,7 +259,12 @@ for name in "${scenarios[@]}"; do
             elif [ "$main_result" != powercut ] && [ "$rc_main" != 0 ]; then reason="main phase rc=$rc_main"
             elif [ "$main_result" != powercut ]; then reason="main phase passed but never asked for the power cut"
             elif [ "$after_result" = timeout ]; then reason="after phase timed out after ${limit}s"
-            elif [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 0 ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ]; then reason="after phase passed but never asked for the power cut"
+            elif [ "$third" = 1 ] && [ "$final_result" = timeout ]; then reason="final phase timed out after ${limit}s"
+            elif [ "$third" = 1 ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
+                reason="final phase rc=$(cat "$work/out/final/rc" 2>/dev/null || echo none)"
             fi
         else
             if [ "$main_result" = timeout ]; then reason="timed out after ${limit}s"
@@ -242,7 +280,7 @@ for name in "${scenarios[@]}"; do
     kill_host_pids "$work"
 
     detail=""
-    for ph in main after; do
+    for ph in main after final; do
         [ -f "$work/console-$ph.log" ] || continue
         # Boot time: the guest's uptime when the runner started (from the console, which
         # survives a power cut); scenario time from the lab disk when the phase finished.
@@ -254,7 +292,7 @@ for name in "${scenarios[@]}"; do
     if [ -z "$reason" ]; then
         echo "PASS $name ($detail)"
         passed=$((passed + 1))
-        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img" "$work/data.img"
+        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/root-b.qcow2" "$work/lab.img" "$work/data.img"
     else
         echo "FAIL $name: $reason ($detail)"
         report_failure "$work"
