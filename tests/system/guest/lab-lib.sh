@@ -169,8 +169,9 @@ lab_ro_layout() {
     local r="$1" share=/lab/share unitdir=/usr/lib/systemd/system
     install -D -m 0755 "$2" "$r$LAB_RO_AGENT"
     install -D -m 0644 "$share/svc-agent.service" "$r$unitdir/svc-agent.service"
+    # /lab: the lab disk's mount point, which the runner cannot make on a read-only root.
     mkdir -p "$r$unitdir/svc-agent.service.d" "$r/data" "$r/var/lib/lab" "$r/etc/profile.d" \
-        "$r/etc/systemd/system/multi-user.target.wants"
+        "$r/etc/systemd/system/multi-user.target.wants" "$r/lab"
     sed -e "s#@STATE_DIR@#$LAB_RO_STATE#g" -e "s#@CREDENTIALS_DIR@#$LAB_RO_CREDS#g" \
         -e "s#@IMAGE_AGENT@#$LAB_RO_AGENT#g" "$share/svc-agent-data-partition.conf.in" \
         > "$r$unitdir/svc-agent.service.d/data-partition.conf"
