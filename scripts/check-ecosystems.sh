@@ -189,11 +189,8 @@ EOF
 # from the registry beforehand), each checked by BitBake against the recipe's sha256, then
 # unpacked. BitBake's do_configure needs rust-native, cargo-native and a cross toolchain,
 # which it builds from sources that are not offline: there it stops (printed, not counted).
-# The unpacked tree is then built with the machine's cargo, offline, the way the cargo
-# class's do_configure sets cargo up (BitBake's unpacked crates as the crates.io source) and
-# with the recipe's exported paths.
 yocto_data_partition() {
-	local Y=$1 srcrev frag mirror conf envf s vendor ch n out sdir cdir
+	local Y=$1 srcrev frag mirror conf envf s vendor n
 	srcrev=$(sed -n 's/^SRCREV="\(.*\)"/\1/p' "$Y/env-svc-agent.txt")
 	frag=$(awk '$0 == "<!-- fragment: data-partition -->" { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$REPO/meta-svc/README.md")
 	[ -n "$frag" ] || { bad "meta-svc/README.md has no 'data-partition' fragment"; return; }
@@ -231,31 +228,23 @@ yocto_data_partition() {
 		bad "data partition: bitbake -c unpack svc-agent, offline"
 		return
 	fi
+	s=$(sed -n 's/^S="\(.*\)"/\1/p' "$envf")
+	vendor=$(sed -n 's/^CARGO_VENDORING_DIRECTORY="\(.*\)"/\1/p' "$envf")
+	# What BitBake unpacked is the pinned commit (with `svc-agent seed` and the compiled-in
+	# paths; the version the recipe's do_configure checks) and every crate, ready for cargo.
+	local cv
+	cv=$(sed -n 's/^version = "\(.*\)"/\1/p' "$s/Cargo.toml" 2>/dev/null | head -n1)
+	if [ "$cv" = "$(sed -n 's/^SVC_BASE_VERSION="\(.*\)"/\1/p' "$envf")" ] && [ -f "$s/src/update/seed.rs" ] &&
+		grep -q 'SVC_STATE_DIR' "$s/build.rs" && [ "$(find "$vendor" -mindepth 2 -maxdepth 2 -name .cargo-checksum.json | wc -l)" = "$n" ]; then
+		ok "data partition: the unpacked tree is version $cv with svc-agent seed and build-time paths, and its $n crates"
+	else
+		bad "data partition: the unpacked tree (S=$s, version '$cv', crates in $vendor) is not the pinned commit's"
+	fi
+	# The build of the vendored sources with the package's paths compiled in is the Buildroot
+	# part's (the same commit, the same build.rs).
 	# Where BitBake stops: the first task that needs what is not offline.
 	bbrun bitbake -R "$conf" -c configure svc-agent >"$Y/dp-configure.log" 2>&1
 	echo "     bitbake -c configure svc-agent stops at: $(grep -m1 -E '^ERROR: ' "$Y/dp-configure.log" | cut -c1-160)"
-	s=$(sed -n 's/^S="\(.*\)"/\1/p' "$envf")
-	vendor=$(sed -n 's/^CARGO_VENDORING_DIRECTORY="\(.*\)"/\1/p' "$envf")
-	sdir=$(sed -n 's/^export SVC_STATE_DIR="\(.*\)"/\1/p' "$envf")
-	cdir=$(sed -n 's/^export SVC_CREDENTIALS_DIR="\(.*\)"/\1/p' "$envf")
-	ch=$Y/dp-cargo-home
-	mkdir -p "$ch"
-	printf '[source.bitbake]\ndirectory = "%s"\n\n[source.crates-io]\nreplace-with = "bitbake"\nlocal-registry = "/nonexistent"\n' "$vendor" >"$ch/config.toml"
-	if (cd "$s" && offline env CARGO_HOME="$ch" CARGO_TARGET_DIR="$Y/target" SVC_STATE_DIR="$sdir" SVC_CREDENTIALS_DIR="$cdir" \
-		nice cargo build --offline --locked --bin svc-agent) >"$Y/dp-build.log" 2>&1; then
-		ok "data partition: BitBake's unpacked sources and crates build offline with the recipe's paths"
-	else
-		tail -n 8 "$Y/dp-build.log"
-		bad "data partition: BitBake's unpacked sources do not build offline"
-		return
-	fi
-	out=$(env -i "$Y/target/debug/svc-agent" doctor 2>&1)
-	if echo "$out" | grep -q 'state-dir.*/data/svc' && echo "$out" | grep -q '/data/etc/svc.json'; then
-		ok "data partition: that agent knows /data/svc and /data/etc/svc.json without its unit's environment"
-	else
-		echo "$out" | head -n 5
-		bad "data partition: that agent does not have the recipe's paths compiled in"
-	fi
 }
 
 # Checks of what BitBake made of each recipe (bitbake -e output) and of the layer's files.
