@@ -108,6 +108,8 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
     done < "$f"
 }
 
+# no_timer_check: on a loaded host a TCG guest's kernel can miss its IO-APIC timer check and
+# panic before userspace ("IO-APIC + timer doesn't work!"), as cloud images also avoid.
 # boot WORK PHASE TIMEOUT POWERCUT [SLOT]: boots the scenario's disks once, from slot A's
 # root (/dev/vda) or slot B's (the last virtio disk). Sets boot_result to poweroff, powercut
 # or timeout, and boot_wall to the seconds qemu ran.
@@ -126,7 +128,7 @@ boot() {
     qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot \
         -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 root=$rootdev rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot" \
+        -append "console=ttyS0 root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot" \
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
         -drive "file=$work/lab.img,format=raw,if=virtio" \
         "${data_drive[@]}" "${slot_drive[@]}" \
