@@ -161,7 +161,6 @@ EOF
 		fi
 	done
 	yocto_recipe_checks "$Y"
-	[ "$parsed" = yes ] && yocto_data_partition "$Y"
 
 	# yocto-check-layer's checks that need neither a network nor a world build.
 	if out=$(bbrun env CHECK_LAYER_PARSED="$parsed" "$PY" "$REPO/scripts/lib/check-layer-offline.py" "$OE" "$Y/meta-svc" 2>&1); then
@@ -181,70 +180,6 @@ EOF
 		"$layer"/recipes-*/*/*.bb "$layer"/recipes-*/*/*.inc "$layer/conf/layer.conf"); then
 		ok "oelint-adv $OELINT_VERSION, default rule set"
 	else bad "oelint-adv $OELINT_VERSION, default rule set"; fi
-}
-
-# The from-source recipe with the README's data-partition setup (`<!-- fragment:
-# data-partition -->`), as far as BitBake goes offline: the pinned commit fetched from a local
-# git mirror (a bare clone of this repository) and the crates from a local folder (fetched
-# from the registry beforehand), each checked by BitBake against the recipe's sha256, then
-# unpacked. BitBake's do_configure needs rust-native, cargo-native and a cross toolchain,
-# which it builds from sources that are not offline: there it stops (printed, not counted).
-yocto_data_partition() {
-	local Y=$1 srcrev frag mirror conf envf s vendor n
-	srcrev=$(sed -n 's/^SRCREV="\(.*\)"/\1/p' "$Y/env-svc-agent.txt")
-	frag=$(awk '$0 == "<!-- fragment: data-partition -->" { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$REPO/meta-svc/README.md")
-	[ -n "$frag" ] || { bad "meta-svc/README.md has no 'data-partition' fragment"; return; }
-	mirror=$Y/mirror
-	rm -rf "$mirror" "$Y/pin" && mkdir -p "$mirror/crates" "$Y/pin"
-	if ! git clone -q --mirror "$REPO" "$mirror/svc-agent.git" ||
-		! git -C "$REPO" archive "$srcrev" | tar -x -C "$Y/pin" ||
-		! CARGO_HOME=$Y/cargo-home cargo fetch --locked --manifest-path "$Y/pin/Cargo.toml" >/dev/null 2>&1; then
-		bad "data partition: the local mirror of $srcrev and its crates"
-		return
-	fi
-	cp "$Y"/cargo-home/registry/cache/*/*.crate "$mirror/crates/"
-	chown -R "$BBUSER:" "$mirror"
-	conf=$Y/build/conf/data-partition.conf
-	{
-		echo "# meta-svc/README.md's data-partition fragment, and the local mirror."
-		echo "$frag"
-		echo "PREMIRRORS:prepend = \"git://github.com/svc-agent/svc-agent.git git://$mirror/svc-agent.git;protocol=file https://.*/crates/.* file://$mirror/crates/ \""
-	} >"$conf"
-	chown "$BBUSER:" "$conf"
-	envf=$Y/env-svc-agent-data-partition.txt
-	if bbrun bitbake -R "$conf" -e svc-agent >"$envf" 2>&1 &&
-		grep -qx 'export SVC_STATE_DIR="/data/svc"' "$envf" && grep -qx 'export SVC_CREDENTIALS_DIR="/data/etc"' "$envf"; then
-		ok "data partition: bitbake -e svc-agent exports SVC_STATE_DIR=/data/svc, SVC_CREDENTIALS_DIR=/data/etc"
-	else
-		grep -E 'ERROR|^export SVC_' "$envf" | head -n 10
-		bad "data partition: bitbake -e svc-agent with the README's fragment"
-		return
-	fi
-	n=$(grep -c '^SRC_URI\[.*\.sha256sum\]' "$REPO/meta-svc/recipes-svc/svc-agent/svc-agent-crates.inc")
-	if bbrun bitbake -R "$conf" -c unpack svc-agent >"$Y/dp-unpack.log" 2>&1; then
-		ok "data partition: bitbake -c unpack svc-agent, offline: $srcrev from the local git mirror, $n crates checked against svc-agent-crates.inc"
-	else
-		grep -E 'ERROR' "$Y/dp-unpack.log" | head -n 10
-		bad "data partition: bitbake -c unpack svc-agent, offline"
-		return
-	fi
-	s=$(sed -n 's/^S="\(.*\)"/\1/p' "$envf")
-	vendor=$(sed -n 's/^CARGO_VENDORING_DIRECTORY="\(.*\)"/\1/p' "$envf")
-	# What BitBake unpacked is the pinned commit (with `svc-agent seed` and the compiled-in
-	# paths; the version the recipe's do_configure checks) and every crate, ready for cargo.
-	local cv
-	cv=$(sed -n 's/^version = "\(.*\)"/\1/p' "$s/Cargo.toml" 2>/dev/null | head -n1)
-	if [ "$cv" = "$(sed -n 's/^SVC_BASE_VERSION="\(.*\)"/\1/p' "$envf")" ] && [ -f "$s/src/update/seed.rs" ] &&
-		grep -q 'SVC_STATE_DIR' "$s/build.rs" && [ "$(find "$vendor" -mindepth 2 -maxdepth 2 -name .cargo-checksum.json | wc -l)" = "$n" ]; then
-		ok "data partition: the unpacked tree is version $cv with svc-agent seed and build-time paths, and its $n crates"
-	else
-		bad "data partition: the unpacked tree (S=$s, version '$cv', crates in $vendor) is not the pinned commit's"
-	fi
-	# The build of the vendored sources with the package's paths compiled in is the Buildroot
-	# part's (the same commit, the same build.rs).
-	# Where BitBake stops: the first task that needs what is not offline.
-	bbrun bitbake -R "$conf" -c configure svc-agent >"$Y/dp-configure.log" 2>&1
-	echo "     bitbake -c configure svc-agent stops at: $(grep -m1 -E '^ERROR: ' "$Y/dp-configure.log" | cut -c1-160)"
 }
 
 # Checks of what BitBake made of each recipe (bitbake -e output) and of the layer's files.
