@@ -58,23 +58,24 @@ else
     scenarios=()
     for f in "$root"/tests/system/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after) continue ;; esac
+        case "$b" in *.host|*.after|*.final) continue ;; esac
         scenarios+=("$b")
     done
 fi
 
-# Longest first (a two-phase scenario boots twice; then by its time limit), so that the
-# last scenario to start is a short one and both guests finish near the same time.
+# Longest first (a two-phase scenario boots twice, a three-phase one three times; then by
+# its time limit), so that the last scenario to start is a short one and both guests finish near the same time.
 weight() {
     local f="$root/tests/system/scenarios/$1.sh" w
     w="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$f" 2>/dev/null | head -n1)"
     w="${w:-480}"
     [ -f "$root/tests/system/scenarios/$1.after.sh" ] && w=$((w + 1000))
+    [ -f "$root/tests/system/scenarios/$1.final.sh" ] && w=$((w + 1000))
     echo "$w"
 }
-# Scenarios that boot (other devices: a USB controller, a data disk; or fresh-boot) go first,
+# Scenarios that boot (other devices: a USB controller, a data disk, slot B; or fresh-boot) go first,
 # while the guest the others restore is being saved (tests/system/run.sh --snapshot).
-boots() { grep -q -E '^# lab-needs: (usb|data-disk|fresh-boot)' "$root/tests/system/scenarios/$1.sh" 2>/dev/null; }
+boots() { grep -q -E '^# lab-needs: (usb|data-disk|slot-b|fresh-boot)' "$root/tests/system/scenarios/$1.sh" 2>/dev/null; }
 mapfile -t scenarios < <(for s in "${scenarios[@]}"; do
     b=1; boots "$s" && b=0
     echo "$b $(weight "$s") $s"

@@ -16,6 +16,8 @@
 #   <name>.after.sh  makes it a power-cut scenario: the main phase must print @@POWERCUT@@ on
 #                    the console (lab_powercut), the harness kills qemu, boots the same disk
 #                    again and runs <name>.after.sh.
+#   <name>.final.sh  a third boot: the after phase too ends with @@POWERCUT@@, the harness boots
+#                    again and runs <name>.final.sh (phase "final").
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
@@ -23,10 +25,15 @@
 # (host-lib.sh: host_usb_media).
 # `# lab-needs: data-disk` adds a blank ext4 disk labelled svcdata as /dev/vdc (the data
 # partition of the read-only-root scenarios, which make the root read-only themselves).
+# `# lab-needs: slot-b` adds a second root disk, "slot B" of an A/B pair: another
+# copy-on-write overlay of the guest image, attached after the other disks (/dev/vdd with a
+# data disk). A phase picks the root of the next boot as a boot loader's slot variable
+# would: `@@SLOT@@ a|b` on its console (lab-lib.sh: lab_boot_slot); slot A (/dev/vda) until
+# one does. The kernel command line says which slot booted (svc.lab.slot=a|b).
 #
 # `run.sh --snapshot DIR` boots the guest once and saves it, up and idle, into DIR; with
 # LAB_SNAPSHOT=DIR, each scenario's main phase restores that guest (seconds) instead of
-# booting (about 40 s under TCG), unless it needs other devices (usb, data-disk) or says
+# booting (about 40 s under TCG), unless it needs other devices (usb, data-disk, slot-b) or says
 # `# lab-needs: fresh-boot`. Waits for DIR/status when the snapshot is still being made. An
 # after phase always boots: that boot is what a power-cut scenario tests.
 #
@@ -60,7 +67,7 @@ else
     scenarios=()
     for f in "$here"/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after) continue ;; esac
+        case "$b" in *.host|*.after|*.final) continue ;; esac
         scenarios+=("$b")
     done
 fi
@@ -116,12 +123,20 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
     done < "$f"
 }
 
-# machine WORK PHASE: the guest machine's qemu arguments, into the array qargs. A boot, the
-# snapshot and a restore all use this one definition: a saved guest restores only into the
-# machine it was saved from.
+# machine WORK PHASE [SLOT]: the guest machine's qemu arguments, into the array qargs. A
+# boot, the snapshot and a restore all use this one definition: a saved guest restores only
+# into the machine it was saved from. SLOT: boot from slot A's root (/dev/vda, the default)
+# or slot B's (the last virtio disk, with `lab-needs: slot-b`).
+# no_timer_check: on a loaded host a TCG guest's kernel can miss its IO-APIC timer check and
+# panic before userspace ("IO-APIC + timer doesn't work!"), as cloud images also avoid.
 machine() {
-    local work="$1" phase="$2" data_drive=()
+    local work="$1" phase="$2" slot="${3:-a}" data_drive=() slot_drive=()
+    local rootdev=/dev/vda letters=(a b c d e)
     [ -f "$work/data.img" ] && data_drive=(-drive "file=$work/data.img,format=raw,if=virtio")
+    if [ -f "$work/root-b.qcow2" ]; then
+        slot_drive=(-drive "file=$work/root-b.qcow2,format=qcow2,if=virtio")
+        [ "$slot" = b ] && rootdev="/dev/vd${letters[$((2 + ${#data_drive[@]} / 2))]}"
+    fi
     local monitor=(-monitor none)
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     [ "$usb" = snapshot ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off")
@@ -129,23 +144,23 @@ machine() {
     qargs=(-accel tcg -smp 2 -m 1024
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot
         -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
-        -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase"
+        -append "console=ttyS0 root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot"
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio"
         -drive "file=$work/lab.img,format=raw,if=virtio"
-        "${data_drive[@]}"
+        "${data_drive[@]}" "${slot_drive[@]}"
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0
         -device virtio-rng-pci
         -serial "file:$work/console-$phase.log")
 }
 
-# boot WORK PHASE TIMEOUT POWERCUT [STATE]: boots the scenario's disks once, or with STATE
-# restores the saved guest onto them. Sets boot_result to poweroff, powercut or timeout,
+# boot WORK PHASE TIMEOUT POWERCUT [SLOT [STATE]]: boots the scenario's disks once (from
+# SLOT, default a), or with STATE restores the saved guest onto them. Sets boot_result to poweroff, powercut or timeout,
 # boot_wall to the seconds qemu ran and boot_start to the seconds until the runner started.
 boot() {
-    local work="$1" phase="$2" limit="$3" powercut="$4" state="${5:-}"
+    local work="$1" phase="$2" limit="$3" powercut="$4" slot="${5:-a}" state="${6:-}"
     local console="$work/console-$phase.log" start=$SECONDS incoming=()
     : > "$console"
-    machine "$work" "$phase"
+    machine "$work" "$phase" "$slot"
     [ -n "$state" ] && incoming=(-incoming "exec:cat '$state'")
     qemu-system-x86_64 "${qargs[@]}" "${incoming[@]}" > "$work/qemu-$phase.log" 2>&1 &
     local qpid=$!
@@ -251,12 +266,20 @@ make_snapshot() {
     echo "ok $((SECONDS - start)) s, $(($(stat -c %s "$dir/state") / 1048576)) MiB saved" > "$dir/status"
 }
 
+# next_slot PHASE: the slot the phase asked the next boot to use (its last @@SLOT@@ line), or
+# the one it booted from.
+next_slot() {
+    local s
+    s="$(grep -ao '@@SLOT@@ [ab]' "$work/console-$1.log" 2>/dev/null | tail -n1 | cut -d' ' -f2 || true)"
+    echo "${s:-$slot_now}"
+}
+
 # field FILE KEY: a key=value from a timing file.
 field() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1 || true; }
 
 report_failure() {
     local work="$1" ph
-    for ph in main after; do
+    for ph in main after final; do
         [ -d "$work/out/$ph" ] || [ -f "$work/console-$ph.log" ] || continue
         echo "---- $ph: scenario log"
         cat "$work/out/$ph/log.txt" 2>/dev/null || echo "(none on the lab disk)"
@@ -291,6 +314,7 @@ for name in "${scenarios[@]}"; do
         echo "FAIL $name: no such scenario ($script)"; failed=$((failed + 1)); continue
     fi
     after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
+    final="$sdir/$name.final.sh"; third=0; [ "$powercut" = 1 ] && [ -f "$final" ] && third=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
     usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
@@ -302,6 +326,7 @@ for name in "${scenarios[@]}"; do
     cp "$here/guest/guest-run.sh" "$here/guest/lab-lib.sh" "$stage/"
     cp "$script" "$stage/scenario.sh"
     [ "$powercut" = 1 ] && cp "$after" "$stage/after.sh"
+    [ "$third" = 1 ] && cp "$final" "$stage/final.sh"
     cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
     echo "$name" > "$stage/name"
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
@@ -325,9 +350,9 @@ for name in "${scenarios[@]}"; do
 
     if [ -z "$reason" ]; then
         # A scenario with the standard machine restores the saved guest when there is one;
-        # one with other devices (USB, a data disk) or marked fresh-boot boots.
+        # one with other devices (USB, a data disk, slot B) or marked fresh-boot boots.
         state=""
-        if [ -n "${LAB_SNAPSHOT:-}" ] && [ "$usb" = 0 ] && ! grep -q '^# lab-needs: data-disk' "$script" \
+        if [ -n "${LAB_SNAPSHOT:-}" ] && [ "$usb" = 0 ] && ! grep -q -E '^# lab-needs: (data-disk|slot-b)' "$script" \
             && ! grep -q '^# lab-needs: fresh-boot' "$script"; then
             waited=0
             while [ ! -f "$LAB_SNAPSHOT/status" ] && [ $waited -lt 1800 ]; do sleep 1; waited=$((waited + 1)); done
@@ -348,13 +373,23 @@ for name in "${scenarios[@]}"; do
         if grep -q '^# lab-needs: data-disk' "$script"; then
             mke2fs -q -t ext4 -L svcdata "$work/data.img" 256M > /dev/null
         fi
+        if grep -q '^# lab-needs: slot-b' "$script"; then
+            qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root-b.qcow2"
+        fi
+        slot_now=a; final_result=""
         how=booting; [ -n "$state" ] && how="restoring the saved guest"
         log "$name: $how (main phase, limit ${limit}s)"
-        boot "$work" main "$limit" "$powercut" "$state"; main_result=$boot_result; main_wall=$boot_wall
+        boot "$work" main "$limit" "$powercut" a "$state"; main_result=$boot_result; main_wall=$boot_wall
         main_start=$boot_start; main_down=$boot_down
         if [ "$powercut" = 1 ] && [ "$main_result" = powercut ]; then
-            log "$name: power cut after ${main_wall}s; booting again (after phase)"
-            boot "$work" after "$limit" 0; after_result=$boot_result
+            slot_now="$(next_slot main)"
+            log "$name: power cut after ${main_wall}s; booting again (after phase, slot $slot_now)"
+            boot "$work" after "$limit" "$third" "$slot_now"; after_result=$boot_result
+            if [ "$third" = 1 ] && [ "$after_result" = powercut ]; then
+                slot_now="$(next_slot after)"
+                log "$name: power cut after ${boot_wall}s; booting again (final phase, slot $slot_now)"
+                boot "$work" final "$limit" 0 "$slot_now"; final_result=$boot_result
+            fi
         fi
         # rdump refuses an existing target folder: $work/out is made by it.
         debugfs -R "rdump /out $work" "$work/lab.img" > /dev/null 2>&1 || true
@@ -366,7 +401,12 @@ for name in "${scenarios[@]}"; do
             elif [ "$main_result" != powercut ] && [ "$rc_main" != 0 ]; then reason="main phase rc=$rc_main"
             elif [ "$main_result" != powercut ]; then reason="main phase passed but never asked for the power cut"
             elif [ "$after_result" = timeout ]; then reason="after phase timed out after ${limit}s"
-            elif [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 0 ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ]; then reason="after phase passed but never asked for the power cut"
+            elif [ "$third" = 1 ] && [ "$final_result" = timeout ]; then reason="final phase timed out after ${limit}s"
+            elif [ "$third" = 1 ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
+                reason="final phase rc=$(cat "$work/out/final/rc" 2>/dev/null || echo none)"
             fi
         else
             if [ "$main_result" = timeout ]; then reason="timed out after ${limit}s"
@@ -382,7 +422,7 @@ for name in "${scenarios[@]}"; do
     kill_host_pids "$work"
 
     detail=""
-    for ph in main after; do
+    for ph in main after final; do
         [ -f "$work/console-$ph.log" ] || continue
         # Boot time: the guest's uptime when the runner started (from the console, which
         # survives a power cut); scenario time from the lab disk when the phase finished.
@@ -399,7 +439,7 @@ for name in "${scenarios[@]}"; do
     if [ -z "$reason" ]; then
         echo "PASS $name ($detail)"
         passed=$((passed + 1))
-        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img" "$work/data.img"
+        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/root-b.qcow2" "$work/lab.img" "$work/data.img"
     else
         echo "FAIL $name: $reason ($detail)"
         report_failure "$work"
