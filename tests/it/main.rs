@@ -15,7 +15,7 @@ macro_rules! both_fronts {
         mod $name {
             #[test]
             fn direct() {
-                super::$name(crate::common::mgmt::Front::Direct);
+                super::$name(crate::common::https::Front::Direct);
             }
             #[test]
             fn nginx() {
@@ -24,7 +24,7 @@ macro_rules! both_fronts {
                     eprintln!("skipped: nginx is not installed");
                     return;
                 }
-                super::$name(crate::common::mgmt::Front::Nginx);
+                super::$name(crate::common::https::Front::Nginx);
             }
         }
     };
