@@ -138,36 +138,12 @@ fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
 /// its management requests: a 3xx is an answer (an error to retry later), and nothing
 /// reaches the redirect's target.
 fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
-    use std::io::Read;
     let (sb, srv) = setup("https-redirect", front);
     // Where the redirect points: plain HTTP on loopback, recording whatever arrives.
-    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let plain_port = plain.local_addr().unwrap().port();
-    plain.set_nonblocking(true).unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let recorder = {
-        let seen = seen.clone();
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while std::time::Instant::now() < deadline {
-                if let Ok((mut s, _)) = plain.accept() {
-                    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                    let mut buf = [0u8; 4096];
-                    if let Ok(n) = s.read(&mut buf) {
-                        seen.lock().unwrap().extend_from_slice(&buf[..n]);
-                    }
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let plain = HttpsServer::start_plain();
     srv.script(Behavior::Status(
         307,
-        vec![(
-            "Location".into(),
-            format!("http://127.0.0.1:{plain_port}/api/v1/agent/poll"),
-        )],
+        vec![("Location".into(), plain.url("/api/v1/agent/poll"))],
         String::new(),
     ));
     let mut agent = spawn(&sb, &srv);
@@ -175,16 +151,16 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
         srv.polls().iter().any(|p| p.status_sent == 307)
     });
     wait_for("the redirect reported or followed", 60, || {
-        sb.log().contains("307") || !seen.lock().unwrap().is_empty()
+        sb.log().contains("307") || plain.connections() > 0
     });
     // The agent has had its chance to follow; a follow happens at once, within the poll.
     std::thread::sleep(Duration::from_secs(2));
     terminate(&mut agent);
-    drop(recorder);
-    let seen = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    assert!(
-        seen.is_empty(),
-        "the agent followed the redirect to plain http: {seen}"
+    assert_eq!(
+        plain.connections(),
+        0,
+        "the agent followed the redirect to plain http: {:?}",
+        plain.all_requests()
     );
     assert!(!sb.log().contains("sandbox-secret-123"));
 }

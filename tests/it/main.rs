@@ -1,5 +1,5 @@
 //! The integration tests: one test binary (one link of aws-lc instead of one per file), a
-//! module per area, shared helpers in `common` (test CA, HTTPS servers, sandboxes) and
+//! module per area, shared helpers in `common` (one test CA, one HTTPS test server with its behaviours, nginx in front, sandboxes) and
 //! `update_support` (fake ELF binaries, artifacts, signing).
 //!
 //! Run one area with a filter: `cargo test --test it syscfg::`.

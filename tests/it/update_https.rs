@@ -497,30 +497,13 @@ fn file_urls_work_and_unknown_schemes_do_not() {
 /// before it is made.
 #[test]
 fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
-    use std::io::{Read, Write};
     let f = setup("redirect-downgrade");
     let body = fake_binary(NAME, "9.9.9", "ok", 0);
     f.server.add("/real", body.clone(), Behavior::Normal);
     // The plain hop: redirects back to https, and counts who came by.
-    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let plain_url = format!("http://{}/hop", plain.local_addr().unwrap());
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    {
-        let (hits, back) = (hits.clone(), f.server.url("/real"));
-        std::thread::spawn(move || {
-            for mut s in plain.incoming().flatten() {
-                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let mut buf = [0u8; 2048];
-                let _ = s.read(&mut buf);
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 302 Found\r\nLocation: {back}\r\nContent-Length: 0\r\n\r\n"
-                );
-                // Keep-alive: the client ends the connection, not this server.
-                std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
-            }
-        });
-    }
+    let plain = HttpsServer::start_plain();
+    let plain_url = plain.url("/hop");
+    plain.set_behavior("/hop", Behavior::redirect(&f.server.url("/real")));
     f.server
         .add("/pin", Vec::new(), Behavior::redirect(&plain_url));
     let mut a = artifact(NAME, "", &f.server.url("/pin"), &body);
@@ -531,11 +514,7 @@ fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
         err.to_string().contains("plain http"),
         "a downgrade must be named: {err}"
     );
-    assert_eq!(
-        hits.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "the plain http hop was contacted"
-    );
+    assert_eq!(plain.connections(), 0, "the plain http hop was contacted");
     f.untouched("9.9.9");
 }
 

@@ -3,8 +3,9 @@
 //! request recorded for assertions.
 //!
 //! What it serves, by path:
-//! - a file added with [`HttpsServer::add`]: `ETag` + `Last-Modified`, `Range` (with
-//!   `If-Range`), `416`, `304` on `If-None-Match` / `If-Modified-Since`;
+//! - a file added with [`HttpsServer::add`], or under a folder given to
+//!   [`HttpsServer::serve_dir`]: `ETag` + `Last-Modified`, `Range` (with `If-Range`), `416`,
+//!   `304` on `If-None-Match` / `If-Modified-Since`;
 //! - [`POLL`]: the current answer with an `ETag` (`304` when unchanged), held when the long
 //!   poll is on ([`HttpsServer::hold_polls`]); [`LOGS`]: takes the batch;
 //! - anything else: `404`.
@@ -17,7 +18,8 @@
 //! closes or asks `Connection: close` (HTTP/1.0 too), `304` and `204` with neither a length
 //! nor a close, real reason phrases. It never closes a connection to help the client; only
 //! the misbehaviours that say so do. With [`Front::Nginx`] Debian's nginx terminates TLS in
-//! front of it and talks plain HTTP to it. The TLS side is rustls with aws-lc-rs; the client
+//! front of it and talks plain HTTP to it; [`Front::Plain`] is plain HTTP (a registry, a
+//! plain redirect hop). The TLS side is rustls with aws-lc-rs; the client
 //! under test is the product's own.
 #![allow(dead_code)]
 use super::testca::{test_ca, TestCa};
@@ -55,6 +57,10 @@ pub enum Behavior {
     /// The normal answer with no Content-Length: the body ends when the server closes the
     /// connection, as a streaming endpoint or an old proxy answers.
     NoLength,
+    /// Hold the request while this stays the path's standing behaviour (until
+    /// [`HttpsServer::set_behavior`] changes it, or the server is dropped), then answer
+    /// normally: a slow download whose end the test decides.
+    Stall,
 }
 
 impl Behavior {
@@ -111,6 +117,8 @@ struct File {
 #[derive(Default)]
 struct State {
     files: HashMap<String, File>,
+    /// Files served from this folder (read at each request), after the added ones.
+    dir: Option<std::path::PathBuf>,
     /// Files added so far (for their ETags).
     added: u64,
     standing: HashMap<String, Behavior>,
@@ -122,6 +130,8 @@ struct State {
     /// answers at once, as one that does not know the long poll.
     hold: bool,
     holding: usize,
+    /// Connections accepted.
+    connections: usize,
     logs: Vec<String>,
     seen: Vec<Seen>,
 }
@@ -134,6 +144,8 @@ pub enum Front {
     /// Debian's nginx terminates TLS (the test CA's certificate) and proxies over plain
     /// HTTP on loopback to this server: defaults otherwise (HTTP/1.1 keep-alive to clients).
     Nginx,
+    /// No TLS at all: `http://127.0.0.1:PORT` (a plain registry, a plain redirect hop).
+    Plain,
 }
 
 pub struct HttpsServer {
@@ -170,6 +182,11 @@ impl HttpsServer {
         HttpsServer::start_behind(Path::new(""), Front::Direct)
     }
 
+    /// A plain HTTP server: `http://127.0.0.1:PORT`.
+    pub fn start_plain() -> HttpsServer {
+        HttpsServer::start_behind(Path::new(""), Front::Plain)
+    }
+
     /// A server behind `front`; nginx keeps its files under `dir`.
     pub fn start_behind(dir: &Path, front: Front) -> HttpsServer {
         let ca = test_ca();
@@ -185,12 +202,14 @@ impl HttpsServer {
                     break;
                 }
                 let Ok(tcp) = conn else { continue };
+                st.lock().unwrap().connections += 1;
                 let (st, sp, tls) = (Arc::clone(&st), Arc::clone(&sp), tls.clone());
                 std::thread::spawn(move || serve(tcp, tls, &st, &sp));
             }
         });
         let (base, nginx) = match front {
             Front::Direct => (format!("https://localhost:{port}"), None),
+            Front::Plain => (format!("http://127.0.0.1:{port}"), None),
             Front::Nginx => {
                 let n = super::nginx::Nginx::start(
                     &dir.join("nginx"),
@@ -236,6 +255,21 @@ impl HttpsServer {
         };
         st.files.insert(path.to_string(), file);
         st.standing.insert(path.to_string(), behavior);
+    }
+
+    /// Serves the files under `dir` too (`/a/b` is `dir/a/b`), read at each request.
+    pub fn serve_dir(&self, dir: &Path) {
+        self.lock().dir = Some(dir.to_path_buf());
+    }
+
+    /// Connections accepted so far (whether or not a request came).
+    pub fn connections(&self) -> usize {
+        self.lock().connections
+    }
+
+    /// Every request seen, in order.
+    pub fn all_requests(&self) -> Vec<Seen> {
+        self.lock().seen.clone()
     }
 
     /// `path` is no longer served (404).
@@ -570,6 +604,18 @@ fn exchange(
             std::thread::sleep(*d);
             normal(&seen, st)
         }
+        Behavior::Stall => {
+            let stalled = || {
+                matches!(
+                    st.lock().unwrap().standing.get(&seen.path),
+                    Some(Behavior::Stall)
+                )
+            };
+            while stalled() && !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            normal(&seen, st)
+        }
         Behavior::Normal | Behavior::Cut(_) | Behavior::Trickle { .. } | Behavior::NoLength => {
             normal(&seen, st)
         }
@@ -627,14 +673,30 @@ fn exchange(
 
 /// What the path serves: a file, the poll answer, the log intake, or a 404.
 fn normal(seen: &Seen, st: &Mutex<State>) -> Answer {
-    let file = {
+    let (file, dir) = {
         let s = st.lock().unwrap();
-        s.files
+        let file = s
+            .files
             .get(&seen.path)
-            .map(|f| (Arc::clone(&f.body), f.etag.clone(), f.last_modified.clone()))
+            .map(|f| (Arc::clone(&f.body), f.etag.clone(), f.last_modified.clone()));
+        (file, s.dir.clone())
     };
     if let Some((data, etag, last_modified)) = file {
         return serve_file(seen, data, &etag, &last_modified);
+    }
+    // A file of the served folder (no `..`: the path stays inside it).
+    let relative = seen.path.trim_start_matches('/');
+    if let Some(dir) = dir.filter(|_| !relative.split('/').any(|c| c == "..")) {
+        let path = dir.join(relative);
+        if let (Ok(data), Ok(meta)) = (std::fs::read(&path), std::fs::metadata(&path)) {
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            let etag = format!("\"{:x}-{mtime:x}\"", data.len());
+            return serve_file(seen, Arc::new(data), &etag, "Wed, 21 Oct 2026 07:28:00 GMT");
+        }
     }
     match seen.path.as_str() {
         POLL => {
