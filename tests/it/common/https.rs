@@ -436,10 +436,7 @@ enum Next {
 fn serve_conn(conn: &mut dyn Conn, st: &Mutex<State>, stop: &AtomicBool) {
     let mut buf = Vec::new();
     let mut last = None;
-    loop {
-        let Some(req) = read_request(conn, &mut buf) else {
-            break;
-        };
+    while let Some(req) = read_request(conn, &mut buf) {
         let (index, next) = exchange(conn, req, st, stop);
         last = Some(index);
         match next {
