@@ -246,9 +246,7 @@ impl Drop for Sandbox {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+use svc::encoding::hex;
 
 fn platform() -> String {
     let arch = match std::env::consts::ARCH {

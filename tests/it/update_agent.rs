@@ -15,10 +15,7 @@ fn svc_server_bytes() -> Vec<u8> {
 }
 
 fn sha(b: &[u8]) -> String {
-    sha2::Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    svc::encoding::hex(&sha2::Sha256::digest(b))
 }
 
 fn setup(

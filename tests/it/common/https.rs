@@ -162,8 +162,7 @@ pub struct HttpsServer {
 fn etag_of(body: &[u8]) -> String {
     use sha2::Digest;
     let d = sha2::Sha256::digest(body);
-    let hex: String = d[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
+    format!("\"{}\"", svc::encoding::hex(&d[..8]))
 }
 
 /// A sandbox whose credentials name a fresh app behind `front`, with a fake svc-server
@@ -582,6 +581,7 @@ fn exchange(
         s.seen.push(seen);
         s.seen.len() - 1
     };
+    let mut early = None;
     let answer = match &behavior {
         Behavior::Reset => {
             let i = push(seen);
@@ -602,6 +602,8 @@ fn exchange(
             normal(&seen, st)
         }
         Behavior::Stall => {
+            // Seen at once (status 0 until answered): the test waits for the request.
+            early = Some(push(seen.clone()));
             let stalled = || {
                 matches!(
                     st.lock().unwrap().standing.get(&seen.path),
@@ -633,7 +635,13 @@ fn exchange(
     head.push_str("\r\n");
     seen.status_sent = answer.status;
     seen.bytes_out = head.len() + body.len();
-    let i = push(seen);
+    let i = match early {
+        Some(i) => {
+            st.lock().unwrap().seen[i] = seen;
+            i
+        }
+        None => push(seen),
+    };
     let sent = (|| -> std::io::Result<Next> {
         conn.write_all(head.as_bytes())?;
         match behavior {
