@@ -17,6 +17,9 @@
 #   ECO_ONLY   a subset: any of "yocto buildroot cross" (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 REPO=$(pwd)
 PASS=0
 FAIL=0

@@ -3,6 +3,9 @@
 # same management app behind Debian's nginx (tests/it/common/nginx.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 # Host tools some tests run against what the agent writes (apt-config, systemd-analyze).
 bash scripts/syscfg-test-deps.sh
 # shellcheck source=scripts/lib/apt.sh

@@ -118,11 +118,13 @@ CONF
 lab_ap_down() { kill "$(cat "/run/ap-$1.pid")"; }
 lab_ap_up() { ip netns exec "$1" hostapd -B -P "/run/ap-$1.pid" "/tmp/ap-$1.conf" >> "/tmp/ap-$1.log"; }
 
-# lab_phone_join SSID PSK: the phone (wlan1 in namespace "phone") joins a WPA2-only (RSN,
-# CCMP) network as a phone does, waits until it is associated, and takes 10.42.0.50/24 (the
-# hotspot's subnet).
-lab_phone_join() {
-    cat > /tmp/phone.conf <<CONF
+# lab_phone_start SSID PSK [NAME]: the phone (wlan1 in namespace "phone") starts joining a
+# WPA2-only (RSN, CCMP) network as a phone does: /tmp/NAME.conf, its log /tmp/NAME.log
+# (NAME: phone). lab_phone_cli ARGS...: wpa_cli on the phone. lab_phone_associated: whether it
+# is associated now. lab_phone_stop: its supplicant stopped.
+lab_phone_start() {
+    local name="${3:-phone}"
+    cat > "/tmp/$name.conf" <<CONF
 ctrl_interface=/run/wpa_supplicant-phone
 network={
     ssid="$1"
@@ -132,9 +134,21 @@ network={
     pairwise=CCMP
 }
 CONF
-    ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
-    lab_wait 120 "the phone associated with $1" sh -c \
-        'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
+    ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c "/tmp/$name.conf" -P /run/phone-wpa.pid -f "/tmp/$name.log"
+}
+lab_phone_cli() { ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 "$@"; }
+lab_phone_associated() { lab_phone_cli status | grep -q wpa_state=COMPLETED; }
+lab_phone_stop() {
+    kill "$(cat /run/phone-wpa.pid)"
+    lab_wait 20 "phone supplicant stopped" sh -c '! kill -0 $(cat /run/phone-wpa.pid)'
+    rm -f /run/phone-wpa.pid
+}
+
+# lab_phone_join SSID PSK: the phone joins, waits until it is associated, and takes
+# 10.42.0.50/24 (the hotspot's subnet).
+lab_phone_join() {
+    lab_phone_start "$1" "$2"
+    lab_wait 120 "the phone associated with $1" lab_phone_associated
     ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
 }
 
