@@ -77,7 +77,8 @@ setup() {
     # the app is file://).
     systemctl mask NetworkManager.service NetworkManager-wait-online.service \
         wpa_supplicant.service cron.service unattended-upgrades.service \
-        systemd-timesyncd.service ModemManager.service > /dev/null 2>&1 || true
+        systemd-timesyncd.service ModemManager.service e2scrub_reap.service \
+        hostapd.service > /dev/null 2>&1 || true
     echo "0 none $v1 $v1" | atomic "$C/state"
     console "@@CUT-SETUP@@ v1=$v1 v2=$v2 root: $(findmnt -no FSTYPE,OPTIONS /)"
 }
@@ -213,9 +214,25 @@ next_cut() { # next_cut N SERVER AGENT
     console "@@CUT-DONE@@ $n s=$(awk -v a="$t0" -v b="$(up)" 'BEGIN{printf "%.1f", b-a}')"
 }
 
-console "@@CUT-BOOT@@ uptime=$(up)"
+# Where a boot's time goes: systemd's start (kernel + initrd before it), multi-user.target,
+# lab.service (this script), from the guest's clock; the host adds the time from the cut.
+mono() { # mono UNIT|"" PROPERTY: a monotonic timestamp of a unit (or of the manager), in s
+    local u
+    if [ -n "$1" ]; then u=$(systemctl show -p "$2" --value "$1" 2>/dev/null); else u=$(systemctl show -p "$2" --value 2>/dev/null); fi
+    awk -v u="${u:-0}" 'BEGIN{printf "%.1f", u/1e6}'
+}
+slowest() { # the services and mounts that took longest to become active
+    systemctl list-units --all --no-legend --plain --type=service,mount,socket 2>/dev/null | awk '{print $1}' |
+        xargs systemctl show -p Id -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic 2>/dev/null |
+        awk 'BEGIN{RS=""; FS="\n"} {id=""; s=0; e=0; for (i = 1; i <= NF; i++) { split($i, kv, "=");
+             if (kv[1] == "Id") id = kv[2]; if (kv[1] == "InactiveExitTimestampMonotonic") s = kv[2];
+             if (kv[1] == "ActiveEnterTimestampMonotonic") e = kv[2] }
+             if (s > 0 && e > s) printf "%.1f %s\n", (e - s) / 1e6, id}' | sort -rn | head -n 8 | tr '\n' ' '
+}
+console "@@CUT-BOOT@@ uptime=$(up) userspace=$(mono "" UserspaceTimestampMonotonic) multiuser=$(mono multi-user.target ActiveEnterTimestampMonotonic) lab=$(mono lab.service ExecMainStartTimestampMonotonic)"
 [ -f "$C/state" ] || setup
 read -r n kind ts ta < "$C/state"
+[ "$n" -gt 2 ] || console "@@CUT-UNITS@@ slowest to start: $(slowest)"
 [ "$kind" = none ] || converge "$n" "$kind" "$ts" "$ta"
 next_cut $((n + 1)) "$ts" "$ta"
 sleep infinity
