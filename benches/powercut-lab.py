@@ -274,19 +274,28 @@ class Run:
             self.stop = True
 
 
-def summary(folder):
-    with open(f"{folder}/results.jsonl") as f:
-        results = [json.loads(l) for l in f if l.strip()]
-    meta = {}
-    if os.path.exists(f"{folder}/run.json"):
-        with open(f"{folder}/run.json") as f:
-            meta = json.load(f)
-    spans = meta.get("spans", [])
-    wall = sum(e - s for s, e in spans)
+def summary(folders):
+    """The figures of one run folder, or of several run side by side (their walls overlapping)."""
+    results, spans, guests = [], [], 0
+    for folder in folders:
+        with open(f"{folder}/results.jsonl") as f:
+            results += [dict(json.loads(l), folder=os.path.basename(folder)) for l in f if l.strip()]
+        if os.path.exists(f"{folder}/run.json"):
+            with open(f"{folder}/run.json") as f:
+                meta = json.load(f)
+            spans += meta.get("spans", [])
+            guests += meta.get("guests", 0)
+    # Wall: the union of the drivers' spans.
+    wall, end = 0.0, 0.0
+    for s, e in sorted(spans):
+        s = max(s, end)
+        if e > s:
+            wall += e - s
+            end = e
     ok = sum(r["ok"] for r in results)
-    print(f"campaign: {len(results)} machine-level cuts on {meta.get('guests', '?')} guest(s), {ok} converged, "
-          f"{len(results) - ok} failed; driver wall {wall:.0f}s in {len(spans)} span(s), "
-          f"{wall / max(1, len(results)):.1f}s of wall per cut")
+    print(f"campaign: {len(results)} machine-level cuts on {guests} guest(s), {ok} converged, "
+          f"{len(results) - ok} failed; wall {wall:.0f}s, {wall / max(1, len(results)):.1f}s of wall per cut")
+    print(f"campaign: by kind: {dict(collections.Counter((r['kind'], r.get('how', '?')) for r in results))}")
     print(f"campaign: by cut: {dict(collections.Counter(r.get('how', '?') for r in results))}")
     by = collections.Counter((r["kind"], r.get("phase", "?")) for r in results)
     for (k, p), c in sorted(by.items()):
@@ -302,7 +311,7 @@ def summary(folder):
             print(f"campaign: {what}: median {median(xs):.1f}s, min {min(xs):.1f}s, max {max(xs):.1f}s ({len(xs)} cuts)")
     for r in results:
         if not r["ok"]:
-            print(f"campaign: FAILED cut {r['n']} on guest {r.get('guest')}: {r['detail']}")
+            print(f"campaign: FAILED cut {r['n']} on {r['folder']} guest {r.get('guest')}: {r['detail']}")
     return results and ok == len(results)
 
 
@@ -318,7 +327,7 @@ def main():
     ap.add_argument("--deadline", type=float, default=0, help="stop cutting after this epoch time")
     ap.add_argument("--boot-limit", type=int, default=900, help="seconds without progress before a hang counts as a failure")
     ap.add_argument("--resume", help="a run folder to continue (its guests, disks and results)")
-    ap.add_argument("--summary", help="print a run folder's summary and exit")
+    ap.add_argument("--summary", nargs="+", help="print the summary of run folders (run side by side) and exit")
     a = ap.parse_args()
     if a.summary:
         sys.exit(0 if summary(a.summary) else 1)
@@ -363,7 +372,7 @@ def main():
     meta["spans"].append([t0, time.time()])
     with open(f"{folder}/run.json", "w") as f:
         json.dump(meta, f)
-    good = summary(folder)
+    good = summary([folder])
     print(f"campaign: details in {folder}/results.jsonl, consoles in {folder}/guest-*/console-*.log; "
           f"continue with --resume {folder}")
     sys.exit(0 if good else 1)
