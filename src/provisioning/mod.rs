@@ -7,7 +7,6 @@ pub(crate) mod defaults;
 pub(crate) mod dns;
 pub(crate) mod dpp;
 pub(crate) mod driver;
-pub mod improv;
 pub(crate) mod nm;
 pub mod portal;
 pub mod portal_http;
