@@ -189,34 +189,8 @@ boot() {
 }
 
 # hmp WORK COMMAND: one command to the guest's QEMU monitor ($WORK/monitor.sock); prints
-# the reply.
-hmp() {
-    python3 - "$1" "$2" <<'PY'
-import os, re, socket, sys, time
-os.chdir(sys.argv[1])  # a relative socket path: no sun_path length limit on deep folders
-for _ in range(100):
-    try:
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(60)
-        s.connect("monitor.sock")
-        break
-    except OSError:
-        time.sleep(0.2)
-else:
-    sys.exit("no QEMU monitor at " + os.path.join(sys.argv[1], "monitor.sock"))
-def reply():
-    out = b""
-    while not out.endswith(b"(qemu) "):
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        out += chunk
-    return re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", out).decode(errors="replace")
-reply()  # the banner
-s.sendall(sys.argv[2].encode() + b"\n")
-print(reply())
-PY
-}
+# QEMU's answer.
+hmp() { python3 "$here/hmp.py" "$1" "$2"; }
 
 # make_snapshot DIR: boots the guest once with a waiting runner (guest/snapshot-wait.sh)
 # and saves it, up and idle, into DIR: root.qcow2 (its disk) and state (its memory and
