@@ -90,6 +90,7 @@ host_usb_media() {
 import os, re, signal, sys, time
 work = sys.argv[1]
 sys.path.insert(0, os.path.abspath(sys.argv[2]))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import hmp
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 def monitor(cmds):
