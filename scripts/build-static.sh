@@ -49,26 +49,32 @@ rust_target_ensure() {
     rustup target add --toolchain "$toolchain" "$t" >&2 || die "rustup target add $t failed"
 }
 
+envs=() targets=()
 for a in "${arches[@]}"; do
     triple="$a-unknown-linux-musl"
     rust_target_ensure "$triple"
-    envs=()
+    targets+=(--target "$triple")
     case "$a" in
         x86_64)
             # The cc crate falls back to musl-gcc for aws-lc-sys' C code.
             apt_ensure musl-gcc musl-tools ;;
         aarch64)
             apt_ensure aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-            envs=(CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
-                  AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
-                  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld) ;;
+            envs+=(CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+                   AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
+                   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld) ;;
     esac
-    # The device binaries only: svc-release (the vendor's host-side tool) is not shipped.
-    log "cargo build --locked --profile $profile --target $triple --bin svc-agent --bin svc-server"
-    start=$(date +%s)
-    (cd "$root" && env "${envs[@]}" cargo build --locked --profile "$profile" --target "$triple" --bin svc-agent --bin svc-server >&2) \
-        || die "cargo build for $triple failed"
-    log "$triple built in $(( $(date +%s) - start )) s"
+done
+# One cargo invocation for every architecture: the host-side build scripts and proc macros
+# are built once, and one target's single-threaded LTO runs beside the other's compile.
+# The device binaries only: svc-release (the vendor's host-side tool) is not shipped.
+log "cargo build --locked --profile $profile ${targets[*]} --bin svc-agent --bin svc-server"
+start=$(date +%s)
+(cd "$root" && env "${envs[@]}" cargo build --locked --profile "$profile" "${targets[@]}" --bin svc-agent --bin svc-server >&2) \
+    || die "cargo build for ${arches[*]} failed"
+log "${arches[*]} built in $(( $(date +%s) - start )) s"
+for a in "${arches[@]}"; do
+    triple="$a-unknown-linux-musl"
     # Cargo names the output folder after the profile, except dev -> debug.
     outdir="$profile"; [ "$profile" = dev ] && outdir=debug
     for bin in svc-agent svc-server; do

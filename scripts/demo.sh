@@ -25,8 +25,12 @@ command -v cargo >/dev/null || { echo "demo: needs Rust (rustup) on PATH" >&2; e
 . scripts/lib/toolchain.sh
 toolchain_ensure . || exit 2
 
-echo "demo: building (release)..."
-cargo build --release --locked --bins 2>&1 | tail -1
+# The dev profile, and the test command's own build (all targets: features unify across them,
+# so `--bins` alone would compile 13 crates again): the demo needs no optimisation, and
+# after the unit+integration tier this builds nothing (a release build here cost 105 s).
+echo "demo: building..."
+cargo build --locked --all-targets 2>&1 | tail -1
+bin=$PWD/target/debug
 demo=$PWD/target/demo
 root=$demo/root
 app=$demo/app
@@ -36,7 +40,7 @@ mkdir -p "$root/etc" "$app"
 # The vendor's side (docs/releases.md): a key pair made once, its public half installed on
 # the device as /etc/svc-signing.pub (so the device accepts signed releases only), and the
 # release published into the management directory with svc-release.
-target/release/svc-release keygen "$demo/vendor.key" > /dev/null
+"$bin/svc-release" keygen "$demo/vendor.key" > /dev/null
 cp "$demo/vendor.key.pub" "$root/etc/svc-signing.pub"
 module=$PWD/examples/modules/logenv/bin/module
 cat > "$root/etc/svc.json" <<JSON
@@ -61,17 +65,17 @@ cat > "$app/poll.json" <<JSON
 }
 JSON
 # A device image without svc-server: the agent installs the signed release from the app.
-target/release/svc-release publish --key "$demo/vendor.key" "$app" target/release/svc-server
+"$bin/svc-release" publish --key "$demo/vendor.key" "$app" "$bin/svc-server"
 
 echo "demo: sandbox at $root; management directory at $app"
 if [ "$check" = 0 ]; then
     echo "demo: starting svc-agent (Ctrl-C to stop)"
-    exec target/release/svc-agent run --root "$root"
+    exec "$bin/svc-agent" run --root "$root"
 fi
 
 # --check: the same, unattended.
 log=$demo/agent.log
-target/release/svc-agent run --root "$root" 2> "$log" &
+"$bin/svc-agent" run --root "$root" 2> "$log" &
 agent=$!
 environ=""
 ok=0

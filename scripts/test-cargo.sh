@@ -28,4 +28,6 @@ export GOOSEBIT_VENV="$GOOSEBIT_DIR/venv"
 export CI="${CI:-true}"
 cargo build --locked --all-targets
 # Benches are built above, not run: they are measurements (cargo bench --bench NAME).
-cargo test --locked --lib --bins --tests -- --test-threads=2
+# Four at a time on two cores: the tests wait on real processes and servers most of the
+# time (the integration binary used 0.8 of a core at two threads); none asserts a time.
+cargo test --locked --lib --bins --tests -- --test-threads=4
