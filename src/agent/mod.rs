@@ -107,6 +107,8 @@ pub(crate) struct Agent {
     subsystems: serde_json::Map<String, Value>,
     /// The update engine; `None` leaves versions as they are.
     updater: Option<Box<dyn updates::Updater>>,
+    /// The backend in use (`Backend::App` also when hawkBit is configured but unusable).
+    backend: Backend,
     server_update: updates::Track,
     agent_update: updates::Track,
     provisioning: provisioning::Runner,
@@ -185,6 +187,52 @@ fn make_updater(paths: &Paths, creds: &Credentials) -> Box<dyn updates::Updater>
     )
 }
 
+/// Which backend the loop speaks, chosen from the cached config: hawkBit's DDI API when
+/// the config has `agent.svc-agent.hawkbit` and its token file reads (docs/hawkbit.md);
+/// otherwise the management app of the credentials, as without the section.
+#[derive(Debug, Clone, PartialEq)]
+enum Backend {
+    App,
+    Hawkbit(crate::config::model::HawkbitSettings),
+}
+
+fn backend_of(config: Option<&MachineConfig>) -> Backend {
+    match config.and_then(|c| c.agent.agent.hawkbit.clone()) {
+        Some(h) => Backend::Hawkbit(h),
+        None => Backend::App,
+    }
+}
+
+/// The hawkBit transport and the engine that downloads with its token (to the server's
+/// origin only); `None` when the token file cannot be used (said in the log: the machine
+/// then keeps its management app, if it has one, so it stays reachable).
+fn hawkbit_backend(
+    paths: &Paths,
+    settings: &crate::config::model::HawkbitSettings,
+) -> Option<(Box<dyn Transport>, Box<dyn updates::Updater>)> {
+    match crate::hawkbit::HawkbitTransport::connect(paths, settings) {
+        Ok(t) => {
+            info!(
+                "agent",
+                "update server: Eclipse hawkBit at {} (tenant {}, controller {})",
+                settings.server_url,
+                settings.tenant,
+                settings.controller_id
+            );
+            let updater = updater::DaemonUpdater::new(paths.clone(), Some(t.server_url()))
+                .with_origin_identity(t.identity());
+            Some((Box::new(t), Box::new(updater)))
+        }
+        Err(e) => {
+            error!(
+                "agent",
+                "the hawkBit backend is configured but cannot start: {e}; keeping the management app"
+            );
+            None
+        }
+    }
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -209,7 +257,7 @@ impl Agent {
         let server = svc_server::ServerManager::new(&paths)
             .with_app(app.as_ref().map(|c| c.app_address.as_str()));
         let paths_for_host = paths.clone();
-        Agent {
+        let mut agent = Agent {
             paths,
             transport,
             credentials: app.clone(),
@@ -238,10 +286,49 @@ impl Agent {
             reconnected: false,
             subsystems: serde_json::Map::new(),
             updater: app.as_ref().map(|c| make_updater(&paths_for_host, c)),
+            backend: Backend::App,
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
+        };
+        agent.choose_backend();
+        agent
+    }
+
+    /// Switches to the backend the config names, when it is not the one in use: hawkBit
+    /// (transport and engine with its token), or back to the management app of the
+    /// credentials. The answer cache's ETag belongs to the old backend and is dropped.
+    fn choose_backend(&mut self) {
+        let wanted = backend_of(self.config.as_ref());
+        if wanted == self.backend {
+            return;
         }
+        let chosen = match &wanted {
+            Backend::Hawkbit(h) => hawkbit_backend(&self.paths, h),
+            Backend::App => None,
+        };
+        let was_hawkbit = self.backend != Backend::App;
+        match chosen {
+            Some((transport, updater)) => {
+                self.transport = Some(transport);
+                self.updater = Some(updater);
+                self.backend = wanted;
+            }
+            None if was_hawkbit || wanted == Backend::App => {
+                let loaded = LoadedCredentials::read(&self.paths);
+                loaded.log();
+                self.updater = loaded.creds.as_ref().map(|c| make_updater(&self.paths, c));
+                self.transport = loaded.transport;
+                self.backend = Backend::App;
+            }
+            // hawkBit wanted but unusable, the app already in use: keep it.
+            None => return,
+        }
+        self.held = None;
+        self.app_holds = false;
+        self.reported = None;
+        self.cached.etag = None;
+        self.next_poll = Instant::now();
     }
 
     /// One step of both updates; restarts svc-server when a new version is active.
@@ -417,6 +504,9 @@ impl Agent {
         self.last_error = None;
         self.next_poll = Instant::now();
         self.credentials_changed = true;
+        // The credentials' transport was just taken; hawkBit, if configured, replaces it.
+        self.backend = Backend::App;
+        self.choose_backend();
     }
 
     /// The credentials in use, if any.
@@ -634,6 +724,7 @@ impl Agent {
                 let was_managed = self.server_managed();
                 self.config = Some(cfg);
                 self.config_errors.clear();
+                self.choose_backend();
                 self.apply_syscfg();
                 // A config from a poll was fetched online: its networks may be applied.
                 self.apply_provisioning(true);

@@ -206,6 +206,22 @@ fn staged_matches(s: &Staged, d: &Desired) -> bool {
     }
 }
 
+/// The probation rule's policy; `SVC_AGENT_PROBATION_SECS` shortens its window for tests
+/// that watch a whole probation through the real daemon (read once).
+fn probation_policy() -> ProbationPolicy {
+    static WINDOW: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let mut policy = ProbationPolicy::default();
+    let secs = WINDOW.get_or_init(|| {
+        std::env::var("SVC_AGENT_PROBATION_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(s) = secs {
+        policy.window = Duration::from_secs(*s);
+    }
+    policy
+}
+
 /// svc-server: download, then activate inside the window when svc-server is idle, then
 /// watch the new version through its probation.
 #[allow(clippy::too_many_arguments)]
@@ -237,7 +253,7 @@ pub(crate) fn step_server(
         }
     }
     if let Some(p) = track.probation.as_mut() {
-        let policy = ProbationPolicy::default();
+        let policy = probation_policy();
         let seen = server_crashes.saturating_sub(p.crashes_then);
         while (p.crash_times.len() as u64) < seen {
             p.crash_times.push(now);

@@ -110,6 +110,12 @@ impl HawkbitTransport {
         self.identity.clone()
     }
 
+    /// The server's URL (`server_url` without a trailing `/`): the engine's base for the
+    /// scheme rule (an https server's artifacts are https).
+    pub fn server_url(&self) -> String {
+        self.server.clone()
+    }
+
     /// A GET of one of the server's own resources: the token on it, JSON asked for, and by
     /// the control-request policy no redirect followed.
     fn get(&self, url: &str) -> http::Request {
@@ -155,6 +161,15 @@ impl HawkbitTransport {
         match self.send_feedback(&rec.id, &fb) {
             Ok(()) => {
                 crate::info!(SUB, "action {}: told the server {fb:?}", rec.id);
+                if matches!(fb, Feedback::Failure(_)) {
+                    // What runs now, as attributes: DDI's `installedBase` is the server's
+                    // record of the last successful action (read-only for a device), so
+                    // after a rollback or a refusal the device's own account of its
+                    // versions travels as `configData` (docs/hawkbit.md).
+                    if let Err(e) = self.send_config_data() {
+                        crate::warn!(SUB, "configData after a failure not sent ({e})");
+                    }
+                }
                 let mut next = rec;
                 next.stage = fb.stage();
                 if let Feedback::Proceeding { cnt, .. } = fb {
