@@ -347,6 +347,7 @@ impl Agent {
             updater,
             &agent.agent.version,
             targets.agent.as_ref(),
+            self.cached.hold.is_some(),
             clock,
         );
         if agent.server.disable_subsystem {
@@ -360,6 +361,7 @@ impl Agent {
             targets.server.as_ref(),
             agent.server.attributes.maintenance_window.as_ref(),
             self.server.busy(),
+            self.cached.hold.is_some(),
             crashes,
             clock,
         );
@@ -672,6 +674,7 @@ impl Agent {
         }
         self.cached.etag = etag;
         self.cached.targets = answer.targets;
+        self.cached.hold = answer.hold;
         self.cached.poll_interval_secs = answer.poll_interval_secs;
         for c in &answer.commands {
             if self.cached.done_commands.contains(&c.id) {

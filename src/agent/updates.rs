@@ -232,6 +232,7 @@ pub(crate) fn step_server(
     offered: Option<&Target>,
     window: Option<&MaintenanceWindow>,
     server_busy: bool,
+    update_server_hold: bool,
     server_crashes: u64,
     clock: Clock,
 ) -> Step {
@@ -293,11 +294,14 @@ pub(crate) fn step_server(
     let Some(staged) = track.staged.clone() else {
         return Step::Nothing;
     };
-    let gate = policy::restart_gate(window, clock.local, server_busy);
+    let gate = policy::restart_gate(window, clock.local, server_busy, update_server_hold);
     if gate != RestartGate::Now {
         if track.waiting_logged != Some(gate) {
             let why = match gate {
                 RestartGate::OutsideWindow => "outside the maintenance window",
+                RestartGate::UpdateServerHold => {
+                    "the update server asks to wait (download only, or its maintenance window is closed)"
+                }
                 _ => "svc-server is processing a config change",
             };
             crate::info!(
@@ -340,6 +344,7 @@ pub(crate) fn step_agent(
     updater: &mut dyn Updater,
     vc: &VersionControl,
     offered: Option<&Target>,
+    update_server_hold: bool,
     clock: Clock,
 ) {
     let (cur, cur_url) = updater.current("svc-agent");
@@ -348,6 +353,10 @@ pub(crate) fn step_agent(
     let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
     let desired = track.with_pin_recheck(vc, desired, clock.now);
     track.download("svc-agent", desired, updater, clock.now);
+    if update_server_hold {
+        // Staged, kept for when the update server lets it be installed.
+        return;
+    }
     if let Some(staged) = track.staged.take() {
         match updater.activate(&staged) {
             Ok(()) => crate::info!(
@@ -466,7 +475,17 @@ mod tests {
         busy: bool,
     ) -> Step {
         for _ in 0..500 {
-            let step = step_server(track, fake, &vc(), Some(offered), window, busy, 0, clk());
+            let step = step_server(
+                track,
+                fake,
+                &vc(),
+                Some(offered),
+                window,
+                busy,
+                false,
+                0,
+                clk(),
+            );
             if step != Step::Nothing || track.staged.is_some() {
                 return step;
             }
@@ -492,6 +511,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 None,
+                false,
                 false,
                 0,
                 clk(),
@@ -526,6 +546,7 @@ mod tests {
                 Some(&offer("1.1.0")),
                 Some(&closed),
                 false,
+                false,
                 0,
                 clk(),
             ),
@@ -550,6 +571,7 @@ mod tests {
                 Some(&offer("1.1.0")),
                 Some(&open),
                 true,
+                false,
                 0,
                 clk(),
             ),
@@ -562,6 +584,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 Some(&open),
+                false,
                 false,
                 0,
                 clk(),
@@ -586,6 +609,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 None,
+                false,
                 false,
                 restarts,
                 clk(),
@@ -630,6 +654,7 @@ mod tests {
                 Some(&offer("2.0.0")),
                 None,
                 false,
+                false,
                 0,
                 clk(),
             );
@@ -663,6 +688,7 @@ mod tests {
                 &vc(),
                 Some(&offer("2.0.0")),
                 None,
+                false,
                 false,
                 0,
                 at(after),

@@ -155,7 +155,9 @@ impl HawkbitTransport {
         if let Some(boot) = crate::update::rollback::load_boot(&self.paths) {
             versions.entry("svc-agent").probation = Some(boot.version);
         }
-        let Some(fb) = action::due(&rec, &versions) else {
+        let cache = self.paths.cache_dir();
+        let staged = |name: &str, version: &str| cache.join(format!("{name}-{version}")).is_file();
+        let Some(fb) = action::due(&rec, &versions, &staged) else {
             return;
         };
         match self.send_feedback(&rec.id, &fb) {
@@ -282,6 +284,8 @@ impl HawkbitTransport {
             stage: Stage::Closed,
             progress: 0,
             refused: None,
+            hold: false,
+            download_only: false,
         };
         self.save(&over);
         Ok(true)
@@ -311,6 +315,8 @@ impl HawkbitTransport {
                             stage: Stage::New,
                             progress: 0,
                             refused: Some(format!("refused by svc-agent: {why}")),
+                            hold: false,
+                            download_only: false,
                         });
                         self.report();
                     }
@@ -318,11 +324,33 @@ impl HawkbitTransport {
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
         };
+        // Download only (`update: skip`) or the server's maintenance window closed: the
+        // engine downloads and verifies, the agent's activation gate waits (one rule with
+        // its own window and busy gate). `download: skip`: nothing is fetched yet.
+        let hold = if d.update == ddi::Handling::Skip {
+            Some(format!("action {}: download only (update: skip)", d.id))
+        } else if d.window_closed {
+            Some(format!(
+                "action {}: the server's maintenance window is closed",
+                d.id
+            ))
+        } else {
+            None
+        };
+        let download_only = d.update == ddi::Handling::Skip;
         let fresh = match known {
             Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
                 return Ok(None)
             }
-            Some(r) if r.id == d.id => false,
+            Some(r) if r.id == d.id => {
+                if r.hold != hold.is_some() || r.download_only != download_only {
+                    let mut next = r;
+                    next.hold = hold.is_some();
+                    next.download_only = download_only;
+                    self.save(&next);
+                }
+                false
+            }
             _ => {
                 self.save(&ActionRecord {
                     id: d.id.clone(),
@@ -330,21 +358,23 @@ impl HawkbitTransport {
                     stage: Stage::New,
                     progress: 0,
                     refused: None,
+                    hold: hold.is_some(),
+                    download_only,
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
                 true
             }
         };
-        if d.download == ddi::Handling::Skip || d.update == ddi::Handling::Skip || d.window_closed {
+        if d.download == ddi::Handling::Skip {
             crate::info!(
                 SUB,
-                "action {}: the server asks to wait (download {:?}, update {:?}, window closed: {})",
-                d.id,
-                d.download,
-                d.update,
-                d.window_closed
+                "action {}: the server asks not to download yet (download: skip)",
+                d.id
             );
             return Ok(None);
+        }
+        if let Some(h) = &hold {
+            crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
         if fresh {
             // The server hears at once that the action was taken.
@@ -352,6 +382,7 @@ impl HawkbitTransport {
         }
         Ok(Some(PollAnswer {
             targets: d.targets,
+            hold,
             ..PollAnswer::default()
         }))
     }
@@ -381,6 +412,11 @@ impl Transport for HawkbitTransport {
     fn poll(&mut self, _status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
         self.last_bytes = (0, 0);
         self.report();
+        // While an action waits on the server's word (its window, update: skip), the base
+        // is read whole each poll, so that the deployment is read again whether or not the
+        // server's links change with it.
+        let holding = action::load(&self.paths).is_some_and(|r| r.hold && r.stage != Stage::Closed);
+        let etag = etag.filter(|_| !holding);
         let mut req = self.get(&self.base);
         if let Some(tag) = etag {
             req = req.header("If-None-Match", tag);

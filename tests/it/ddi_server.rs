@@ -57,6 +57,9 @@ pub struct State {
     pub ask_config: bool,
     /// Every `configData` document received.
     pub config_data: Vec<serde_json::Value>,
+    /// Artifact answers wait while this is set (a download in flight, for as long as a test
+    /// needs to change the deployment under it).
+    pub hold_artifacts: bool,
 }
 
 pub struct DdiServer {
@@ -91,8 +94,14 @@ impl DdiServer {
 
     /// Offers `chunks` (a JSON array) as action `id`.
     pub fn deploy(&self, id: &str, chunks: &str) {
+        self.deploy_with(id, chunks, "forced", "forced", "available");
+    }
+
+    /// Offers `chunks` as action `id` with `deployment.download`, `deployment.update` and
+    /// `deployment.maintenanceWindow` as given.
+    pub fn deploy_with(&self, id: &str, chunks: &str, download: &str, update: &str, window: &str) {
         let doc = format!(
-            r#"{{"id": "{id}", "deployment": {{"download": "forced", "update": "forced", "chunks": {chunks}}}, "actionHistory": {{"status": "RUNNING", "messages": []}}}}"#
+            r#"{{"id": "{id}", "deployment": {{"download": "{download}", "update": "{update}", "maintenanceWindow": "{window}", "chunks": {chunks}}}, "actionHistory": {{"status": "RUNNING", "messages": []}}}}"#
         );
         self.state.lock().unwrap().deployment = Some((id.to_string(), doc.into_bytes()));
     }
@@ -186,6 +195,9 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
         }
         let cut = s.cut_after.pop_front();
         drop(s);
+        while st.lock().unwrap().hold_artifacts {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let (status, part, extra) = match from {
             Some(n) if n < bytes.len() => (
                 206,
@@ -229,10 +241,13 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
                 serde_json::json!({"href": format!("{origin}{base}/cancelAction/{id}")}),
             );
         }
-        if let Some((id, _)) = &s.deployment {
+        if let Some((id, doc)) = &s.deployment {
+            // As hawkBit's `c`: a hash of the action's state, so a changed deployment (its
+            // maintenance window, say) changes the base and its ETag.
+            let c = &hex(&Sha256::digest(doc))[..8];
             links.insert(
                 "deploymentBase".into(),
-                serde_json::json!({"href": format!("{origin}{base}/deploymentBase/{id}?c=-2129030598")}),
+                serde_json::json!({"href": format!("{origin}{base}/deploymentBase/{id}?c={c}")}),
             );
         }
         let doc = serde_json::json!({"config": {"polling": {"sleep": s.sleep}}, "_links": links});

@@ -130,3 +130,86 @@ fn the_daemon_rolls_back_a_crashing_build_and_reports_what_runs() {
     assert_eq!(data.last().unwrap()["data"]["svc_server_version"], "1.0.0");
     assert_eq!(data.last().unwrap()["data"]["sw_version"], "1.0.0");
 }
+
+fn linked(sb: &Sandbox) -> String {
+    std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn deployment_reads(ddi: &DdiServer) -> usize {
+    ddi.state
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|(_, p, _)| p.contains("/deploymentBase/") && !p.ends_with("/feedback"))
+        .count()
+}
+
+/// Attack: the server's maintenance window closes while the artifact is downloading. The
+/// download finishes and is kept, but nothing is activated until the window opens again;
+/// then the one gate lets it through and `success` follows the probation.
+#[test]
+fn a_window_that_closes_mid_download_holds_the_activation() {
+    let ddi = DdiServer::start();
+    let sb = machine("hb-daemon-window", &ddi);
+    let body = fake_binary(NAME, "2.0.0", "hang", 50_000);
+    let chunks = format!("[{}]", ddi.chunk(NAME, "2.0.0", &body));
+    ddi.state.lock().unwrap().hold_artifacts = true;
+    ddi.deploy_with("51", &chunks, "forced", "forced", "available");
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "3")]);
+    wait_for("the download to start", 60, || {
+        let st = ddi.state.lock().unwrap();
+        st.requests
+            .iter()
+            .any(|(_, p, _)| p.starts_with("/artifacts/"))
+    });
+    let reads = deployment_reads(&ddi);
+    ddi.deploy_with("51", &chunks, "forced", "forced", "unavailable");
+    wait_for("the closed window to be read", 60, || {
+        deployment_reads(&ddi) > reads && sb.log().contains("maintenance window is closed")
+    });
+    ddi.state.lock().unwrap().hold_artifacts = false;
+    wait_for("the activation to wait", 60, || {
+        sb.log()
+            .contains("svc-server 2.0.0 is ready; waiting: the update server asks to wait")
+    });
+    // A few more polls: still held.
+    let reads = deployment_reads(&ddi);
+    wait_for("two more polls", 60, || deployment_reads(&ddi) >= reads + 2);
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
+    assert!(!sb.log().contains("svc-server 2.0.0 activated"));
+    assert_eq!(steps(&ddi, "51"), ["proceeding/none"]);
+    ddi.deploy_with("51", &chunks, "forced", "forced", "available");
+    wait_for("closed/success", 120, || {
+        steps(&ddi, "51").contains(&"closed/success".to_string())
+    });
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-2.0.0");
+}
+
+/// `update: skip`: downloaded, verified and kept; not activated; `downloaded` is the report
+/// that ends a download-only action.
+#[test]
+fn update_skip_downloads_and_stages_only() {
+    let ddi = DdiServer::start();
+    let sb = machine("hb-daemon-dlonly", &ddi);
+    let body = fake_binary(NAME, "2.0.0", "hang", 50_000);
+    let chunks = format!("[{}]", ddi.chunk(NAME, "2.0.0", &body));
+    ddi.deploy_with("52", &chunks, "forced", "skip", "available");
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "3")]);
+    wait_for("downloaded", 120, || {
+        steps(&ddi, "52").contains(&"downloaded/none".to_string())
+    });
+    let reads = deployment_reads(&ddi);
+    wait_for("two more polls", 60, || deployment_reads(&ddi) >= reads + 2);
+    terminate(&mut agent);
+    assert!(sb.root.join("opt/svc/cache/svc-server-2.0.0").is_file());
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
+    assert_eq!(steps(&ddi, "52"), ["proceeding/none", "downloaded/none"]);
+    assert!(!sb.log().contains("svc-server 2.0.0 activated"));
+}
