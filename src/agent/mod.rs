@@ -773,10 +773,45 @@ impl Agent {
             done_commands: self.cached.done_commands.clone(),
             last_contact: self.cached.last_contact,
             last_error: self.last_error.clone(),
-            subsystems: self.subsystems.clone(),
+            subsystems: self.subsystems_status(),
             // An unreadable record is set aside by its loader; the report then says nothing.
             versions: crate::update::VersionRecords::load(&self.paths).unwrap_or_default(),
         }
+    }
+
+    /// The subsystems' states, and on the hawkBit backend its own: the server, and an
+    /// action waiting for consent (what `svc-agent hawkbit confirm|decline` decides on).
+    fn subsystems_status(&self) -> serde_json::Map<String, Value> {
+        let mut all = self.subsystems.clone();
+        if let Backend::Hawkbit(h) = &self.backend {
+            let consent = crate::hawkbit::consent::load(&self.paths);
+            let (state, reason) = match &consent {
+                Some(c) if c.decision.is_none() => (
+                    "waiting for consent",
+                    Some(format!(
+                        "action {} would install {}: svc-agent hawkbit confirm|decline --action {0}",
+                        c.action,
+                        c.targets
+                            .iter()
+                            .map(|(n, v)| format!("{n} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                ),
+                _ => ("active", None),
+            };
+            all.insert(
+                "hawkbit".into(),
+                serde_json::json!({
+                    "state": state,
+                    "reason": reason,
+                    "server_url": h.server_url,
+                    "controller_id": h.controller_id,
+                    "consent": consent,
+                }),
+            );
+        }
+        all
     }
 
     /// agent-syscfg: applies the config's system settings (or reverts them when disabled);

@@ -1193,13 +1193,24 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
             );
         }
     }
-    let mut extra = o.extra(&["server_url", "tenant", "controller_id", "auth"], r);
+    let auto_confirm = o.boolean("auto_confirm", r).unwrap_or(false);
+    let mut extra = o.extra(
+        &[
+            "server_url",
+            "tenant",
+            "controller_id",
+            "auth",
+            "auto_confirm",
+        ],
+        r,
+    );
     extra.retain(|k, _| !TOKEN_KEYS.contains(&k.as_str()));
     Some(HawkbitSettings {
         server_url: server_url?,
         tenant: tenant?,
         controller_id: controller_id?,
         auth: auth?,
+        auto_confirm,
         extra,
     })
 }

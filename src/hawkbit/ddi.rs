@@ -54,6 +54,8 @@ pub(crate) struct Base {
     pub wants_config_data: bool,
     /// The `cancelAction` link, checked to be on the server's own origin.
     pub cancel: Option<String>,
+    /// The `confirmationBase` link (an action waits for consent), on the server's origin.
+    pub confirmation: Option<String>,
     /// Links to work this version does not do yet (`cancelAction`, `confirmationBase`,
     /// `installedBase`), by name, for the log.
     pub unsupported: Vec<String>,
@@ -76,10 +78,49 @@ pub(crate) fn parse_base(body: &[u8], server: &str) -> Result<Base, String> {
             "deploymentBase" => base.deployment = Some(href),
             "configData" => base.wants_config_data = true,
             "cancelAction" => base.cancel = Some(href),
+            "confirmationBase" => base.confirmation = Some(href),
             other => base.unsupported.push(other.to_string()),
         }
     }
     Ok(base)
+}
+
+/// The action id a link names as the segment after `resource/` (`…/confirmationBase/17?c=…`).
+pub(crate) fn linked_id(href: &str, resource: &str) -> Option<String> {
+    let path = href.split(['?', '#']).next()?;
+    let (_, rest) = path.rsplit_once(&format!("/{resource}/"))?;
+    let id = rest.split('/').next()?;
+    is_segment(id).then(|| id.to_string())
+}
+
+/// A `confirmationBase/{actionId}` document: `{"id", "confirmation": {..}}`, the
+/// `confirmation` object shaped as a deployment's, checked by the same rules
+/// ([`parse_deployment`]); the action must be the one the link named.
+pub(crate) fn parse_confirmation(
+    body: &[u8],
+    server: &str,
+    link: &str,
+) -> Result<Deployment, String> {
+    let mut v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the confirmationBase is not JSON: {e}"))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or("the confirmationBase is not a JSON object")?;
+    let inner = obj
+        .remove("confirmation")
+        .ok_or("the confirmationBase has no confirmation object")?;
+    obj.insert("deployment".into(), inner);
+    let bytes = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
+    let d =
+        parse_deployment(&bytes, server).map_err(|e| e.replace("deployment", "confirmation"))?;
+    match linked_id(link, "confirmationBase") {
+        Some(id) if id == d.id => Ok(d),
+        named => Err(format!(
+            "the confirmationBase link names action {} but its document is action {}; refused",
+            named.as_deref().unwrap_or("?"),
+            d.id
+        )),
+    }
 }
 
 /// `HH:MM:SS` (hawkBit's `config.polling.sleep`) in seconds.

@@ -14,6 +14,7 @@
 //!   sent before each poll: `proceeding`, `downloaded`, and `closed` + `success` only once
 //!   probation has passed, `failure` with the reason after a rollback or a refused deployment.
 pub(crate) mod action;
+pub mod consent;
 pub(crate) mod ddi;
 
 use crate::config::model::HawkbitSettings;
@@ -67,6 +68,8 @@ pub struct HawkbitTransport {
     /// `{server}/{tenant}/controller/v1/{controllerId}`.
     base: String,
     identity: http::Identity,
+    /// Consent is given without asking (`auto_confirm`).
+    auto_confirm: bool,
     last_bytes: (u64, u64),
 }
 
@@ -99,6 +102,7 @@ impl HawkbitTransport {
             server,
             base,
             identity,
+            auto_confirm: settings.auto_confirm,
             last_bytes: (0, 0),
         }
     }
@@ -291,6 +295,86 @@ impl HawkbitTransport {
         Ok(true)
     }
 
+    /// An action waits for consent (`confirmationBase`): its document is read and checked
+    /// like a deployment; the decision (`auto_confirm`, or the local command's on this very
+    /// action) is sent as `POST confirmationBase/{id}/feedback`, once; without one, the action
+    /// is recorded for the status and the command, and waits. Nothing is downloaded for it.
+    fn confirm(&mut self, link: &str) -> Result<(), ProtocolError> {
+        let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES).map_err(|e| match e {
+            ProtocolError::BadAnswer(m) => {
+                ProtocolError::BadAnswer(format!("confirmationBase: {m}"))
+            }
+            e => e,
+        })?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        let d = ddi::parse_confirmation(&a.body, &self.server, link)
+            .map_err(|e| ProtocolError::BadAnswer(format!("confirmationBase: {e}")))?;
+        let lock =
+            StateLock::acquire(&self.paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
+        let mut c = match consent::load(&self.paths) {
+            Some(c) if c.action == d.id => c,
+            _ => consent::Consent {
+                action: d.id.clone(),
+                targets: d.wanted(),
+                decision: None,
+                by: None,
+                told: false,
+            },
+        };
+        if c.decision.is_none() && self.auto_confirm {
+            c.decision = Some(consent::Decision::Confirmed);
+            c.by = Some("auto_confirm".into());
+        }
+        let fresh = consent::load(&self.paths).as_ref() != Some(&c);
+        if fresh {
+            consent::save(&self.paths, &c, &lock).map_err(ProtocolError::Setup)?;
+        }
+        drop(lock);
+        let Some(decision) = c.decision.filter(|_| !c.told) else {
+            if fresh {
+                crate::info!(
+                    SUB,
+                    "action {} waits for consent ({:?}): `svc-agent hawkbit confirm --action {0}` or `decline`",
+                    d.id,
+                    d.wanted()
+                );
+            }
+            return Ok(());
+        };
+        let by = c.by.clone().unwrap_or_default();
+        let doc = serde_json::json!({
+            "confirmation": decision.word(),
+            "details": [format!("{} by {by} on the device", decision.word())],
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::post(
+            &format!("{}/confirmationBase/{}/feedback", self.base, d.id),
+            body,
+            timeout_secs(),
+        )
+        .header("Content-Type", "application/json")
+        .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        if !(200..300).contains(&a.status) {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        crate::info!(SUB, "action {}: consent {} ({by})", d.id, decision.word());
+        let lock =
+            StateLock::acquire(&self.paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
+        // Only if the decision is still the one sent (the command may have changed it).
+        if let Some(mut now) =
+            consent::load(&self.paths).filter(|n| n.action == d.id && n.decision == Some(decision))
+        {
+            now.told = true;
+            consent::save(&self.paths, &now, &lock).map_err(ProtocolError::Setup)?;
+        }
+        Ok(())
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -448,6 +532,9 @@ impl Transport for HawkbitTransport {
         if !base.unsupported.is_empty() {
             crate::debug!(SUB, "not acted on yet: {}", base.unsupported.join(", "));
         }
+        if let Some(link) = &base.confirmation {
+            self.confirm(link)?;
+        }
         let canceled = match &base.cancel {
             Some(link) => self.cancel(link)?,
             None => false,
@@ -509,6 +596,7 @@ mod tests {
             tenant: "DEFAULT".into(),
             controller_id: "dev-1".into(),
             auth: HawkbitAuth::GatewayToken,
+            auto_confirm: false,
             extra: Default::default(),
         };
         let t = HawkbitTransport::with_token(&Paths::new("/x"), &s, "tok-123");
