@@ -154,6 +154,13 @@ pub(crate) fn due(
     let mut done = 0u32;
     let mut active = 0u32;
     for (name, version) in &rec.targets {
+        if name == super::ddi::CHUNK_CONFIG {
+            // The machine config: done once the agent applied it (`staged` says so).
+            if staged(name, version) {
+                done += 1;
+            }
+            continue;
+        }
         match state_of(versions, name, version) {
             Err(why) => return Some(Feedback::Failure(why)),
             Ok(true) => done += 1,

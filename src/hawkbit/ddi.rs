@@ -14,6 +14,8 @@ const MAX_CHUNKS: usize = 16;
 /// The chunk names the agent acts on, and what each becomes.
 pub(crate) const CHUNK_SERVER: &str = "svc-server";
 pub(crate) const CHUNK_AGENT: &str = "svc-agent";
+/// The machine config: a chunk whose one artifact is the config JSON.
+pub(crate) const CHUNK_CONFIG: &str = "svc-config";
 
 #[derive(Debug, Deserialize, Default)]
 struct Link {
@@ -235,6 +237,8 @@ pub(crate) struct Deployment {
     pub window_closed: bool,
     /// What the engine is asked to bring, in the agent's own protocol's terms.
     pub targets: Targets,
+    /// The `svc-config` chunk's artifact (the config JSON), checked like a binary's.
+    pub config: Option<Target>,
 }
 
 impl Deployment {
@@ -337,6 +341,7 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         ));
     }
     let mut targets = Targets::default();
+    let mut config = None;
     for (i, c) in d.chunks.iter().enumerate() {
         let at = format!(
             "deployment.chunks[{i}] (part {:?}, name {:?})",
@@ -345,9 +350,10 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         let slot = match c.name.as_str() {
             CHUNK_SERVER => &mut targets.server,
             CHUNK_AGENT => &mut targets.agent,
+            CHUNK_CONFIG => &mut config,
             _ => {
                 return Err(format!(
-                    "{at}: unknown chunk; this agent takes {CHUNK_SERVER:?} and {CHUNK_AGENT:?}"
+                    "{at}: unknown chunk; this agent takes {CHUNK_SERVER:?}, {CHUNK_AGENT:?} and {CHUNK_CONFIG:?}"
                 ))
             }
         };
@@ -380,6 +386,7 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         update,
         window_closed,
         targets,
+        config,
     })
 }
 

@@ -160,7 +160,17 @@ impl HawkbitTransport {
             versions.entry("svc-agent").probation = Some(boot.version);
         }
         let cache = self.paths.cache_dir();
-        let staged = |name: &str, version: &str| cache.join(format!("{name}-{version}")).is_file();
+        let config_now = std::fs::read(self.paths.state_dir().join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .map(|v| config_digest(&v));
+        let staged = |name: &str, version: &str| {
+            if name == ddi::CHUNK_CONFIG {
+                config_now.as_deref() == Some(version)
+            } else {
+                cache.join(format!("{name}-{version}")).is_file()
+            }
+        };
         let Some(fb) = action::due(&rec, &versions, &staged) else {
             return;
         };
@@ -375,6 +385,61 @@ impl HawkbitTransport {
         Ok(())
     }
 
+    /// The `svc-config` chunk's artifact: fetched with the token from the server's origin
+    /// (a document, like the DDI resources: capped, never followed elsewhere), checked
+    /// against the deployment's size and sha256, then validated by the one config validator
+    /// (`config::parse_str`, as a config from the management app). `Err`: why, naming the
+    /// JSON pointers; nothing of it is applied.
+    fn fetch_config(&mut self, t: &crate::protocol::Target) -> Result<Value, String> {
+        let cap = crate::protocol::MAX_ANSWER_BYTES;
+        if t.size.is_some_and(|s| s > cap) {
+            return Err(format!("the config artifact is larger than {cap} bytes"));
+        }
+        let a = exchange_capped(self.get(&t.url), cap)
+            .map_err(|e| format!("the config artifact: {e}"))?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(format!("the config artifact: HTTP {}", a.status));
+        }
+        if Some(a.body.len() as u64) != t.size {
+            return Err(format!(
+                "the config artifact has {} bytes, the deployment says {}",
+                a.body.len(),
+                t.size.unwrap_or(0)
+            ));
+        }
+        use sha2::Digest;
+        let got = crate::encoding::hex(&sha2::Sha256::digest(&a.body));
+        if !t
+            .sha256
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&got))
+        {
+            return Err(format!(
+                "the config artifact's sha256 {got} does not match the deployment's"
+            ));
+        }
+        let text = std::str::from_utf8(&a.body)
+            .map_err(|_| "the config artifact is not UTF-8 text".to_string())?;
+        match crate::config::parse_str(text) {
+            Ok(_) => serde_json::from_str(text).map_err(|e| format!("the config artifact: {e}")),
+            Err(report) => {
+                let errors: Vec<String> = report
+                    .errors
+                    .iter()
+                    .take(8)
+                    .map(|d| d.to_string())
+                    .collect();
+                Err(format!(
+                    "the config {} was rejected ({} errors): {}",
+                    t.version,
+                    report.errors.len(),
+                    errors.join("; ")
+                ))
+            }
+        }
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -457,6 +522,33 @@ impl HawkbitTransport {
             );
             return Ok(None);
         }
+        // Read again whenever the deployment is (an agent that restarted before applying
+        // it gets it again); the record names it by its content's digest.
+        let config = match &d.config {
+            Some(t) => match self.fetch_config(t) {
+                Ok(v) => {
+                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        if !r.targets.contains(&entry) {
+                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                            r.targets.push(entry);
+                            self.save(&r);
+                        }
+                    }
+                    Some(v)
+                }
+                Err(why) => {
+                    // Refused whole: no target of this action reaches the engine either.
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        r.refused = Some(format!("refused by svc-agent: {why}"));
+                        self.save(&r);
+                        self.report();
+                    }
+                    return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
+                }
+            },
+            _ => None,
+        };
         if let Some(h) = &hold {
             crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
@@ -467,9 +559,37 @@ impl HawkbitTransport {
         Ok(Some(PollAnswer {
             targets: d.targets,
             hold,
+            config,
             ..PollAnswer::default()
         }))
     }
+}
+
+/// What identifies a config's content: the sha256 of its compact JSON (the agent keeps the
+/// config it applied as `config.json`, pretty-printed; the digest compares content).
+fn config_digest(v: &Value) -> String {
+    use sha2::Digest;
+    // Keys sorted at every level: the same content in another order is the same config.
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let bytes = serde_json::to_vec(&sorted(v)).unwrap_or_default();
+    format!(
+        "config-{}",
+        &crate::encoding::hex(&sha2::Sha256::digest(&bytes))[..16]
+    )
 }
 
 /// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running

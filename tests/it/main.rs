@@ -40,6 +40,7 @@ mod config_rules;
 mod data_partition;
 mod ddi_server;
 mod hawkbit;
+mod hawkbit_config;
 mod hawkbit_consent;
 mod hawkbit_daemon;
 mod hawkbit_goosebit;
