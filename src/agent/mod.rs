@@ -327,7 +327,10 @@ impl Agent {
         self.held = None;
         self.app_holds = false;
         self.reported = None;
+        // What the old backend offered is not the new one's to install.
         self.cached.etag = None;
+        self.cached.targets = protocol::Targets::default();
+        self.cached.hold = None;
         self.next_poll = Instant::now();
     }
 

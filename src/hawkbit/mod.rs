@@ -487,14 +487,16 @@ impl HawkbitTransport {
             None
         };
         let download_only = d.update == ddi::Handling::Skip;
+        // The record's `hold`: the deployment is read again at each poll while it waits.
+        let waits = hold.is_some() || d.download == ddi::Handling::Skip;
         let fresh = match known {
             Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
                 return Ok(None)
             }
             Some(r) if r.id == d.id => {
-                if r.hold != hold.is_some() || r.download_only != download_only {
+                if r.hold != waits || r.download_only != download_only {
                     let mut next = r;
-                    next.hold = hold.is_some();
+                    next.hold = waits;
                     next.download_only = download_only;
                     self.save(&next);
                 }
@@ -507,7 +509,7 @@ impl HawkbitTransport {
                     stage: Stage::New,
                     progress: 0,
                     refused: None,
-                    hold: hold.is_some(),
+                    hold: waits,
                     download_only,
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
