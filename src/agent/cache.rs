@@ -21,6 +21,9 @@ fn answer_path(paths: &Paths) -> PathBuf {
 pub(crate) struct CachedAnswer {
     pub etag: Option<String>,
     pub targets: Targets,
+    /// The update server asks to wait with activating the targets (`PollAnswer::hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
     pub poll_interval_secs: Option<u64>,
     /// Commands already carried out, so that a repeated delivery does not repeat them.
     pub done_commands: Vec<String>,

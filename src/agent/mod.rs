@@ -107,6 +107,8 @@ pub(crate) struct Agent {
     subsystems: serde_json::Map<String, Value>,
     /// The update engine; `None` leaves versions as they are.
     updater: Option<Box<dyn updates::Updater>>,
+    /// The backend in use (`Backend::App` also when hawkBit is configured but unusable).
+    backend: Backend,
     server_update: updates::Track,
     agent_update: updates::Track,
     provisioning: provisioning::Runner,
@@ -185,6 +187,52 @@ fn make_updater(paths: &Paths, creds: &Credentials) -> Box<dyn updates::Updater>
     )
 }
 
+/// Which backend the loop speaks, chosen from the cached config: hawkBit's DDI API when
+/// the config has `agent.svc-agent.hawkbit` and its token file reads (docs/hawkbit.md);
+/// otherwise the management app of the credentials, as without the section.
+#[derive(Debug, Clone, PartialEq)]
+enum Backend {
+    App,
+    Hawkbit(crate::config::model::HawkbitSettings),
+}
+
+fn backend_of(config: Option<&MachineConfig>) -> Backend {
+    match config.and_then(|c| c.agent.agent.hawkbit.clone()) {
+        Some(h) => Backend::Hawkbit(h),
+        None => Backend::App,
+    }
+}
+
+/// The hawkBit transport and the engine that downloads with its token (to the server's
+/// origin only); `None` when the token file cannot be used (said in the log: the machine
+/// then keeps its management app, if it has one, so it stays reachable).
+fn hawkbit_backend(
+    paths: &Paths,
+    settings: &crate::config::model::HawkbitSettings,
+) -> Option<(Box<dyn Transport>, Box<dyn updates::Updater>)> {
+    match crate::hawkbit::HawkbitTransport::connect(paths, settings) {
+        Ok(t) => {
+            info!(
+                "agent",
+                "update server: Eclipse hawkBit at {} (tenant {}, controller {})",
+                settings.server_url,
+                settings.tenant,
+                settings.controller_id
+            );
+            let updater = updater::DaemonUpdater::new(paths.clone(), Some(t.server_url()))
+                .with_origin_identity(t.identity());
+            Some((Box::new(t), Box::new(updater)))
+        }
+        Err(e) => {
+            error!(
+                "agent",
+                "the hawkBit backend is configured but cannot start: {e}; keeping the management app"
+            );
+            None
+        }
+    }
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -209,7 +257,7 @@ impl Agent {
         let server = svc_server::ServerManager::new(&paths)
             .with_app(app.as_ref().map(|c| c.app_address.as_str()));
         let paths_for_host = paths.clone();
-        Agent {
+        let mut agent = Agent {
             paths,
             transport,
             credentials: app.clone(),
@@ -238,10 +286,52 @@ impl Agent {
             reconnected: false,
             subsystems: serde_json::Map::new(),
             updater: app.as_ref().map(|c| make_updater(&paths_for_host, c)),
+            backend: Backend::App,
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
+        };
+        agent.choose_backend();
+        agent
+    }
+
+    /// Switches to the backend the config names, when it is not the one in use: hawkBit
+    /// (transport and engine with its token), or back to the management app of the
+    /// credentials. The answer cache's ETag belongs to the old backend and is dropped.
+    fn choose_backend(&mut self) {
+        let wanted = backend_of(self.config.as_ref());
+        if wanted == self.backend {
+            return;
         }
+        let chosen = match &wanted {
+            Backend::Hawkbit(h) => hawkbit_backend(&self.paths, h),
+            Backend::App => None,
+        };
+        let was_hawkbit = self.backend != Backend::App;
+        match chosen {
+            Some((transport, updater)) => {
+                self.transport = Some(transport);
+                self.updater = Some(updater);
+                self.backend = wanted;
+            }
+            None if was_hawkbit || wanted == Backend::App => {
+                let loaded = LoadedCredentials::read(&self.paths);
+                loaded.log();
+                self.updater = loaded.creds.as_ref().map(|c| make_updater(&self.paths, c));
+                self.transport = loaded.transport;
+                self.backend = Backend::App;
+            }
+            // hawkBit wanted but unusable, the app already in use: keep it.
+            None => return,
+        }
+        self.held = None;
+        self.app_holds = false;
+        self.reported = None;
+        // What the old backend offered is not the new one's to install.
+        self.cached.etag = None;
+        self.cached.targets = protocol::Targets::default();
+        self.cached.hold = None;
+        self.next_poll = Instant::now();
     }
 
     /// One step of both updates; restarts svc-server when a new version is active.
@@ -260,6 +350,7 @@ impl Agent {
             updater,
             &agent.agent.version,
             targets.agent.as_ref(),
+            self.cached.hold.is_some(),
             clock,
         );
         if agent.server.disable_subsystem {
@@ -273,6 +364,7 @@ impl Agent {
             targets.server.as_ref(),
             agent.server.attributes.maintenance_window.as_ref(),
             self.server.busy(),
+            self.cached.hold.is_some(),
             crashes,
             clock,
         );
@@ -417,6 +509,9 @@ impl Agent {
         self.last_error = None;
         self.next_poll = Instant::now();
         self.credentials_changed = true;
+        // The credentials' transport was just taken; hawkBit, if configured, replaces it.
+        self.backend = Backend::App;
+        self.choose_backend();
     }
 
     /// The credentials in use, if any.
@@ -582,6 +677,7 @@ impl Agent {
         }
         self.cached.etag = etag;
         self.cached.targets = answer.targets;
+        self.cached.hold = answer.hold;
         self.cached.poll_interval_secs = answer.poll_interval_secs;
         for c in &answer.commands {
             if self.cached.done_commands.contains(&c.id) {
@@ -634,6 +730,7 @@ impl Agent {
                 let was_managed = self.server_managed();
                 self.config = Some(cfg);
                 self.config_errors.clear();
+                self.choose_backend();
                 self.apply_syscfg();
                 // A config from a poll was fetched online: its networks may be applied.
                 self.apply_provisioning(true);
@@ -679,10 +776,45 @@ impl Agent {
             done_commands: self.cached.done_commands.clone(),
             last_contact: self.cached.last_contact,
             last_error: self.last_error.clone(),
-            subsystems: self.subsystems.clone(),
+            subsystems: self.subsystems_status(),
             // An unreadable record is set aside by its loader; the report then says nothing.
             versions: crate::update::VersionRecords::load(&self.paths).unwrap_or_default(),
         }
+    }
+
+    /// The subsystems' states, and on the hawkBit backend its own: the server, and an
+    /// action waiting for consent (what `svc-agent hawkbit confirm|decline` decides on).
+    fn subsystems_status(&self) -> serde_json::Map<String, Value> {
+        let mut all = self.subsystems.clone();
+        if let Backend::Hawkbit(h) = &self.backend {
+            let consent = crate::hawkbit::consent::load(&self.paths);
+            let (state, reason) = match &consent {
+                Some(c) if c.decision.is_none() => (
+                    "waiting for consent",
+                    Some(format!(
+                        "action {} would install {}: svc-agent hawkbit confirm|decline --action {0}",
+                        c.action,
+                        c.targets
+                            .iter()
+                            .map(|(n, v)| format!("{n} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                ),
+                _ => ("active", None),
+            };
+            all.insert(
+                "hawkbit".into(),
+                serde_json::json!({
+                    "state": state,
+                    "reason": reason,
+                    "server_url": h.server_url,
+                    "controller_id": h.controller_id,
+                    "consent": consent,
+                }),
+            );
+        }
+        all
     }
 
     /// agent-syscfg: applies the config's system settings (or reverts them when disabled);

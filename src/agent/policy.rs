@@ -86,15 +86,24 @@ pub(crate) enum RestartGate {
     Now,
     OutsideWindow,
     ServerBusy,
+    /// The update server asks to wait (hawkBit: `update: skip`, a download-only action, or
+    /// `maintenanceWindow: unavailable`).
+    UpdateServerHold,
 }
 
 /// Spec §3: no window: at once; a window: only inside it and only while svc-server is not
-/// processing config changes.
+/// processing config changes. An update server's own hold (hawkBit's `update: skip` or
+/// `maintenanceWindow: unavailable`) only adds a wait: it never opens what the machine's
+/// window keeps shut, so there is one rule for both (docs/hawkbit.md).
 pub(crate) fn restart_gate(
     window: Option<&MaintenanceWindow>,
     now: LocalTime,
     server_busy: bool,
+    update_server_hold: bool,
 ) -> RestartGate {
+    if update_server_hold {
+        return RestartGate::UpdateServerHold;
+    }
     match window {
         None => RestartGate::Now,
         Some(w) if !w.allows(now.weekday, now.minute_of_day) => RestartGate::OutsideWindow,
@@ -266,16 +275,28 @@ mod tests {
             weekday: 0,
             minute_of_day: 180,
         };
-        assert_eq!(restart_gate(None, mon_3am, true), RestartGate::Now);
+        assert_eq!(restart_gate(None, mon_3am, true, false), RestartGate::Now);
         assert_eq!(
-            restart_gate(Some(&w), mon_3am, false),
+            restart_gate(Some(&w), mon_3am, false, false),
             RestartGate::OutsideWindow
         );
         assert_eq!(
-            restart_gate(Some(&w), sat_3am, true),
+            restart_gate(Some(&w), sat_3am, true, false),
             RestartGate::ServerBusy
         );
-        assert_eq!(restart_gate(Some(&w), sat_3am, false), RestartGate::Now);
+        assert_eq!(
+            restart_gate(Some(&w), sat_3am, false, false),
+            RestartGate::Now
+        );
+        // The update server's hold adds a wait, with or without a window of the machine's.
+        assert_eq!(
+            restart_gate(None, mon_3am, false, true),
+            RestartGate::UpdateServerHold
+        );
+        assert_eq!(
+            restart_gate(Some(&w), sat_3am, false, true),
+            RestartGate::UpdateServerHold
+        );
     }
 
     #[test]

@@ -43,6 +43,13 @@ impl DaemonUpdater {
         self
     }
 
+    /// Sends `identity` (its headers, to its origin only) with downloads: the hawkBit
+    /// backend's token, which hawkBit asks for on artifacts as on every DDI resource.
+    pub(crate) fn with_origin_identity(mut self, identity: Identity) -> DaemonUpdater {
+        self.identity = Some(identity);
+        self
+    }
+
     /// An artifact URL as the app wrote it, made absolute against the app address.
     fn resolve(&self, url: &str) -> String {
         match (&self.base_url, url.contains("://")) {

@@ -206,6 +206,22 @@ fn staged_matches(s: &Staged, d: &Desired) -> bool {
     }
 }
 
+/// The probation rule's policy; `SVC_AGENT_PROBATION_SECS` shortens its window for tests
+/// that watch a whole probation through the real daemon (read once).
+fn probation_policy() -> ProbationPolicy {
+    static WINDOW: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let mut policy = ProbationPolicy::default();
+    let secs = WINDOW.get_or_init(|| {
+        std::env::var("SVC_AGENT_PROBATION_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(s) = secs {
+        policy.window = Duration::from_secs(*s);
+    }
+    policy
+}
+
 /// svc-server: download, then activate inside the window when svc-server is idle, then
 /// watch the new version through its probation.
 #[allow(clippy::too_many_arguments)]
@@ -216,6 +232,7 @@ pub(crate) fn step_server(
     offered: Option<&Target>,
     window: Option<&MaintenanceWindow>,
     server_busy: bool,
+    update_server_hold: bool,
     server_crashes: u64,
     clock: Clock,
 ) -> Step {
@@ -237,7 +254,7 @@ pub(crate) fn step_server(
         }
     }
     if let Some(p) = track.probation.as_mut() {
-        let policy = ProbationPolicy::default();
+        let policy = probation_policy();
         let seen = server_crashes.saturating_sub(p.crashes_then);
         while (p.crash_times.len() as u64) < seen {
             p.crash_times.push(now);
@@ -277,11 +294,14 @@ pub(crate) fn step_server(
     let Some(staged) = track.staged.clone() else {
         return Step::Nothing;
     };
-    let gate = policy::restart_gate(window, clock.local, server_busy);
+    let gate = policy::restart_gate(window, clock.local, server_busy, update_server_hold);
     if gate != RestartGate::Now {
         if track.waiting_logged != Some(gate) {
             let why = match gate {
                 RestartGate::OutsideWindow => "outside the maintenance window",
+                RestartGate::UpdateServerHold => {
+                    "the update server asks to wait (download only, or its maintenance window is closed)"
+                }
                 _ => "svc-server is processing a config change",
             };
             crate::info!(
@@ -324,6 +344,7 @@ pub(crate) fn step_agent(
     updater: &mut dyn Updater,
     vc: &VersionControl,
     offered: Option<&Target>,
+    update_server_hold: bool,
     clock: Clock,
 ) {
     let (cur, cur_url) = updater.current("svc-agent");
@@ -332,6 +353,10 @@ pub(crate) fn step_agent(
     let desired = policy::desired(vc, offered, cur.as_deref(), cur_url.as_deref(), &bad);
     let desired = track.with_pin_recheck(vc, desired, clock.now);
     track.download("svc-agent", desired, updater, clock.now);
+    if update_server_hold {
+        // Staged, kept for when the update server lets it be installed.
+        return;
+    }
     if let Some(staged) = track.staged.take() {
         match updater.activate(&staged) {
             Ok(()) => crate::info!(
@@ -450,7 +475,17 @@ mod tests {
         busy: bool,
     ) -> Step {
         for _ in 0..500 {
-            let step = step_server(track, fake, &vc(), Some(offered), window, busy, 0, clk());
+            let step = step_server(
+                track,
+                fake,
+                &vc(),
+                Some(offered),
+                window,
+                busy,
+                false,
+                0,
+                clk(),
+            );
             if step != Step::Nothing || track.staged.is_some() {
                 return step;
             }
@@ -476,6 +511,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 None,
+                false,
                 false,
                 0,
                 clk(),
@@ -510,6 +546,7 @@ mod tests {
                 Some(&offer("1.1.0")),
                 Some(&closed),
                 false,
+                false,
                 0,
                 clk(),
             ),
@@ -534,6 +571,7 @@ mod tests {
                 Some(&offer("1.1.0")),
                 Some(&open),
                 true,
+                false,
                 0,
                 clk(),
             ),
@@ -546,6 +584,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 Some(&open),
+                false,
                 false,
                 0,
                 clk(),
@@ -570,6 +609,7 @@ mod tests {
                 &vc(),
                 Some(&offer("1.1.0")),
                 None,
+                false,
                 false,
                 restarts,
                 clk(),
@@ -614,6 +654,7 @@ mod tests {
                 Some(&offer("2.0.0")),
                 None,
                 false,
+                false,
                 0,
                 clk(),
             );
@@ -647,6 +688,7 @@ mod tests {
                 &vc(),
                 Some(&offer("2.0.0")),
                 None,
+                false,
                 false,
                 0,
                 at(after),

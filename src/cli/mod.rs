@@ -35,6 +35,8 @@ commands:
   install [--root DIR]             install this binary as the systemd service svc-agent
   uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)
   status [--json] [--root DIR]     what runs, versions, last contact, subsystem states
+  hawkbit confirm|decline [--action ID] [--root DIR]
+                                   consent to (or refuse) the hawkBit action that waits for it
   doctor [--json] [--root DIR]     pre-flight checks of this machine
   provision [--until-online] [--force] [--root DIR]
                                    run agent-provisioning in the foreground: hotspot, portal, join
@@ -78,6 +80,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "install" => cmd_install(rest),
         "uninstall" => cmd_uninstall(rest),
         "status" => status::cmd_status(rest),
+        "hawkbit" => status::cmd_hawkbit(rest),
         "doctor" => doctor::cmd_doctor(rest),
         "syscfg-apply" => Ok(syscfg::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),

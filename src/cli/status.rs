@@ -51,6 +51,62 @@ pub(crate) fn cmd_status(rest: &[String]) -> Result<i32, UsageError> {
     Ok(if live.agent { 0 } else { EXIT_NOT_RUNNING })
 }
 
+const HAWKBIT_HELP: &str = "\
+usage: svc-agent hawkbit confirm|decline [--action ID] [--root DIR]
+  Consent before install (hawkBit's confirmationBase, docs/hawkbit.md): confirm or decline
+  the action the update server sent for confirmation (`svc-agent status` names it). With
+  --action, only that action is decided; another one waiting is an error. The running
+  agent is woken (SIGHUP) and tells the server at once.
+  Exit 0 when decided, 1 when no such action waits.
+";
+
+/// `svc-agent hawkbit confirm|decline [--action ID]`.
+pub(crate) fn cmd_hawkbit(rest: &[String]) -> Result<i32, UsageError> {
+    let (verb, rest) = match rest.split_first() {
+        Some((v, r)) if !v.starts_with('-') => (v.as_str(), r),
+        _ => ("", rest),
+    };
+    let a = Args::parse(rest, &["help"], &["root", "action"])?;
+    if a.flag("help") || verb.is_empty() {
+        print!("{HAWKBIT_HELP}");
+        return Ok(if a.flag("help") {
+            0
+        } else {
+            crate::cli::EXIT_USAGE
+        });
+    }
+    use crate::hawkbit::consent::{decide, Decision};
+    let decision = match verb {
+        "confirm" => Decision::Confirmed,
+        "decline" => Decision::Denied,
+        other => {
+            return Err(UsageError(format!(
+                "unknown hawkbit command {other:?}: confirm or decline"
+            )))
+        }
+    };
+    let paths = crate::cli::device_paths(&a)?;
+    match decide(&paths, a.value("action"), decision) {
+        Ok(c) => {
+            println!("action {}: {}", c.action, decision.word());
+            // Wake the running agent: a SIGHUP makes it poll at once.
+            let pid = std::fs::read(crate::agent::status::path(&paths))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<StatusReport>(&b).ok())
+                .map(|r| r.agent.pid)
+                .filter(|p| is_running(*p, "svc-agent"));
+            if let Some(pid) = pid {
+                crate::sys::kill(pid as i32, libc::SIGHUP);
+            }
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("svc-agent hawkbit {verb}: {e}");
+            Ok(1)
+        }
+    }
+}
+
 /// Whether the processes the status file names are running now.
 #[derive(Debug, Clone, Copy)]
 struct Live {

@@ -171,6 +171,9 @@ pub struct HawkbitSettings {
     pub tenant: String,
     pub controller_id: String,
     pub auth: HawkbitAuth,
+    /// Consent (`confirmationBase`) is given without asking anyone; `false` (the default):
+    /// an action the server sends for confirmation waits for `svc-agent hawkbit confirm`.
+    pub auto_confirm: bool,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

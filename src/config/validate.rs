@@ -1023,12 +1023,6 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
     if let Some(s) = o.object("svc-agent", r) {
         a.agent.version = version_control(&s, &["stable"], r);
         if let Some(h) = s.object("hawkbit", r) {
-            // Said here so that nobody is surprised on a device: the section is accepted
-            // before the loop can use it.
-            r.warn(
-                &h.path,
-                "the hawkBit backend is not switched on in this version: the section is checked, but the agent keeps polling its management app (docs/hawkbit.md)",
-            );
             a.agent.hawkbit = hawkbit(&h, r);
         }
         a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url", "hawkbit"], r);
@@ -1199,13 +1193,24 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
             );
         }
     }
-    let mut extra = o.extra(&["server_url", "tenant", "controller_id", "auth"], r);
+    let auto_confirm = o.boolean("auto_confirm", r).unwrap_or(false);
+    let mut extra = o.extra(
+        &[
+            "server_url",
+            "tenant",
+            "controller_id",
+            "auth",
+            "auto_confirm",
+        ],
+        r,
+    );
     extra.retain(|k, _| !TOKEN_KEYS.contains(&k.as_str()));
     Some(HawkbitSettings {
         server_url: server_url?,
         tenant: tenant?,
         controller_id: controller_id?,
         auth: auth?,
+        auto_confirm,
         extra,
     })
 }

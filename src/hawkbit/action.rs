@@ -35,6 +35,12 @@ pub(crate) struct ActionRecord {
     /// Set when the action was refused before it began (a hostile or unusable deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The server asks to wait with the activation (its window, or download only).
+    #[serde(default)]
+    pub hold: bool,
+    /// `update: skip`: a download-only action, over once every target is downloaded.
+    #[serde(default)]
+    pub download_only: bool,
 }
 
 /// What the server is to be told now.
@@ -112,19 +118,49 @@ fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool
     Ok(rec.current.as_deref() == Some(version) && rec.probation.as_deref() != Some(version))
 }
 
-/// The feedback due now for `rec`, given the version records; `None` when the server knows
-/// all there is to know.
-pub(crate) fn due(rec: &ActionRecord, versions: &VersionRecords) -> Option<Feedback> {
+/// The feedback due now for `rec`, given the version records and whether a version is
+/// downloaded and verified in the engine's cache (`staged`); `None` when the server knows
+/// all there is to know. A download-only action ends with `downloaded` once every target
+/// is staged (hawkBit closes such an action on that report).
+pub(crate) fn due(
+    rec: &ActionRecord,
+    versions: &VersionRecords,
+    staged: &dyn Fn(&str, &str) -> bool,
+) -> Option<Feedback> {
     if rec.stage == Stage::Closed {
         return None;
     }
     if let Some(why) = &rec.refused {
         return Some(Feedback::Failure(why.clone()));
     }
+    if rec.download_only {
+        if let Some(why) = rec
+            .targets
+            .iter()
+            .find_map(|(n, v)| state_of(versions, n, v).err())
+        {
+            return Some(Feedback::Failure(why));
+        }
+        let of = rec.targets.len() as u32;
+        let cnt = rec.targets.iter().filter(|(n, v)| staged(n, v)).count() as u32;
+        let fb = if cnt == of {
+            Feedback::Downloaded
+        } else {
+            Feedback::Proceeding { cnt, of }
+        };
+        return advances(rec, &fb).then_some(fb);
+    }
     let of = rec.targets.len() as u32;
     let mut done = 0u32;
     let mut active = 0u32;
     for (name, version) in &rec.targets {
+        if name == super::ddi::CHUNK_CONFIG {
+            // The machine config: done once the agent applied it (`staged` says so).
+            if staged(name, version) {
+                done += 1;
+            }
+            continue;
+        }
         match state_of(versions, name, version) {
             Err(why) => return Some(Feedback::Failure(why)),
             Ok(true) => done += 1,
@@ -143,9 +179,13 @@ pub(crate) fn due(rec: &ActionRecord, versions: &VersionRecords) -> Option<Feedb
     } else {
         Feedback::Proceeding { cnt: done, of }
     };
-    let advances = fb.stage() > rec.stage
-        || matches!(fb, Feedback::Proceeding { cnt, .. } if rec.stage == Stage::Proceeding && cnt > rec.progress);
-    advances.then_some(fb)
+    advances(rec, &fb).then_some(fb)
+}
+
+/// `fb` tells the server something new: a later stage, or more progress.
+fn advances(rec: &ActionRecord, fb: &Feedback) -> bool {
+    fb.stage() > rec.stage
+        || matches!(fb, Feedback::Proceeding { cnt, .. } if rec.stage == Stage::Proceeding && *cnt > rec.progress)
 }
 
 pub(crate) fn path(paths: &Paths) -> PathBuf {
@@ -180,6 +220,10 @@ mod tests {
     use super::*;
     use crate::update::NameRecord;
 
+    fn none(_: &str, _: &str) -> bool {
+        false
+    }
+
     fn rec(stage: Stage) -> ActionRecord {
         ActionRecord {
             id: "7".into(),
@@ -187,6 +231,8 @@ mod tests {
             stage,
             progress: 0,
             refused: None,
+            hold: false,
+            download_only: false,
         }
     }
 
@@ -205,23 +251,28 @@ mod tests {
     fn success_only_after_probation() {
         let r = rec(Stage::New);
         assert_eq!(
-            due(&r, &versions("1.0.0", None, &[])),
+            due(&r, &versions("1.0.0", None, &[]), &none),
             Some(Feedback::Proceeding { cnt: 0, of: 1 })
         );
         assert_eq!(
-            due(&r, &versions("2.0.0", Some("2.0.0"), &[])),
+            due(&r, &versions("2.0.0", Some("2.0.0"), &[]), &none),
             Some(Feedback::Downloaded)
         );
         assert_eq!(
             due(
                 &rec(Stage::Downloaded),
-                &versions("2.0.0", Some("2.0.0"), &[])
+                &versions("2.0.0", Some("2.0.0"), &[]),
+                &none,
             ),
             None,
             "nothing new to say while the probation runs"
         );
         assert_eq!(
-            due(&rec(Stage::Downloaded), &versions("2.0.0", None, &[])),
+            due(
+                &rec(Stage::Downloaded),
+                &versions("2.0.0", None, &[]),
+                &none
+            ),
             Some(Feedback::Success)
         );
     }
@@ -231,6 +282,7 @@ mod tests {
         let fb = due(
             &rec(Stage::Downloaded),
             &versions("1.0.0", None, &["2.0.0"]),
+            &none,
         )
         .unwrap();
         let Feedback::Failure(why) = &fb else {
@@ -241,9 +293,31 @@ mod tests {
             "{why}"
         );
         assert_eq!(
-            due(&rec(Stage::Closed), &versions("1.0.0", None, &["2.0.0"])),
+            due(
+                &rec(Stage::Closed),
+                &versions("1.0.0", None, &["2.0.0"]),
+                &none
+            ),
             None
         );
+    }
+
+    #[test]
+    fn a_download_only_action_ends_with_downloaded_once_staged() {
+        let mut r = rec(Stage::New);
+        r.download_only = true;
+        let v = versions("1.0.0", None, &[]);
+        assert_eq!(
+            due(&r, &v, &none),
+            Some(Feedback::Proceeding { cnt: 0, of: 1 })
+        );
+        let staged = |_: &str, v: &str| v == "2.0.0";
+        assert_eq!(due(&r, &v, &staged), Some(Feedback::Downloaded));
+        r.stage = Stage::Downloaded;
+        assert_eq!(due(&r, &v, &staged), None, "said once");
+        // Never `success`: nothing was installed.
+        r.stage = Stage::Proceeding;
+        assert_ne!(due(&r, &v, &staged), Some(Feedback::Success));
     }
 
     #[test]

@@ -14,6 +14,8 @@ const MAX_CHUNKS: usize = 16;
 /// The chunk names the agent acts on, and what each becomes.
 pub(crate) const CHUNK_SERVER: &str = "svc-server";
 pub(crate) const CHUNK_AGENT: &str = "svc-agent";
+/// The machine config: a chunk whose one artifact is the config JSON.
+pub(crate) const CHUNK_CONFIG: &str = "svc-config";
 
 #[derive(Debug, Deserialize, Default)]
 struct Link {
@@ -54,6 +56,8 @@ pub(crate) struct Base {
     pub wants_config_data: bool,
     /// The `cancelAction` link, checked to be on the server's own origin.
     pub cancel: Option<String>,
+    /// The `confirmationBase` link (an action waits for consent), on the server's origin.
+    pub confirmation: Option<String>,
     /// Links to work this version does not do yet (`cancelAction`, `confirmationBase`,
     /// `installedBase`), by name, for the log.
     pub unsupported: Vec<String>,
@@ -76,10 +80,49 @@ pub(crate) fn parse_base(body: &[u8], server: &str) -> Result<Base, String> {
             "deploymentBase" => base.deployment = Some(href),
             "configData" => base.wants_config_data = true,
             "cancelAction" => base.cancel = Some(href),
+            "confirmationBase" => base.confirmation = Some(href),
             other => base.unsupported.push(other.to_string()),
         }
     }
     Ok(base)
+}
+
+/// The action id a link names as the segment after `resource/` (`…/confirmationBase/17?c=…`).
+pub(crate) fn linked_id(href: &str, resource: &str) -> Option<String> {
+    let path = href.split(['?', '#']).next()?;
+    let (_, rest) = path.rsplit_once(&format!("/{resource}/"))?;
+    let id = rest.split('/').next()?;
+    is_segment(id).then(|| id.to_string())
+}
+
+/// A `confirmationBase/{actionId}` document: `{"id", "confirmation": {..}}`, the
+/// `confirmation` object shaped as a deployment's, checked by the same rules
+/// ([`parse_deployment`]); the action must be the one the link named.
+pub(crate) fn parse_confirmation(
+    body: &[u8],
+    server: &str,
+    link: &str,
+) -> Result<Deployment, String> {
+    let mut v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the confirmationBase is not JSON: {e}"))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or("the confirmationBase is not a JSON object")?;
+    let inner = obj
+        .remove("confirmation")
+        .ok_or("the confirmationBase has no confirmation object")?;
+    obj.insert("deployment".into(), inner);
+    let bytes = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
+    let d =
+        parse_deployment(&bytes, server).map_err(|e| e.replace("deployment", "confirmation"))?;
+    match linked_id(link, "confirmationBase") {
+        Some(id) if id == d.id => Ok(d),
+        named => Err(format!(
+            "the confirmationBase link names action {} but its document is action {}; refused",
+            named.as_deref().unwrap_or("?"),
+            d.id
+        )),
+    }
 }
 
 /// `HH:MM:SS` (hawkBit's `config.polling.sleep`) in seconds.
@@ -194,6 +237,8 @@ pub(crate) struct Deployment {
     pub window_closed: bool,
     /// What the engine is asked to bring, in the agent's own protocol's terms.
     pub targets: Targets,
+    /// The `svc-config` chunk's artifact (the config JSON), checked like a binary's.
+    pub config: Option<Target>,
 }
 
 impl Deployment {
@@ -296,6 +341,7 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         ));
     }
     let mut targets = Targets::default();
+    let mut config = None;
     for (i, c) in d.chunks.iter().enumerate() {
         let at = format!(
             "deployment.chunks[{i}] (part {:?}, name {:?})",
@@ -304,9 +350,10 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         let slot = match c.name.as_str() {
             CHUNK_SERVER => &mut targets.server,
             CHUNK_AGENT => &mut targets.agent,
+            CHUNK_CONFIG => &mut config,
             _ => {
                 return Err(format!(
-                    "{at}: unknown chunk; this agent takes {CHUNK_SERVER:?} and {CHUNK_AGENT:?}"
+                    "{at}: unknown chunk; this agent takes {CHUNK_SERVER:?}, {CHUNK_AGENT:?} and {CHUNK_CONFIG:?}"
                 ))
             }
         };
@@ -339,6 +386,7 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         update,
         window_closed,
         targets,
+        config,
     })
 }
 

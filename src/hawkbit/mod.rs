@@ -14,6 +14,7 @@
 //!   sent before each poll: `proceeding`, `downloaded`, and `closed` + `success` only once
 //!   probation has passed, `failure` with the reason after a rollback or a refused deployment.
 pub(crate) mod action;
+pub mod consent;
 pub(crate) mod ddi;
 
 use crate::config::model::HawkbitSettings;
@@ -67,6 +68,8 @@ pub struct HawkbitTransport {
     /// `{server}/{tenant}/controller/v1/{controllerId}`.
     base: String,
     identity: http::Identity,
+    /// Consent is given without asking (`auto_confirm`).
+    auto_confirm: bool,
     last_bytes: (u64, u64),
 }
 
@@ -99,6 +102,7 @@ impl HawkbitTransport {
             server,
             base,
             identity,
+            auto_confirm: settings.auto_confirm,
             last_bytes: (0, 0),
         }
     }
@@ -108,6 +112,12 @@ impl HawkbitTransport {
     /// to that origin only).
     pub fn identity(&self) -> http::Identity {
         self.identity.clone()
+    }
+
+    /// The server's URL (`server_url` without a trailing `/`): the engine's base for the
+    /// scheme rule (an https server's artifacts are https).
+    pub fn server_url(&self) -> String {
+        self.server.clone()
     }
 
     /// A GET of one of the server's own resources: the token on it, JSON asked for, and by
@@ -149,12 +159,33 @@ impl HawkbitTransport {
         if let Some(boot) = crate::update::rollback::load_boot(&self.paths) {
             versions.entry("svc-agent").probation = Some(boot.version);
         }
-        let Some(fb) = action::due(&rec, &versions) else {
+        let cache = self.paths.cache_dir();
+        let config_now = std::fs::read(self.paths.state_dir().join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .map(|v| config_digest(&v));
+        let staged = |name: &str, version: &str| {
+            if name == ddi::CHUNK_CONFIG {
+                config_now.as_deref() == Some(version)
+            } else {
+                cache.join(format!("{name}-{version}")).is_file()
+            }
+        };
+        let Some(fb) = action::due(&rec, &versions, &staged) else {
             return;
         };
         match self.send_feedback(&rec.id, &fb) {
             Ok(()) => {
                 crate::info!(SUB, "action {}: told the server {fb:?}", rec.id);
+                if matches!(fb, Feedback::Failure(_)) {
+                    // What runs now, as attributes: DDI's `installedBase` is the server's
+                    // record of the last successful action (read-only for a device), so
+                    // after a rollback or a refusal the device's own account of its
+                    // versions travels as `configData` (docs/hawkbit.md).
+                    if let Err(e) = self.send_config_data() {
+                        crate::warn!(SUB, "configData after a failure not sent ({e})");
+                    }
+                }
                 let mut next = rec;
                 next.stage = fb.stage();
                 if let Feedback::Proceeding { cnt, .. } = fb {
@@ -267,9 +298,146 @@ impl HawkbitTransport {
             stage: Stage::Closed,
             progress: 0,
             refused: None,
+            hold: false,
+            download_only: false,
         };
         self.save(&over);
         Ok(true)
+    }
+
+    /// An action waits for consent (`confirmationBase`): its document is read and checked
+    /// like a deployment; the decision (`auto_confirm`, or the local command's on this very
+    /// action) is sent as `POST confirmationBase/{id}/feedback`, once; without one, the action
+    /// is recorded for the status and the command, and waits. Nothing is downloaded for it.
+    fn confirm(&mut self, link: &str) -> Result<(), ProtocolError> {
+        let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES).map_err(|e| match e {
+            ProtocolError::BadAnswer(m) => {
+                ProtocolError::BadAnswer(format!("confirmationBase: {m}"))
+            }
+            e => e,
+        })?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        let d = ddi::parse_confirmation(&a.body, &self.server, link)
+            .map_err(|e| ProtocolError::BadAnswer(format!("confirmationBase: {e}")))?;
+        let lock =
+            StateLock::acquire(&self.paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
+        let mut c = match consent::load(&self.paths) {
+            Some(c) if c.action == d.id => c,
+            _ => consent::Consent {
+                action: d.id.clone(),
+                targets: d.wanted(),
+                decision: None,
+                by: None,
+                told: false,
+            },
+        };
+        if c.decision.is_none() && self.auto_confirm {
+            c.decision = Some(consent::Decision::Confirmed);
+            c.by = Some("auto_confirm".into());
+        }
+        let fresh = consent::load(&self.paths).as_ref() != Some(&c);
+        if fresh {
+            consent::save(&self.paths, &c, &lock).map_err(ProtocolError::Setup)?;
+        }
+        drop(lock);
+        let Some(decision) = c.decision.filter(|_| !c.told) else {
+            if fresh {
+                crate::info!(
+                    SUB,
+                    "action {} waits for consent ({:?}): `svc-agent hawkbit confirm --action {0}` or `decline`",
+                    d.id,
+                    d.wanted()
+                );
+            }
+            return Ok(());
+        };
+        let by = c.by.clone().unwrap_or_default();
+        let doc = serde_json::json!({
+            "confirmation": decision.word(),
+            "details": [format!("{} by {by} on the device", decision.word())],
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::post(
+            &format!("{}/confirmationBase/{}/feedback", self.base, d.id),
+            body,
+            timeout_secs(),
+        )
+        .header("Content-Type", "application/json")
+        .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        if !(200..300).contains(&a.status) {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        crate::info!(SUB, "action {}: consent {} ({by})", d.id, decision.word());
+        let lock =
+            StateLock::acquire(&self.paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
+        // Only if the decision is still the one sent (the command may have changed it).
+        if let Some(mut now) =
+            consent::load(&self.paths).filter(|n| n.action == d.id && n.decision == Some(decision))
+        {
+            now.told = true;
+            consent::save(&self.paths, &now, &lock).map_err(ProtocolError::Setup)?;
+        }
+        Ok(())
+    }
+
+    /// The `svc-config` chunk's artifact: fetched with the token from the server's origin
+    /// (a document, like the DDI resources: capped, never followed elsewhere), checked
+    /// against the deployment's size and sha256, then validated by the one config validator
+    /// (`config::parse_str`, as a config from the management app). `Err`: why, naming the
+    /// JSON pointers; nothing of it is applied.
+    fn fetch_config(&mut self, t: &crate::protocol::Target) -> Result<Value, String> {
+        let cap = crate::protocol::MAX_ANSWER_BYTES;
+        if t.size.is_some_and(|s| s > cap) {
+            return Err(format!("the config artifact is larger than {cap} bytes"));
+        }
+        let a = exchange_capped(self.get(&t.url), cap)
+            .map_err(|e| format!("the config artifact: {e}"))?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(format!("the config artifact: HTTP {}", a.status));
+        }
+        if Some(a.body.len() as u64) != t.size {
+            return Err(format!(
+                "the config artifact has {} bytes, the deployment says {}",
+                a.body.len(),
+                t.size.unwrap_or(0)
+            ));
+        }
+        use sha2::Digest;
+        let got = crate::encoding::hex(&sha2::Sha256::digest(&a.body));
+        if !t
+            .sha256
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&got))
+        {
+            return Err(format!(
+                "the config artifact's sha256 {got} does not match the deployment's"
+            ));
+        }
+        let text = std::str::from_utf8(&a.body)
+            .map_err(|_| "the config artifact is not UTF-8 text".to_string())?;
+        match crate::config::parse_str(text) {
+            Ok(_) => serde_json::from_str(text).map_err(|e| format!("the config artifact: {e}")),
+            Err(report) => {
+                let errors: Vec<String> = report
+                    .errors
+                    .iter()
+                    .take(8)
+                    .map(|d| d.to_string())
+                    .collect();
+                Err(format!(
+                    "the config {} was rejected ({} errors): {}",
+                    t.version,
+                    report.errors.len(),
+                    errors.join("; ")
+                ))
+            }
+        }
     }
 
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
@@ -296,6 +464,8 @@ impl HawkbitTransport {
                             stage: Stage::New,
                             progress: 0,
                             refused: Some(format!("refused by svc-agent: {why}")),
+                            hold: false,
+                            download_only: false,
                         });
                         self.report();
                     }
@@ -303,11 +473,35 @@ impl HawkbitTransport {
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
         };
+        // Download only (`update: skip`) or the server's maintenance window closed: the
+        // engine downloads and verifies, the agent's activation gate waits (one rule with
+        // its own window and busy gate). `download: skip`: nothing is fetched yet.
+        let hold = if d.update == ddi::Handling::Skip {
+            Some(format!("action {}: download only (update: skip)", d.id))
+        } else if d.window_closed {
+            Some(format!(
+                "action {}: the server's maintenance window is closed",
+                d.id
+            ))
+        } else {
+            None
+        };
+        let download_only = d.update == ddi::Handling::Skip;
+        // The record's `hold`: the deployment is read again at each poll while it waits.
+        let waits = hold.is_some() || d.download == ddi::Handling::Skip;
         let fresh = match known {
             Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
                 return Ok(None)
             }
-            Some(r) if r.id == d.id => false,
+            Some(r) if r.id == d.id => {
+                if r.hold != waits || r.download_only != download_only {
+                    let mut next = r;
+                    next.hold = waits;
+                    next.download_only = download_only;
+                    self.save(&next);
+                }
+                false
+            }
             _ => {
                 self.save(&ActionRecord {
                     id: d.id.clone(),
@@ -315,21 +509,50 @@ impl HawkbitTransport {
                     stage: Stage::New,
                     progress: 0,
                     refused: None,
+                    hold: waits,
+                    download_only,
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
                 true
             }
         };
-        if d.download == ddi::Handling::Skip || d.update == ddi::Handling::Skip || d.window_closed {
+        if d.download == ddi::Handling::Skip {
             crate::info!(
                 SUB,
-                "action {}: the server asks to wait (download {:?}, update {:?}, window closed: {})",
-                d.id,
-                d.download,
-                d.update,
-                d.window_closed
+                "action {}: the server asks not to download yet (download: skip)",
+                d.id
             );
             return Ok(None);
+        }
+        // Read again whenever the deployment is (an agent that restarted before applying
+        // it gets it again); the record names it by its content's digest.
+        let config = match &d.config {
+            Some(t) => match self.fetch_config(t) {
+                Ok(v) => {
+                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        if !r.targets.contains(&entry) {
+                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                            r.targets.push(entry);
+                            self.save(&r);
+                        }
+                    }
+                    Some(v)
+                }
+                Err(why) => {
+                    // Refused whole: no target of this action reaches the engine either.
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        r.refused = Some(format!("refused by svc-agent: {why}"));
+                        self.save(&r);
+                        self.report();
+                    }
+                    return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
+                }
+            },
+            _ => None,
+        };
+        if let Some(h) = &hold {
+            crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
         if fresh {
             // The server hears at once that the action was taken.
@@ -337,9 +560,38 @@ impl HawkbitTransport {
         }
         Ok(Some(PollAnswer {
             targets: d.targets,
+            hold,
+            config,
             ..PollAnswer::default()
         }))
     }
+}
+
+/// What identifies a config's content: the sha256 of its compact JSON (the agent keeps the
+/// config it applied as `config.json`, pretty-printed; the digest compares content).
+fn config_digest(v: &Value) -> String {
+    use sha2::Digest;
+    // Keys sorted at every level: the same content in another order is the same config.
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let bytes = serde_json::to_vec(&sorted(v)).unwrap_or_default();
+    format!(
+        "config-{}",
+        &crate::encoding::hex(&sha2::Sha256::digest(&bytes))[..16]
+    )
 }
 
 /// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running
@@ -366,6 +618,11 @@ impl Transport for HawkbitTransport {
     fn poll(&mut self, _status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
         self.last_bytes = (0, 0);
         self.report();
+        // While an action waits on the server's word (its window, update: skip), the base
+        // is read whole each poll, so that the deployment is read again whether or not the
+        // server's links change with it.
+        let holding = action::load(&self.paths).is_some_and(|r| r.hold && r.stage != Stage::Closed);
+        let etag = etag.filter(|_| !holding);
         let mut req = self.get(&self.base);
         if let Some(tag) = etag {
             req = req.header("If-None-Match", tag);
@@ -396,6 +653,9 @@ impl Transport for HawkbitTransport {
         }
         if !base.unsupported.is_empty() {
             crate::debug!(SUB, "not acted on yet: {}", base.unsupported.join(", "));
+        }
+        if let Some(link) = &base.confirmation {
+            self.confirm(link)?;
         }
         let canceled = match &base.cancel {
             Some(link) => self.cancel(link)?,
@@ -458,6 +718,7 @@ mod tests {
             tenant: "DEFAULT".into(),
             controller_id: "dev-1".into(),
             auth: HawkbitAuth::GatewayToken,
+            auto_confirm: false,
             extra: Default::default(),
         };
         let t = HawkbitTransport::with_token(&Paths::new("/x"), &s, "tok-123");

@@ -69,6 +69,12 @@ pub struct PollAnswer {
     pub poll_interval_secs: Option<u64>,
     #[serde(default)]
     pub commands: Vec<Command>,
+    /// Set by a transport whose server asks to download the targets but not to activate
+    /// them yet (hawkBit: `update: skip`, `maintenanceWindow: unavailable`), with why. Not
+    /// part of the management protocol: never read from an answer's JSON. The agent's one
+    /// activation gate (`agent::policy::restart_gate`) waits while it is set.
+    #[serde(skip)]
+    pub hold: Option<String>,
 }
 
 impl PollAnswer {

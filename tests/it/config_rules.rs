@@ -583,16 +583,8 @@ fn hawkbit_backend_is_read_with_its_url_trimmed_and_no_token_kept() {
                "controller_id": "kiosk-17", "auth": "gateway-token"}),
     );
     let (cfg, report) = parse_value(&v).unwrap_or_else(|r| panic!("{r}"));
-    // One warning: the daemon does not switch to the backend yet (docs/hawkbit.md).
-    assert_eq!(report.warnings.len(), 1, "{report}");
-    assert_eq!(
-        report.warnings[0].path, "/agent/svc-agent/hawkbit",
-        "{report}"
-    );
-    assert!(
-        report.warnings[0].message.contains("not switched on"),
-        "{report}"
-    );
+    // The daemon switches to the backend: nothing to warn about.
+    assert!(report.warnings.is_empty(), "{report}");
     let h = cfg.agent.agent.hawkbit.as_ref().unwrap();
     assert_eq!(h.server_url, "https://hb.example:8443/hawkbit");
     assert_eq!(h.controller_id, "kiosk-17");

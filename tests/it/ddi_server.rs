@@ -57,6 +57,14 @@ pub struct State {
     pub ask_config: bool,
     /// Every `configData` document received.
     pub config_data: Vec<serde_json::Value>,
+    /// Artifact answers wait while this is set (a download in flight, for as long as a test
+    /// needs to change the deployment under it).
+    pub hold_artifacts: bool,
+    /// An action waiting for consent: (id named by the link, its `confirmationBase`
+    /// document, the deployment document it becomes once `confirmed`).
+    pub confirm: Option<(String, Vec<u8>, Vec<u8>)>,
+    /// Every confirmation feedback: (action id, document).
+    pub confirm_feedback: Vec<(String, serde_json::Value)>,
 }
 
 pub struct DdiServer {
@@ -91,10 +99,30 @@ impl DdiServer {
 
     /// Offers `chunks` (a JSON array) as action `id`.
     pub fn deploy(&self, id: &str, chunks: &str) {
+        self.deploy_with(id, chunks, "forced", "forced", "available");
+    }
+
+    /// Offers `chunks` as action `id` with `deployment.download`, `deployment.update` and
+    /// `deployment.maintenanceWindow` as given.
+    pub fn deploy_with(&self, id: &str, chunks: &str, download: &str, update: &str, window: &str) {
         let doc = format!(
-            r#"{{"id": "{id}", "deployment": {{"download": "forced", "update": "forced", "chunks": {chunks}}}, "actionHistory": {{"status": "RUNNING", "messages": []}}}}"#
+            r#"{{"id": "{id}", "deployment": {{"download": "{download}", "update": "{update}", "maintenanceWindow": "{window}", "chunks": {chunks}}}, "actionHistory": {{"status": "RUNNING", "messages": []}}}}"#
         );
         self.state.lock().unwrap().deployment = Some((id.to_string(), doc.into_bytes()));
+    }
+
+    /// Sends `chunks` as action `id` for confirmation (`confirmationBase`); `confirmed`
+    /// turns it into a deployment, `denied` leaves it waiting (as hawkBit does). `doc_id`:
+    /// the id the document says, which a hostile server makes differ from the link's.
+    pub fn ask_consent(&self, id: &str, doc_id: &str, chunks: &str) {
+        let conf = format!(
+            r#"{{"id": "{doc_id}", "confirmation": {{"download": "forced", "update": "forced", "maintenanceWindow": "available", "chunks": {chunks}}}, "actionHistory": {{"status": "WAIT_FOR_CONFIRMATION", "messages": []}}}}"#
+        );
+        let dep = format!(
+            r#"{{"id": "{id}", "deployment": {{"download": "forced", "update": "forced", "chunks": {chunks}}}, "actionHistory": {{"status": "RUNNING", "messages": []}}}}"#
+        );
+        self.state.lock().unwrap().confirm =
+            Some((id.to_string(), conf.into_bytes(), dep.into_bytes()));
     }
 
     /// One chunk of `name` whose artifact is `body`, served at `/artifacts/{file}`.
@@ -186,6 +214,9 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
         }
         let cut = s.cut_after.pop_front();
         drop(s);
+        while st.lock().unwrap().hold_artifacts {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let (status, part, extra) = match from {
             Some(n) if n < bytes.len() => (
                 206,
@@ -229,10 +260,20 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
                 serde_json::json!({"href": format!("{origin}{base}/cancelAction/{id}")}),
             );
         }
-        if let Some((id, _)) = &s.deployment {
+        if let Some((id, doc, _)) = &s.confirm {
+            let c = &hex(&Sha256::digest(doc))[..8];
+            links.insert(
+                "confirmationBase".into(),
+                serde_json::json!({"href": format!("{origin}{base}/confirmationBase/{id}?c={c}")}),
+            );
+        }
+        if let Some((id, doc)) = &s.deployment {
+            // As hawkBit's `c`: a hash of the action's state, so a changed deployment (its
+            // maintenance window, say) changes the base and its ETag.
+            let c = &hex(&Sha256::digest(doc))[..8];
             links.insert(
                 "deploymentBase".into(),
-                serde_json::json!({"href": format!("{origin}{base}/deploymentBase/{id}?c=-2129030598")}),
+                serde_json::json!({"href": format!("{origin}{base}/deploymentBase/{id}?c={c}")}),
             );
         }
         let doc = serde_json::json!({"config": {"polling": {"sleep": s.sleep}}, "_links": links});
@@ -261,6 +302,34 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
         }
         let doc = serde_json::json!({"id": cid, "cancelAction": {"stopId": stop}});
         return reply(&mut conn, 200, &[], doc.to_string().as_bytes());
+    }
+    if let Some(rest) = path.strip_prefix(&format!("{base}/confirmationBase/")) {
+        let Some((cid, conf, dep)) = s.confirm.clone() else {
+            return reply(&mut conn, 404, &[], b"");
+        };
+        if let Some(id) = rest.strip_suffix("/feedback") {
+            if method != "POST" || id != cid {
+                return reply(&mut conn, 404, &[], b"");
+            }
+            let doc: serde_json::Value = match serde_json::from_slice(&body) {
+                Ok(d) => d,
+                Err(_) => return reply(&mut conn, 400, &[], b""),
+            };
+            match doc["confirmation"].as_str() {
+                Some("confirmed") => {
+                    s.confirm = None;
+                    s.deployment = Some((cid.clone(), dep));
+                }
+                Some("denied") => {}
+                _ => return reply(&mut conn, 400, &[], b""),
+            }
+            s.confirm_feedback.push((id.to_string(), doc));
+            return reply(&mut conn, 200, &[], b"");
+        }
+        if rest != cid {
+            return reply(&mut conn, 404, &[], b"");
+        }
+        return reply(&mut conn, 200, &[], &conf);
     }
     if path == format!("{base}/configData") {
         if method != "PUT" {
