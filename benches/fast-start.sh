@@ -1,21 +1,30 @@
 #!/bin/sh
 # Fast start (BENCHMARKS.md, "Fast start"): from the exec of `svc-agent run` (fast start, warm
 # cache, a file:// app with no answer yet) to the exec of svc-server, next to a bare
-# fork+exec of the same program by the same harness, and next to a C launcher that only
-# posix_spawns it (the least any launcher costs); the three alternate, in one run.
+# fork+exec of the same program by the same harness (the floor), and next to two C launchers
+# that only posix_spawn it: one linked like most programs (dynamic glibc) and one static
+# (musl-gcc -static, else gcc -static; no dynamic loader), the least any launcher that
+# is a program of its own can cost. All rows alternate, start by start, in one run.
 # svc-server is a small C program that writes the time it was exec'd (CLOCK_REALTIME); the
 # harness (C, posix_spawn) notes the time just before each spawn.
 #
-#   benches/fast-start.sh [RUNS]          (default 201; the agent: target/release/svc-agent,
-#                                          built if missing, or SVC_AGENT_BIN)
+#   benches/fast-start.sh [RUNS] [AGENT...]
+#
+# RUNS defaults to 201. Each AGENT is a svc-agent binary (several: before/after in one run);
+# default SVC_AGENT_BIN, else target/release/svc-agent (built if missing).
 set -eu
 cd "$(dirname "$0")/.."
 runs="${1:-201}"
-agent="${SVC_AGENT_BIN:-$PWD/target/release/svc-agent}"
-if [ -z "${SVC_AGENT_BIN:-}" ] && [ ! -x "$agent" ]; then
-    cargo build --release --bin svc-agent >&2
+[ $# -gt 0 ] && shift
+if [ $# -eq 0 ]; then
+    agent="${SVC_AGENT_BIN:-$PWD/target/release/svc-agent}"
+    if [ -z "${SVC_AGENT_BIN:-}" ] && [ ! -x "$agent" ]; then
+        cargo build --release --bin svc-agent >&2
+    fi
+    set -- "$agent"
 fi
 command -v cc >/dev/null || { . scripts/lib/apt.sh && apt_need cc gcc && apt_install_needed; }
+command -v musl-gcc >/dev/null || { . scripts/lib/apt.sh && apt_need musl-gcc musl-tools && apt_install_needed; }
 w="$(mktemp -d /tmp/svc-fast-start.XXXXXX)"
 trap 'rm -rf "$w"' EXIT
 cat > "$w/stamp.c" <<'C'
@@ -52,6 +61,7 @@ cat > "$w/harness.c" <<'C'
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,25 +78,34 @@ static long long stamp(const char *p) {  /* waits up to 60 s for the stamp */
 }
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y; }
-/* harness RUNS ROOT STAMP LAUNCHER AGENT */
+/* harness RUNS ROOT STAMP LAUNCHER STATIC_LAUNCHER AGENT... */
 int main(int argc, char **argv) {
     int n = atoi(argv[1]); const char *sf = getenv("STAMP_FILE");
     char *root = argv[2];
-    char *cmds[3][5] = {{argv[5], "run", "--root", root, 0}, {argv[4], root, 0}, {argv[3], 0}};
-    const char *names[3] = {"svc-agent run (fast start)", "C launcher (posix_spawn only)",
-                            "floor: bare fork+exec"};
-    double *r = calloc(3 * n, sizeof *r);
+    int k_n = 3 + (argc - 6);
+    char *(*cmds)[5] = calloc(k_n, sizeof *cmds);
+    char **names = calloc(k_n, sizeof *names);
+    cmds[0][0] = argv[3]; names[0] = "floor: bare fork+exec";
+    cmds[1][0] = argv[4]; cmds[1][1] = root; names[1] = "C launcher, dynamic glibc (posix_spawn only)";
+    cmds[2][0] = argv[5]; cmds[2][1] = root; names[2] = "C launcher, static musl (posix_spawn only)";
+    for (int k = 3; k < k_n; k++) {
+        char *a = argv[6 + k - 3];
+        cmds[k][0] = a; cmds[k][1] = "run"; cmds[k][2] = "--root"; cmds[k][3] = root;
+        names[k] = malloc(strlen(a) + 32); sprintf(names[k], "svc-agent run: %s", a);
+    }
+    double *r = calloc((size_t)k_n * n, sizeof *r);
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++) {
+        for (int j = 0; j < k_n; j++) {
+            int k = (i + j) % k_n;  /* rotate the order, so that no row always follows another */
             unlink(sf); pid_t p; long long t0 = now();
             if (posix_spawn(&p, cmds[k][0], 0, 0, cmds[k], environ)) { perror("spawn"); return 1; }
             r[k * n + i] = (stamp(sf) - t0) / 1e6;
             kill(p, SIGTERM); waitpid(p, 0, 0);
         }
     double floor_median = 0;
-    for (int k = 2; k >= 0; k--) {
+    for (int k = 0; k < k_n; k++) {
         double *v = r + k * n; qsort(v, n, sizeof *v, cmp);
-        if (k == 2) floor_median = v[n / 2];
+        if (k == 0) floor_median = v[n / 2];
         printf("| %s | %.2f ms | %.2f ms | %.2fx | %.2f ms |\n", names[k], v[n / 2],
                v[(n * 95 + 99) / 100 - 1], v[n / 2] / floor_median, v[0]);
     }
@@ -94,15 +113,17 @@ int main(int argc, char **argv) {
 }
 C
 for p in stamp launcher harness; do cc -O2 -o "$w/$p" "$w/$p.c"; done
+musl-gcc -O2 -static -o "$w/launcher-static" "$w/launcher.c" 2>/dev/null \
+    || gcc -O2 -static -o "$w/launcher-static" "$w/launcher.c"
 mkdir -p "$w/root/etc" "$w/root/app" "$w/root/opt/svc/bin"
 ln -s "$w/stamp" "$w/root/opt/svc/bin/svc-server"
 printf '{"cloud": {"app_address": "file://%s/app", "id": "part-1", "secret": "bench-secret-0123456789"}}' \
     "$w/root" > "$w/root/etc/svc.json"
 chmod 600 "$w/root/etc/svc.json"
-echo "agent: $agent ($(file -b "$agent" | cut -d, -f1-2)); $runs starts of each, alternating"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for a in "$@"; do echo "agent: $a ($(file -b "$a" | cut -d, -f1-2))"; done
+echo "$runs starts of each row, alternating; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| exec of ... to exec of svc-server | median | p95 | median / floor's | least |"
 echo "|---|---|---|---|---|"
 STAMP_FILE="$w/stamp.out" SVC_AGENT_FAST_START=1 "$w/harness" "$runs" "$w/root" "$w/stamp" \
-    "$w/launcher" "$agent" 2>/dev/null
+    "$w/launcher" "$w/launcher-static" "$@" 2>/dev/null
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
