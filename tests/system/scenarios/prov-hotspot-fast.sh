@@ -22,12 +22,12 @@ cat > /etc/svc-defaults.json <<JSON
  "offline_timeout_secs": 30, "retry_networks_secs": 600}
 JSON
 ap_up() { iw dev wlan0 info | grep -q "type AP" && ip -4 addr show wlan0 | grep -q 10.42.0.1/; }
-# until_up T0: milliseconds from T0 until the AP is up (polled every 50 ms, bounded at 120 s).
+# until_up T0: milliseconds from T0 until the AP is up (polled every 200 ms, bounded at 120 s).
 until_up() {
     local end=$(( $(date +%s) + 120 ))
     until ap_up; do
         [ "$(date +%s)" -lt "$end" ] || lab_fail "timed out waiting for the access point"
-        sleep 0.05
+        sleep 0.2
     done
     echo $(( $(lab_ms) - $1 ))
 }
