@@ -27,6 +27,8 @@ pub(crate) struct Provisioning<B: NetworkBackend> {
     /// When the hotspot, due, began waiting for NetworkManager to finish connecting (in
     /// this offline period); `None` while it does not wait.
     held_since: Option<u64>,
+    /// When NetworkManager was last seen activating a connection in this offline period.
+    nm_seen_connecting: Option<u64>,
 }
 
 /// How long a due hotspot waits, per offline period, for a connection NetworkManager is
@@ -34,6 +36,12 @@ pub(crate) struct Provisioning<B: NetworkBackend> {
 /// activation in well under this); then it starts anyway, so that a NetworkManager retrying
 /// for ever cannot keep the machine unreachable.
 pub(crate) const NM_CONNECTING_HOLD: u64 = 120;
+
+/// After an activation failed NetworkManager retries the profile a few seconds later
+/// (`autoconnect-retries`); the hotspot raised in that gap cuts the retry short (seen in the
+/// lab: DHCP timed out, the hotspot came up 5 s later, just as the retry began). So the hold
+/// lasts this long past the last time NetworkManager was seen connecting.
+pub(crate) const NM_RETRY_GRACE: u64 = 15;
 
 /// Networks from the portal kept as profiles (autoconnect at the top priority); a newer one
 /// replaces the oldest, so a flood of submissions cannot pile up profiles.
@@ -59,6 +67,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             user_nets: Vec::new(),
             failed_net: None,
             held_since: None,
+            nm_seen_connecting: None,
         }
         .with_known_from_settings()
     }
@@ -156,6 +165,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         }
         if !matches!(self.state.mode, Mode::Offline { .. }) {
             self.held_since = None;
+            self.nm_seen_connecting = None;
         }
         self.event(Event::Tick, now);
     }
@@ -169,8 +179,19 @@ impl<B: NetworkBackend> Provisioning<B> {
     /// a connection (comitup #74/#46: a hotspot raised then cuts the join short, at every
     /// boot). At most `NM_CONNECTING_HOLD` seconds per offline period.
     fn nm_connecting(&mut self, now: u64) -> bool {
-        let Some(id) = self.backend.connecting().filter(|id| id != HOTSPOT_ID) else {
-            return false;
+        let id = match self.backend.connecting().filter(|id| id != HOTSPOT_ID) {
+            Some(id) => {
+                self.nm_seen_connecting = Some(now);
+                id
+            }
+            // Between a failed activation and NetworkManager's retry of it.
+            None if self
+                .nm_seen_connecting
+                .is_some_and(|t| now.saturating_sub(t) < NM_RETRY_GRACE) =>
+            {
+                "(between attempts)".to_string()
+            }
+            None => return false,
         };
         let since = match self.held_since {
             Some(s) => s,
@@ -429,7 +450,10 @@ mod tests {
         p.tick(1);
         assert!(!hotspot(&log));
         log.0.borrow_mut().push("nm-connecting ".into());
+        // It may retry the profile a few seconds after a failed attempt: a grace period.
         p.tick(3);
+        assert!(!hotspot(&log), "the hotspot waits for a retry");
+        p.tick(1 + NM_RETRY_GRACE);
         assert!(
             hotspot(&log),
             "hotspot once NetworkManager stopped connecting"
