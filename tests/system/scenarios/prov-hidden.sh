@@ -8,18 +8,39 @@
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 psk="attic-$(lab_run_id)"
-lab_radios 2
+lab_radios 3
 lab_netns_radio wlan1 home
-lab_ap home wlan1 lab-attic "$psk" 192.168.77 internet
-# The access point hides its SSID (beacons carry an empty one; probes by name are answered).
-echo "ignore_broadcast_ssid=1" >> /tmp/ap-home.conf
-lab_ap_down home
-lab_wait 20 "the access point stopped" sh -c '! kill -0 "$(cat /run/ap-home.pid)" 2>/dev/null'
+lab_netns_radio wlan2 probe
+# lab_ap's access point, hidden from its first beacon (ignore_broadcast_ssid=1: beacons carry
+# an empty SSID, probes by name are answered), with DHCP and the check URL behind it.
+cat > /tmp/ap-home.conf <<CONF
+interface=wlan1
+driver=nl80211
+ssid=lab-attic
+ignore_broadcast_ssid=1
+hw_mode=g
+channel=6
+wpa=2
+wpa_key_mgmt=WPA-PSK
+rsn_pairwise=CCMP
+wpa_passphrase=$psk
+CONF
+ip netns exec home ip addr add 192.168.77.1/24 dev wlan1
 lab_ap_up home
+ip netns exec home dnsmasq --conf-file=/dev/null --port=0 --interface=wlan1 --bind-interfaces \
+    --dhcp-range=192.168.77.10,192.168.77.50,1h --dhcp-option=3,192.168.77.1 --pid-file=/run/dhcp-home.pid
+ip netns exec home ip addr add 192.168.200.1/32 dev lo
+mkdir -p /tmp/www-home && echo "online via lab-attic" > /tmp/www-home/index.html
+ip netns exec home python3 -m http.server 8080 --bind 192.168.200.1 --directory /tmp/www-home \
+    > /tmp/www-home.log 2>&1 &
 lab_credentials /var/lib/lab/mgmt
 lab_no_ethernet
-lab_check "NetworkManager's scan does not show the hidden SSID" sh -c \
-    '! nmcli -t -f SSID dev wifi list --rescan yes | grep -qx lab-attic'
+# A radio of its own (netns probe) scans: the access point is there, its SSID is not.
+ap_mac=$(ip netns exec home cat /sys/class/net/wlan1/address)
+ip netns exec probe ip link set wlan2 up
+lab_wait 60 "a scan sees the hidden access point ($ap_mac)" sh -c \
+    "ip netns exec probe iw dev wlan2 scan > /tmp/probe-scan.txt && grep -qi 'BSS $ap_mac' /tmp/probe-scan.txt"
+lab_check "its beacons do not carry the SSID" sh -c '! grep -q "SSID: lab-attic" /tmp/probe-scan.txt'
 cat > /etc/svc-defaults.json <<JSON
 {"hotspot_prefix": "svc-lab", "hotspot_password": "hotspot-$(lab_run_id)",
  "check_url": "http://192.168.200.1:8080/", "offline_timeout_secs": 20, "retry_networks_secs": 30,
