@@ -1,9 +1,10 @@
 #!/bin/bash
 # comitup #74/#46: the hotspot must not start while NetworkManager is still joining a known
 # network. A configured machine (offline timeout 10 s) knows lab-home; the access point is
-# there but its DHCP server answers 20 s late, so NetworkManager stays "connecting (getting IP
-# configuration)" well past the offline timeout. The hotspot must wait (and say so), and the
-# machine ends online on lab-home once DHCP answers, the hotspot never raised.
+# there but its DHCP server answers late (10 s after the hotspot fell due), so NetworkManager
+# stays "connecting (getting IP configuration)" past the offline timeout. The hotspot must
+# wait (and say so), and the machine ends online on lab-home once DHCP answers, the hotspot
+# never raised.
 # Needs: `svc-agent provision` (the hold while NetworkManager connects).
 # lab-timeout: 480
 set -euo pipefail
@@ -26,16 +27,21 @@ prov=$!
 lab_wait 120 "NetworkManager is connecting lab-home (no DHCP answer yet)" sh -c \
     'nmcli -t -f DEVICE,STATE dev | grep -q "^wlan0:connecting"'
 t_connecting=$(lab_ms)
-# Twice the offline timeout while NetworkManager is still connecting (if its DHCP gives up,
-# after 45 s, it retries the profile: the hotspot must wait through that gap too).
-while [ $(( $(lab_ms) - t_connecting )) -lt 20000 ]; do
+# The hotspot falls due (offline timeout 10 s) while NetworkManager is connecting: the service
+# says it waits; then 10 s more. The hotspot never comes up meanwhile. (If NetworkManager's
+# DHCP gives up, after 45 s, it retries the profile: the hotspot must wait through that gap.)
+end=$(( $(date +%s) + 150 ))
+until grep -q 'NetworkManager is connecting "net-lab-home": the hotspot waits' /tmp/provision.log; do
     no_ap || { cat /tmp/provision.log; lab_fail "the hotspot came up while NetworkManager was connecting"; }
-    nmcli -t -f DEVICE,STATE dev | grep -q "^wlan0:connecting" || {
-        nmcli -t -f DEVICE,STATE,CONNECTION dev; lab_fail "NetworkManager stopped connecting before DHCP answered"; }
+    [ "$(date +%s)" -lt "$end" ] || { cat /tmp/provision.log; lab_fail "the service never said the hotspot waits"; }
     sleep 0.5
 done
-lab_check "the service says the hotspot waits for NetworkManager" \
-    grep -q 'NetworkManager is connecting "net-lab-home": the hotspot waits' /tmp/provision.log
+lab_log "ok: the service says the hotspot waits for NetworkManager"
+t_held=$(lab_ms)
+while [ $(( $(lab_ms) - t_held )) -lt 10000 ]; do
+    no_ap || { cat /tmp/provision.log; lab_fail "the hotspot came up while NetworkManager was connecting"; }
+    sleep 0.5
+done
 ip netns exec home dnsmasq --conf-file=/dev/null --port=0 --interface=wlan1 --bind-interfaces \
     --dhcp-range=192.168.77.10,192.168.77.50,1h --dhcp-option=3,192.168.77.1 --pid-file=/run/dhcp-home.pid
 lab_wait 120 "online through lab-home" sh -c \
@@ -46,4 +52,4 @@ lab_check "the hotspot never came up" sh -c '! grep -q "state: hotspot" /tmp/pro
 lab_check "wlan0 is a client of lab-home" sh -c "iw dev wlan0 link | grep -q 'SSID: lab-home'"
 kill "$prov"; wait "$prov" || true
 cat /tmp/provision.log
-lab_log "figure: NetworkManager connecting to online (DHCP 20 s late): $(( t_online - t_connecting )) ms"
+lab_log "figure: NetworkManager connecting to online (DHCP late): $(( t_online - t_connecting )) ms"
