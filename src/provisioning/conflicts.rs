@@ -68,25 +68,39 @@ pub(crate) fn problems(
     nm_dnsmasq_running: bool,
     hotspot_up: bool,
 ) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    // One sentence per port and process, naming the socket kinds it holds (a DNS server
+    // holds udp, udp6, tcp and tcp6 at once).
+    let mut held: Vec<(u16, String, Vec<&str>)> = Vec::new();
     for b in bound {
-        let what = if b.port == 53 { "DNS" } else { "DHCP" };
         let who = match owners.get(&b.inode) {
             Some(h) if h.is_networkmanagers() => continue,
             // Never its command line: another program's arguments may hold its secrets.
             Some(h) => format!("{} (pid {})", h.name, h.pid),
             None => "a process this service cannot see".to_string(),
         };
-        let s = format!(
-            "port {} ({what}, {}) is held by {who}: NetworkManager's dnsmasq cannot serve the hotspot, phones get no {}",
-            b.port,
-            b.proto,
-            if b.port == 53 { "names resolved to the portal" } else { "address" }
-        );
-        if !out.contains(&s) {
-            out.push(s);
+        match held.iter_mut().find(|(p, w, _)| *p == b.port && *w == who) {
+            Some((_, _, protos)) => {
+                if !protos.contains(&b.proto) {
+                    protos.push(b.proto);
+                }
+            }
+            None => held.push((b.port, who, vec![b.proto])),
         }
     }
+    let mut out: Vec<String> = held
+        .into_iter()
+        .map(|(port, who, protos)| {
+            let (what, lost) = if port == 53 {
+                ("DNS", "names resolved to the portal")
+            } else {
+                ("DHCP", "address")
+            };
+            format!(
+                "port {port} ({what}: {}) is held by {who}: NetworkManager's dnsmasq cannot serve the hotspot, phones get no {lost}",
+                protos.join(", ")
+            )
+        })
+        .collect();
     if hotspot_up && !nm_dnsmasq_running {
         out.push(
             "NetworkManager's dnsmasq (DHCP and DNS of the hotspot) is not running: phones get no address".into(),
@@ -199,13 +213,27 @@ mod tests {
         let p = problems(&bound, &owners, true, true);
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(
-            p[0].starts_with("port 53 (DNS, udp) is held by dnsmasq (pid 812)"),
+            p[0].starts_with("port 53 (DNS: udp) is held by dnsmasq (pid 812)"),
             "{p:?}"
         );
         assert!(
             !p[0].contains("conf-file"),
             "no command line in the report: {p:?}"
         );
+        // The same process on several kinds of socket: one sentence.
+        let mut both = bound.clone();
+        both.extend(parse_table(TCP, "tcp"));
+        owners.insert(
+            6666,
+            holder(812, "dnsmasq", "dnsmasq --conf-file=/dev/null"),
+        );
+        let p = problems(&both, &owners, true, true);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("port 53 (DNS: udp, tcp) is held by dnsmasq (pid 812)"),
+            "{p:?}"
+        );
+        owners.remove(&6666);
         // Only NetworkManager's own: nothing to report.
         owners.insert(1111, holder(900, "dnsmasq", nm));
         assert!(problems(&bound, &owners, true, true).is_empty());

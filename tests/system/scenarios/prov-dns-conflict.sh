@@ -23,7 +23,7 @@ lab_check "the rogue dnsmasq holds 0.0.0.0:53" sh -c "ss -lunpH 'sport = :53' | 
 svc-agent provision > /tmp/provision.log 2>&1 &
 prov=$!
 lab_wait 120 "the service reports the culprit (port 53 held by dnsmasq, its pid)" \
-    grep -q "hotspot: port 53 (DNS, udp) is held by dnsmasq (pid $rogue)" /tmp/provision.log
+    grep -q "hotspot: port 53 (DNS: udp, udp6, tcp, tcp6) is held by dnsmasq (pid $rogue)" /tmp/provision.log
 lab_check "it is reported as an error" grep -qE "(ERROR|<3>).*hotspot: port 53 \(DNS" /tmp/provision.log
 kill "$rogue"
 lab_wait 180 "the hotspot serves again after its next retry: the service says the ports are free" \
