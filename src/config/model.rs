@@ -321,6 +321,11 @@ pub struct Network {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub psk: Option<String>,
     pub priority: i32,
+    /// The access point does not broadcast its SSID: NetworkManager must probe for it by
+    /// name (`802-11-wireless.hidden`), or it never joins nor rejoins it. An extension of
+    /// the spec's network entry; default false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -332,6 +337,7 @@ impl fmt::Debug for Network {
             .field("ssid", &self.ssid)
             .field("psk", &self.psk.as_ref().map(|_| "***"))
             .field("priority", &self.priority)
+            .field("hidden", &self.hidden)
             .finish()
     }
 }
@@ -441,6 +447,7 @@ mod tests {
             ssid: "home".into(),
             psk: Some("supersecret".into()),
             priority: 0,
+            hidden: false,
             extra: Map::new(),
         };
         assert!(!format!("{n:?}").contains("supersecret"));

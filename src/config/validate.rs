@@ -1491,12 +1491,14 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
             }
         },
     };
-    let extra = o.extra(&["type", "ssid", "psk", "priority"], r);
+    let hidden = o.boolean("hidden", r).unwrap_or(false);
+    let extra = o.extra(&["type", "ssid", "psk", "priority", "hidden"], r);
     Some(Network {
         net_type,
         ssid: ssid?,
         psk,
         priority,
+        hidden,
         extra,
     })
 }

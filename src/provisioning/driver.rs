@@ -24,7 +24,24 @@ pub(crate) struct Provisioning<B: NetworkBackend> {
     /// The last network from the portal that did not work: kept (so that what was entered
     /// can be looked at) but never autoconnected nor retried; the next failure replaces it.
     failed_net: Option<String>,
+    /// When the hotspot, due, began waiting for NetworkManager to finish connecting (in
+    /// this offline period); `None` while it does not wait.
+    held_since: Option<u64>,
+    /// When NetworkManager was last seen activating a connection in this offline period.
+    nm_seen_connecting: Option<u64>,
 }
+
+/// How long a due hotspot waits, per offline period, for a connection NetworkManager is
+/// still activating (association, authentication, DHCP: NetworkManager's own limits end an
+/// activation in well under this); then it starts anyway, so that a NetworkManager retrying
+/// for ever cannot keep the machine unreachable.
+pub(crate) const NM_CONNECTING_HOLD: u64 = 120;
+
+/// After an activation failed NetworkManager retries the profile a few seconds later
+/// (`autoconnect-retries`); the hotspot raised in that gap cuts the retry short (seen in the
+/// lab: DHCP timed out, the hotspot came up 5 s later, just as the retry began). So the hold
+/// lasts this long past the last time NetworkManager was seen connecting.
+pub(crate) const NM_RETRY_GRACE: u64 = 15;
 
 /// Networks from the portal kept as profiles (autoconnect at the top priority); a newer one
 /// replaces the oldest, so a flood of submissions cannot pile up profiles.
@@ -49,6 +66,8 @@ impl<B: NetworkBackend> Provisioning<B> {
             last_roam: None,
             user_nets: Vec::new(),
             failed_net: None,
+            held_since: None,
+            nm_seen_connecting: None,
         }
         .with_known_from_settings()
     }
@@ -141,7 +160,58 @@ impl<B: NetworkBackend> Provisioning<B> {
                 self.act(Action::TryNetworks);
             }
         }
+        if super::state::hotspot_due(&self.state, now, &self.timing()) && self.nm_connecting(now) {
+            return;
+        }
+        if !matches!(self.state.mode, Mode::Offline { .. }) {
+            self.held_since = None;
+            self.nm_seen_connecting = None;
+        }
         self.event(Event::Tick, now);
+    }
+
+    /// Whether the hotspot is due now (the next tick starts it).
+    pub(crate) fn hotspot_due(&self, now: u64) -> bool {
+        super::state::hotspot_due(&self.state, now, &self.timing())
+    }
+
+    /// The hotspot is due: whether it must wait because NetworkManager is still activating
+    /// a connection (comitup #74/#46: a hotspot raised then cuts the join short, at every
+    /// boot). At most `NM_CONNECTING_HOLD` seconds per offline period.
+    fn nm_connecting(&mut self, now: u64) -> bool {
+        let id = match self.backend.connecting().filter(|id| id != HOTSPOT_ID) {
+            Some(id) => {
+                self.nm_seen_connecting = Some(now);
+                id
+            }
+            // Between a failed activation and NetworkManager's retry of it.
+            None if self
+                .nm_seen_connecting
+                .is_some_and(|t| now.saturating_sub(t) < NM_RETRY_GRACE) =>
+            {
+                "(between attempts)".to_string()
+            }
+            None => return false,
+        };
+        let since = match self.held_since {
+            Some(s) => s,
+            None => {
+                crate::info!(
+                    "provisioning",
+                    "NetworkManager is connecting {id:?}: the hotspot waits (at most {NM_CONNECTING_HOLD} s)"
+                );
+                self.held_since = Some(now);
+                now
+            }
+        };
+        if now.saturating_sub(since) < NM_CONNECTING_HOLD {
+            return true;
+        }
+        crate::warn!(
+            "provisioning",
+            "NetworkManager is still connecting {id:?} after {NM_CONNECTING_HOLD} s: the hotspot starts"
+        );
+        false
     }
 
     /// Brings up the known networks highest priority first and stops at the first with
@@ -189,6 +259,7 @@ impl<B: NetworkBackend> Provisioning<B> {
                     psk: self.settings.hotspot_password.clone(),
                     priority: 0,
                     hotspot: true,
+                    hidden: false,
                     ifname: None,
                 };
                 self.backend
@@ -336,6 +407,58 @@ mod tests {
             self.0.borrow_mut().push(format!("disable {id}"));
             Ok(())
         }
+        fn connecting(&mut self) -> Option<String> {
+            let c = self
+                .0
+                .borrow()
+                .iter()
+                .rev()
+                .find_map(|l| l.strip_prefix("nm-connecting ").map(str::to_string));
+            c.filter(|c| !c.is_empty())
+        }
+    }
+
+    /// comitup #74/#46: a hotspot raised while NetworkManager still joins a known network
+    /// cuts the join short. The hotspot waits while it connects, and only up to a bound.
+    #[test]
+    fn the_hotspot_waits_while_networkmanager_is_connecting() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-hold-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = FakeNetwork::default();
+        log.0.borrow_mut().push("nm-connecting net-home".into());
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings.clone(), 0)
+            .with_probe(Box::new(|_| false));
+        let hotspot = |l: &FakeNetwork| l.0.borrow().iter().any(|c| c == "up svc-hotspot");
+        // Unconfigured, so due at once; NetworkManager is connecting: it waits.
+        for t in [1, 10, 60, NM_CONNECTING_HOLD] {
+            p.tick(t);
+            assert!(!hotspot(&log), "hotspot at {t} s while connecting");
+        }
+        // Still connecting past the bound: the hotspot starts anyway.
+        p.tick(NM_CONNECTING_HOLD + 1);
+        assert!(hotspot(&log), "never held for ever");
+
+        // The connection finishes (or fails): nothing holds the hotspot any more.
+        let log = FakeNetwork::default();
+        log.0.borrow_mut().push("nm-connecting net-home".into());
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
+            .with_probe(Box::new(|_| false));
+        p.tick(1);
+        assert!(!hotspot(&log));
+        log.0.borrow_mut().push("nm-connecting ".into());
+        // It may retry the profile a few seconds after a failed attempt: a grace period.
+        p.tick(3);
+        assert!(!hotspot(&log), "the hotspot waits for a retry");
+        p.tick(1 + NM_RETRY_GRACE);
+        assert!(
+            hotspot(&log),
+            "hotspot once NetworkManager stopped connecting"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -382,6 +505,7 @@ mod tests {
             psk: "password1".into(),
             priority: 999,
             hotspot: false,
+            hidden: false,
             ifname: None,
         };
         for i in 0..MAX_USER_NETWORKS {
@@ -448,6 +572,7 @@ mod tests {
             ssid: ssid.into(),
             psk: Some("password1".into()),
             priority,
+            hidden: false,
             extra: Default::default(),
         };
         let settings = Settings {

@@ -3,6 +3,7 @@
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
 pub(crate) mod check;
+pub(crate) mod conflicts;
 pub(crate) mod defaults;
 pub(crate) mod dns;
 pub(crate) mod dpp;
@@ -48,6 +49,7 @@ pub(crate) fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
         psk: n.psk.clone().unwrap_or_default(),
         priority: n.priority,
         hotspot: false,
+        hidden: n.hidden,
         ifname: None,
     }
 }
@@ -63,6 +65,7 @@ mod tests {
             ssid: ssid.into(),
             psk: Some("password1".into()),
             priority: prio,
+            hidden: false,
             extra: Default::default(),
         }
     }

@@ -30,6 +30,42 @@ pub(crate) trait NetworkBackend {
     fn delete(&mut self, id: &str) -> Result<(), NmError>;
     /// Keeps the profile but never connects it on its own.
     fn disable(&mut self, id: &str) -> Result<(), NmError>;
+    /// The profile NetworkManager is activating on a Wi-Fi device right now (associating,
+    /// authenticating, getting an address), if any: the hotspot must not cut it short.
+    fn connecting(&mut self) -> Option<String> {
+        None
+    }
+}
+
+/// The Wi-Fi connection being activated, from `nmcli -t -f TYPE,STATE,CONNECTION dev`
+/// (terse: `:` separates, `\:` and `\\` escape; states such as `connecting (getting IP
+/// configuration)`).
+pub(crate) fn parse_connecting(out: &str) -> Option<String> {
+    out.lines().find_map(|line| {
+        let mut fields = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    if let (Some(n), Some(f)) = (chars.next(), fields.last_mut()) {
+                        f.push(n);
+                    }
+                }
+                ':' => fields.push(String::new()),
+                c => {
+                    if let Some(f) = fields.last_mut() {
+                        f.push(c);
+                    }
+                }
+            }
+        }
+        match fields.as_slice() {
+            [t, state, conn] if t == "wifi" && state.starts_with("connecting") => {
+                Some(conn.clone())
+            }
+            _ => None,
+        }
+    })
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -40,6 +76,9 @@ pub(crate) struct WifiProfile {
     pub priority: i32,
     /// Access point in shared mode (the hotspot) rather than a client profile.
     pub hotspot: bool,
+    /// A client profile for an access point that does not broadcast its SSID: NetworkManager
+    /// probes for it by name (`hidden=true`), or it never sees it to join or rejoin.
+    pub hidden: bool,
     pub ifname: Option<String>,
 }
 
@@ -86,6 +125,8 @@ pub(crate) fn keyfile(p: &WifiProfile) -> String {
     // them too); channel 1 of 2.4 GHz is allowed in every regulatory domain.
     let radio = if p.hotspot {
         "band=bg\nchannel=1\n"
+    } else if p.hidden {
+        "hidden=true\n"
     } else {
         ""
     };
@@ -242,6 +283,16 @@ impl NetworkBackend for Nmcli {
             "no",
         ])
     }
+    fn connecting(&mut self) -> Option<String> {
+        let out = nmcli(
+            &self.program,
+            &["-t", "-f", "TYPE,STATE,CONNECTION", "dev"],
+            NMCLI_QUERY,
+        )
+        .ok()
+        .filter(|o| o.success())?;
+        parse_connecting(&String::from_utf8_lossy(&out.stdout))
+    }
     fn delete(&mut self, id: &str) -> Result<(), NmError> {
         let r = self.run(&["connection", "delete", "id", id]);
         // NetworkManager removes the file it loaded; a profile it never loaded leaves it.
@@ -264,6 +315,7 @@ mod tests {
             psk: " p\\w $(reboot)".into(),
             priority: 10,
             hotspot: false,
+            hidden: false,
             ifname: None,
         };
         let k = keyfile(&p);
@@ -271,6 +323,49 @@ mod tests {
         assert!(k.contains("psk=\\sp\\\\w\\s$(reboot)\n"));
         assert!(k.contains("autoconnect-priority=10\n"));
         assert!(!format!("{p:?}").contains("reboot"), "psk not in Debug");
+        assert!(
+            !k.contains("hidden="),
+            "a visible network sends no probes by name"
+        );
+    }
+
+    /// comitup #24: a network whose access point hides its SSID is never joined nor rejoined
+    /// unless NetworkManager probes for it by name.
+    #[test]
+    fn a_hidden_network_is_probed_for_by_name() {
+        let n = crate::config::model::Network {
+            net_type: "wifi".into(),
+            ssid: "attic".into(),
+            psk: Some("password1".into()),
+            priority: 1,
+            hidden: true,
+            extra: Default::default(),
+        };
+        let k = keyfile(&crate::provisioning::client_profile(&n));
+        let wifi = k
+            .split("[wifi]\n")
+            .nth(1)
+            .unwrap()
+            .split("\n[")
+            .next()
+            .unwrap();
+        assert!(wifi.lines().any(|l| l == "hidden=true"), "{k}");
+    }
+
+    #[test]
+    fn connecting_is_read_from_nmcli_dev() {
+        let out = "ethernet:unavailable:\nwifi:connecting (getting IP configuration):net-a\\:b\nloopback:connected (externally):lo\n";
+        assert_eq!(parse_connecting(out).as_deref(), Some("net-a:b"));
+        let out = "wifi:connecting (need authentication):user-home\n";
+        assert_eq!(parse_connecting(out).as_deref(), Some("user-home"));
+        for idle in [
+            "wifi:disconnected:\n",
+            "wifi:connected:net-home\n",
+            "wifi:unavailable:\n",
+            "",
+        ] {
+            assert_eq!(parse_connecting(idle), None, "{idle}");
+        }
     }
 
     #[test]
@@ -281,6 +376,7 @@ mod tests {
             psk: "password1".into(),
             priority: 0,
             hotspot: true,
+            hidden: false,
             ifname: Some("wlan0".into()),
         };
         let k = keyfile(&p);
@@ -324,6 +420,7 @@ mod tests {
                 ssid: s.into(),
                 psk: None,
                 priority: 0,
+                hidden: false,
                 extra: Default::default(),
             };
             ids.push(crate::provisioning::client_profile(&n).id);

@@ -264,7 +264,14 @@ pub(crate) struct Service {
     dpp: Option<DppThread>,
     /// A network handed over (portal or DPP) was tried in this run.
     user_network_joined: bool,
+    /// What stood in the hotspot's way at the last look (`conflicts::check`), and when.
+    conflicts: Vec<String>,
+    conflicts_checked: Option<Instant>,
 }
+
+/// While the hotspot is up, the ports it needs are looked at this often (a DNS or DHCP
+/// server can start at any time; NetworkManager's dnsmasq can die).
+const CONFLICTS_EVERY: Duration = Duration::from_secs(10);
 
 impl Service {
     /// `app_reachable`: the daemon's last poll reached the management app, one sign of being
@@ -311,6 +318,8 @@ impl Service {
             last_mode: None,
             dpp,
             user_network_joined: false,
+            conflicts: Vec::new(),
+            conflicts_checked: None,
         }
     }
 
@@ -333,21 +342,13 @@ impl Service {
     pub(crate) fn run(&mut self, stop: &AtomicBool, until_online: bool) -> bool {
         let mut had_hotspot = false;
         while !stop.load(Ordering::SeqCst) {
-            let mode_before = self.driver.status().mode.clone();
-            if !matches!(mode_before, Mode::Hotspot { .. }) {
-                // Scan while the radio is still a client: in AP mode it cannot.
-                let v = scan(if self.dpp.is_some() { "auto" } else { "yes" });
-                if !v.is_empty() {
-                    if let Ok(mut vis) = self.visible.lock() {
-                        *vis = v;
-                    }
-                }
-            }
+            self.refresh_visible();
             self.driver.tick(self.now());
             self.handle_portal_messages();
             self.forced
                 .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();
+            self.watch_conflicts();
             let mode = self.driver.status().mode.clone();
             if let Some(d) = &self.dpp {
                 d.want.store(mode != Mode::Online, Ordering::SeqCst);
@@ -361,6 +362,65 @@ impl Service {
         self.stop_portal();
         drop(self.dpp.take());
         self.driver.status().mode == Mode::Online
+    }
+
+    /// The networks the portal lists, gathered while the radio is still a client (an AP
+    /// cannot scan). While offline and the hotspot not due yet, a scan is forced each tick
+    /// (`auto` while the DPP enrollee listens). When the hotspot is due, and while online,
+    /// NetworkManager's own list is taken as it is (`--rescan no`: it scans by itself while
+    /// disconnected and now and then while connected): a forced scan there held the hotspot
+    /// back by several seconds. Only when that list is empty is a scan forced before the
+    /// hotspot, so the portal never shows an empty list for want of a scan.
+    fn refresh_visible(&mut self) {
+        let now = self.now();
+        let rescan = match self.driver.status().mode {
+            Mode::Hotspot { .. } => return,
+            Mode::Online => "no",
+            Mode::Offline { .. } if self.driver.hotspot_due(now) => "no",
+            Mode::Offline { .. } if self.dpp.is_some() => "auto",
+            Mode::Offline { .. } => "yes",
+        };
+        let mut v = scan(rescan);
+        if v.is_empty() && rescan == "no" && self.driver.hotspot_due(now) {
+            v = scan("yes");
+        }
+        if !v.is_empty() {
+            if let Ok(mut vis) = self.visible.lock() {
+                *vis = v;
+            }
+        }
+    }
+
+    /// comitup #84: another DNS or DHCP server leaves the hotspot without names and
+    /// addresses, and the portal looks dead. Looked at while the hotspot is up (first at
+    /// once); each new finding is logged as an error naming the culprit and shown in the
+    /// status (`hotspot` step), and its end is logged too.
+    fn watch_conflicts(&mut self) {
+        if !matches!(self.driver.status().mode, Mode::Hotspot { .. }) {
+            self.conflicts_checked = None;
+            return;
+        }
+        if self
+            .conflicts_checked
+            .is_some_and(|t| t.elapsed() < CONFLICTS_EVERY)
+        {
+            return;
+        }
+        self.conflicts_checked = Some(Instant::now());
+        let found = super::conflicts::check(true);
+        if found == self.conflicts {
+            return;
+        }
+        for c in found.iter().filter(|c| !self.conflicts.contains(c)) {
+            crate::error!("provisioning", "hotspot: {c}");
+        }
+        if found.is_empty() {
+            crate::info!("provisioning", "hotspot: DNS and DHCP free again");
+            self.set_step("hotspot", "up");
+        } else {
+            self.set_step("hotspot", &format!("up, but {}", found.join("; ")));
+        }
+        self.conflicts = found;
     }
 
     /// What the portal sent since the last tick.
@@ -456,13 +516,22 @@ impl Service {
 
     /// A network from the portal: saved (psk only in the 0600 keyfile), the hotspot gives
     /// way, the network is brought up and checked for internet.
+    /// A network the machine did not see in its last scan (typed in by hand) is saved as
+    /// hidden: if its access point does not broadcast its SSID, only a profile that probes
+    /// for it by name ever joins or rejoins it (comitup #24).
     fn join_user_network(&mut self, net: NetworkInput) {
+        let seen = self
+            .visible
+            .lock()
+            .map(|v| v.iter().any(|n| n.ssid == net.ssid))
+            .unwrap_or(false);
         let profile = WifiProfile {
             id: super::nm::user_id(&net.ssid),
             ssid: net.ssid.clone(),
             psk: net.psk,
             priority: USER_PRIORITY,
             hotspot: false,
+            hidden: !seen,
             ifname: None,
         };
         self.set_step("network", &format!("joining {}", net.ssid));

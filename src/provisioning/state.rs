@@ -72,6 +72,18 @@ fn phone_active(s: &State, now: u64, t: &Timing) -> bool {
         .is_some_and(|u| now.saturating_sub(u) < t.user_idle_timeout)
 }
 
+/// Whether the next `Tick` starts the hotspot: offline for `offline_timeout` (at once on a
+/// machine without credentials) and a hotspot allowed. The driver asks first, so that the
+/// scan before it and the check that NetworkManager is not still connecting happen only then.
+pub(crate) fn hotspot_due(s: &State, now: u64, t: &Timing) -> bool {
+    match s.mode {
+        Mode::Offline { since } => {
+            t.hotspot_allowed && (!s.configured || now.saturating_sub(since) >= t.offline_timeout)
+        }
+        Mode::Online | Mode::Hotspot { .. } => false,
+    }
+}
+
 pub(crate) fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec<Action>) {
     let mut acts = Vec::new();
     match ev {
@@ -106,9 +118,8 @@ pub(crate) fn step(mut s: State, ev: Event, now: u64, t: &Timing) -> (State, Vec
             (Mode::Offline { .. }, false) => {}
         },
         Event::Tick => match s.mode {
-            Mode::Offline { since } => {
-                let due = !s.configured || now.saturating_sub(since) >= t.offline_timeout;
-                if due && t.hotspot_allowed {
+            Mode::Offline { .. } => {
+                if hotspot_due(&s, now, t) {
                     s.mode = Mode::Hotspot {
                         since: now,
                         last_retry: now,

@@ -776,6 +776,30 @@ fn network_defaults_and_hex_psk() {
     assert_eq!(n[1].psk.as_deref().map(str::len), Some(64));
 }
 
+/// Issue 20: a network whose access point hides its SSID is marked `"hidden": true` (an
+/// extension of the spec's entry), a known key: no warning; anything but a boolean is an
+/// error at its pointer.
+#[test]
+fn a_network_may_be_marked_hidden() {
+    let (cfg, report) = parse_str(
+        r#"{"agent": {"agent-provisioning": {"networks": [{"ssid": "attic", "hidden": true}, {"ssid": "home"}]}}}"#,
+    )
+    .unwrap();
+    assert!(report.warnings.is_empty(), "{report}");
+    let n = &cfg.agent.provisioning.networks;
+    assert!(n[0].hidden && !n[1].hidden);
+    let err = parse_str(
+        r#"{"agent": {"agent-provisioning": {"networks": [{"ssid": "attic", "hidden": "yes"}]}}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.errors
+            .iter()
+            .any(|e| e.path == "/agent/agent-provisioning/networks/0/hidden"),
+        "{err}"
+    );
+}
+
 #[test]
 fn malformed_json_and_hostile_input_are_errors_not_crashes() {
     let deep = "[".repeat(10_000) + &"]".repeat(10_000);
