@@ -21,7 +21,8 @@ use crate::http;
 use crate::paths::Paths;
 use crate::protocol::https::{exchange_capped, header, http_error, timeout_secs};
 use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
-use crate::update::{StateLock, VersionRecords};
+use crate::update::swu::SwuOffer;
+use crate::update::{DownloadOptions, StateLock, VersionRecords};
 use action::{ActionRecord, Feedback, Stage};
 use serde_json::Value;
 
@@ -68,6 +69,8 @@ pub struct HawkbitTransport {
     base: String,
     identity: http::Identity,
     last_bytes: (u64, u64),
+    /// The engine's download settings for SWUpdate images (`update::swu`).
+    download: DownloadOptions,
 }
 
 impl std::fmt::Debug for HawkbitTransport {
@@ -100,7 +103,15 @@ impl HawkbitTransport {
             base,
             identity,
             last_bytes: (0, 0),
+            download: DownloadOptions::default(),
         }
+    }
+
+    /// The engine's download settings (deadline, attempts, backoff) for the SWUpdate images
+    /// this transport takes apart: the daemon's own, so both backends download alike.
+    pub fn with_download_options(mut self, opts: DownloadOptions) -> Self {
+        self.download = opts;
+        self
     }
 
     /// The token header for the server's origin, for the engine's artifact downloads (hawkBit
@@ -303,10 +314,41 @@ impl HawkbitTransport {
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
         };
-        let fresh = match known {
-            Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
-                return Ok(None)
+        let mut d = d;
+        let id = d.id.clone();
+        let over =
+            |r: &ActionRecord| r.id == id && (r.stage == Stage::Closed || r.refused.is_some());
+        if !d.swu.is_empty() && !known.as_ref().is_some_and(over) {
+            if d.download == ddi::Handling::Skip || d.window_closed {
+                crate::info!(
+                    SUB,
+                    "action {}: the server asks to wait before downloading",
+                    d.id
+                );
+                return Ok(None);
             }
+            // SWUpdate images: downloaded and taken apart by the engine (`update::swu`), each
+            // file checked against sw-description's sha256 and the vendor key; their files
+            // become the targets. A refused archive is refused whole, as a bad document is.
+            if let Err(why) = self.unpack_swu(&mut d) {
+                return match why {
+                    SwuFailure::Refused(why) => {
+                        self.save(&ActionRecord {
+                            id: d.id.clone(),
+                            targets: Vec::new(),
+                            stage: Stage::New,
+                            progress: 0,
+                            refused: Some(format!("refused by svc-agent: {why}")),
+                        });
+                        self.report();
+                        Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+                    }
+                    SwuFailure::Transient(e) => Err(e),
+                };
+            }
+        }
+        let fresh = match known {
+            Some(r) if over(&r) => return Ok(None),
             Some(r) if r.id == d.id => false,
             _ => {
                 self.save(&ActionRecord {
@@ -339,6 +381,76 @@ impl HawkbitTransport {
             targets: d.targets,
             ..PollAnswer::default()
         }))
+    }
+}
+
+/// Why the SWUpdate images of a deployment are not targets.
+enum SwuFailure {
+    /// The archive, its description or a file in it is refused: the action fails.
+    Refused(String),
+    /// A network failure or a local one: the next poll tries again (a cut download resumes).
+    Transient(ProtocolError),
+}
+
+impl HawkbitTransport {
+    /// Takes the files out of each `.swu` of `d` through the engine and makes them `d`'s
+    /// targets (`file://` artifacts with sw-description's sha256 and signature, which the
+    /// engine checks again on its one verify and activate path).
+    fn unpack_swu(&mut self, d: &mut ddi::Deployment) -> Result<(), SwuFailure> {
+        let engine = crate::update::Engine::new(
+            self.paths.clone(),
+            crate::update::UpdateOptions {
+                download: self.download.clone(),
+                ..Default::default()
+            },
+        );
+        for c in d.swu.clone() {
+            let offer = SwuOffer {
+                url: c.url.clone(),
+                version: c.version.clone(),
+                size: c.size,
+                sha256: c.sha256.clone(),
+                sha1: c.sha1.clone(),
+                identity: Some(self.identity.clone()),
+            };
+            let files = engine.unpack_swu(&offer).map_err(|e| {
+                if e.is_refusal() {
+                    SwuFailure::Refused(format!("SWUpdate image {}: {e}", c.version))
+                } else {
+                    SwuFailure::Transient(ProtocolError::Network(format!(
+                        "SWUpdate image {}: {e}",
+                        c.version
+                    )))
+                }
+            })?;
+            for f in files {
+                let slot = match f.name.as_str() {
+                    ddi::CHUNK_SERVER => &mut d.targets.server,
+                    ddi::CHUNK_AGENT => &mut d.targets.agent,
+                    other => {
+                        return Err(SwuFailure::Refused(format!(
+                            "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
+                            c.version
+                        )))
+                    }
+                };
+                if slot.is_some() {
+                    return Err(SwuFailure::Refused(format!(
+                        "SWUpdate image {}: a second {} in the deployment",
+                        c.version, f.name
+                    )));
+                }
+                let a = f.artifact();
+                *slot = Some(crate::protocol::Target {
+                    version: a.version,
+                    url: a.url,
+                    sha256: a.sha256,
+                    size: a.size,
+                    signature: a.signature,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
