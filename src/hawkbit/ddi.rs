@@ -388,7 +388,11 @@ fn hash_of(a: &RawArtifact, name: &str, len: usize) -> Result<Option<String>, St
 /// the sha256s and the vendor signatures in its `sw-description`.
 fn swu_chunk(a: &RawArtifact, version: &str, server: &str) -> Result<SwuChunk, String> {
     let sha256 = hash_of(a, "sha256", 64)?;
-    let sha1 = hash_of(a, "sha1", 40)?;
+    // The sha1 only when there is no sha256 (the stronger one decides; the other is unread).
+    let sha1 = match sha256 {
+        Some(_) => None,
+        None => hash_of(a, "sha1", 40)?,
+    };
     if sha256.is_none() && sha1.is_none() {
         return Err(format!(
             "artifact {:?} has no sha256 or sha1 hash",

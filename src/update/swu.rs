@@ -670,7 +670,26 @@ fn extract_into(
         .metadata()
         .map_err(io_err(format!("stat {}", swu.display())))?
         .len();
-    let mut r = NewcReader::new(std::io::BufReader::new(f), len);
+    walk(
+        NewcReader::new(std::io::BufReader::new(f), len),
+        arch,
+        Some((paths, dir)),
+    )
+}
+
+/// Every check of [`extract`] but the vendor signature, on an archive in memory, writing
+/// nothing (the fuzz target's entry, and a vendor's check of an image).
+pub fn inspect(bytes: &[u8], arch: &str) -> Result<SwDescription, UpdateError> {
+    walk(NewcReader::new(bytes, bytes.len() as u64), arch, None).map(|(d, _)| d)
+}
+
+/// Reads the archive; with `to`, writes each file into its directory and checks it against
+/// the device's vendor key.
+fn walk<R: Read>(
+    mut r: NewcReader<R>,
+    arch: &str,
+    to: Option<(&crate::paths::Paths, &Path)>,
+) -> Result<(SwDescription, Vec<Unpacked>), UpdateError> {
     let first = r.next_entry()?;
     if first.name != "sw-description" {
         return Err(bad(format!(
@@ -715,12 +734,18 @@ fn extract_into(
                 e.name, e.mode
             )));
         }
-        let path = dir.join(&img.filename);
-        let mut out =
-            File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
-        let sha = r.data(&e, &mut out)?;
-        out.sync_all()
-            .map_err(io_err(format!("syncing {}", path.display())))?;
+        let (sha, path) = match to {
+            Some((_, dir)) => {
+                let path = dir.join(&img.filename);
+                let mut out =
+                    File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
+                let sha = r.data(&e, &mut out)?;
+                out.sync_all()
+                    .map_err(io_err(format!("syncing {}", path.display())))?;
+                (sha, path)
+            }
+            None => (r.data(&e, &mut std::io::sink())?, PathBuf::new()),
+        };
         if sha != img.sha256 {
             return Err(bad(format!(
                 "{:?} does not match sw-description: sha256 {sha}, sw-description says {}",
@@ -737,7 +762,7 @@ fn extract_into(
         };
         // The vendor key's verdict now, on every file, before any reaches the engine (which
         // checks again on its own path): a bad archive is refused whole.
-        if u.name != CONFIG_NAME || u.signature.is_some() {
+        if let Some((paths, _)) = to.filter(|_| u.name != CONFIG_NAME || u.signature.is_some()) {
             super::verify::check_signature(paths, &u.artifact())
                 .map_err(|err| bad(format!("{:?}: {err}", e.name)))?;
         }
@@ -850,6 +875,10 @@ impl Engine {
             Ok(files)
         });
         super::download::discard(&part);
+        if checked.is_err() {
+            // Nothing of a refused archive stays.
+            let _ = fs::remove_dir_all(root.join("files"));
+        }
         let files = checked?;
         let m = Manifest {
             key,
@@ -1091,6 +1120,12 @@ mod tests {
         let e = extract(&paths, &swu, &d.join("out"), ARCH).unwrap_err();
         assert!(e.to_string().contains("signature"), "{e}");
         assert!(!d.join("out").exists());
+    }
+
+    #[test]
+    fn the_fuzz_seed_is_a_good_image() {
+        let d = inspect(include_bytes!("../../fuzz/seeds/swu/good.swu"), ARCH).unwrap();
+        assert_eq!(d.images[0].signature.as_deref(), Some("AAAA"));
     }
 
     #[test]
