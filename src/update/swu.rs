@@ -108,7 +108,7 @@ impl<R: Read> NewcReader<R> {
         let mode = field(1)?;
         let size = u64::from(field(6)?);
         let namesize = field(11)? as usize;
-        if namesize < 2 || namesize > MAX_NAME + 1 {
+        if !(2..=MAX_NAME + 1).contains(&namesize) {
             return Err(bad(format!(
                 "byte {at}: a name of {namesize} bytes (1 to {MAX_NAME} and a NUL)"
             )));
