@@ -72,6 +72,14 @@ impl DaemonUpdater {
     /// install whatever local file matches the hash it names, and `http://` would give the
     /// download away to anyone on the path. A `file://` app (a local directory) may use any.
     fn check_scheme(&self, url: &str) -> Result<(), String> {
+        // The files the engine itself took out of a verified SWUpdate image (the hawkBit
+        // backend's `.swu` chunks): local, and verified again when staged.
+        if url
+            .strip_prefix("file://")
+            .is_some_and(|p| crate::update::swu::is_unpacked(&self.engine.paths, Path::new(p)))
+        {
+            return Ok(());
+        }
         match &self.base_url {
             Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
                 Err(format!(

@@ -31,6 +31,11 @@ usage: svc-release COMMAND [options]
                                check a signature of BINARY by PUB (a key file, 1 or 2 keys)
   verify --pub PUB DIR         check every target of the management directory DIR
   init DIR                     make DIR a management directory (an empty poll.json)
+  swu --key KEY [--out FILE] [--config CONFIG.json --config-version V] [BINARY...]
+                               write an SWUpdate image (.swu: CPIO newc, sw-description first)
+                               holding BINARY... and/or the machine config, each with its sha256
+                               and signature in sw-description (docs/hawkbit.md); FILE defaults
+                               to <name>-<version>-<arch>.swu; a config alone needs --target
   publish --key KEY [--prune] DIR BINARY...
                                copy BINARY... into DIR/artifacts/<sha256>, write their targets
                                (version, sha256, size, signature) into DIR/poll.json atomically;
@@ -85,6 +90,9 @@ struct Opts {
     version: Option<String>,
     signature: Option<String>,
     url_prefix: Option<String>,
+    out: Option<PathBuf>,
+    config: Option<PathBuf>,
+    config_version: Option<String>,
     prune: bool,
     positional: Vec<String>,
 }
@@ -106,6 +114,9 @@ fn parse(args: &[String]) -> Result<Opts, Failure> {
             "--version" => o.version = Some(value(a)?),
             "--signature" => o.signature = Some(value(a)?),
             "--url-prefix" => o.url_prefix = Some(value(a)?),
+            "--out" => o.out = Some(value(a)?.into()),
+            "--config" => o.config = Some(value(a)?.into()),
+            "--config-version" => o.config_version = Some(value(a)?),
             "--prune" => o.prune = true,
             "-h" | "--help" => return Err(Failure::Usage("help".into())),
             s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option {s}"))),
@@ -202,6 +213,16 @@ fn run(args: &[String]) -> Result<(), Failure> {
             }
             let kp = load_private_key(&key_opt()?)?;
             publish(&o, &kp)?;
+        }
+        "swu" => {
+            if o.positional.is_empty() && o.config.is_none() {
+                return Err(Failure::Usage(
+                    "swu needs one BINARY or more, or --config".into(),
+                ));
+            }
+            let kp = load_private_key(&key_opt()?)?;
+            let out = swu(&o, &kp)?;
+            println!("{}", out.display());
         }
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
@@ -668,3 +689,90 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
 }
 
 use svc::encoding::hex;
+
+/// Most bytes of a machine config put into an image (the agent's own cap on a config).
+const MAX_CONFIG: u64 = 8 * 1024 * 1024;
+
+/// An SWUpdate image of the binaries (signed, checked as `publish` checks them) and/or the
+/// machine config (validated as the agent validates one, signed with the name `config`), all
+/// of one architecture. Written atomically; returns its path.
+fn swu(o: &Opts, kp: &Ed25519KeyPair) -> R<PathBuf> {
+    use svc::update::swu;
+    let rels = read_releases(&o.positional, o, kp)?;
+    let target = match (rels.first(), &o.target) {
+        (Some(r), _) => r.target.clone(),
+        (None, Some(t)) if ["x86_64", "aarch64"].contains(&t.as_str()) => t.clone(),
+        (None, _) => return Err("a config alone needs --target x86_64|aarch64".into()),
+    };
+    if let Some(r) = rels.iter().find(|r| r.target != target) {
+        return Err(format!(
+            "{} is for {}, {} for {target}: one image holds one architecture",
+            r.artifact.name, r.target, rels[0].artifact.name
+        ));
+    }
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut images: Vec<swu::Image> = Vec::new();
+    let mut artifacts: Vec<Artifact> = rels
+        .into_iter()
+        .map(|r| {
+            files.push((r.artifact.name.clone(), r.bytes));
+            r.artifact
+        })
+        .collect();
+    if let Some(path) = &o.config {
+        let shown = path.display();
+        let version = o
+            .config_version
+            .clone()
+            .ok_or("--config needs --config-version V")?;
+        let bytes = verify::read_bounded(path, MAX_CONFIG)
+            .map_err(|e| format!("config {shown}: cannot read: {e}"))?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|e| format!("config {shown}: {e}"))?;
+        if let Err(report) = svc::config::parse_value(&value) {
+            return Err(format!("config {shown} is not valid:\n{report}"));
+        }
+        let mut a = Artifact {
+            name: "config".into(),
+            version,
+            url: String::new(),
+            sha256: Some(hex(&Sha256::digest(&bytes))),
+            size: Some(bytes.len() as u64),
+            signature: None,
+            identity: None,
+        };
+        a.signature = Some(verify::base64_encode(
+            kp.sign(&a.signed_message(&target)).as_ref(),
+        ));
+        files.push(("config".into(), bytes));
+        artifacts.push(a);
+    }
+    for a in &artifacts {
+        images.push(swu::Image {
+            filename: a.name.clone(),
+            name: a.name.clone(),
+            version: a.version.clone(),
+            sha256: a.sha256.clone().unwrap_or_default(),
+            signature: a.signature.clone(),
+        });
+    }
+    // The image's version is svc-server's (what a device reports as `sw_version`), else the
+    // first file's.
+    let lead = artifacts
+        .iter()
+        .find(|a| a.name == "svc-server")
+        .unwrap_or(&artifacts[0]);
+    let version = lead.version.clone();
+    let desc = swu::sw_description(&version, &target, &images);
+    let mut entries: Vec<(&str, &[u8])> = vec![("sw-description", desc.as_bytes())];
+    entries.extend(files.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+    let mut bytes = Vec::new();
+    swu::write_newc(&mut bytes, &entries).map_err(|e| format!("writing the image: {e}"))?;
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}-{version}-{target}.swu", lead.name)));
+    svc::fsutil::atomic_write(&out, &bytes, 0o644)
+        .map_err(|e| format!("writing {}: {e}", out.display()))?;
+    Ok(out)
+}

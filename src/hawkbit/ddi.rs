@@ -239,6 +239,21 @@ pub(crate) struct Deployment {
     pub targets: Targets,
     /// The `svc-config` chunk's artifact (the config JSON), checked like a binary's.
     pub config: Option<Target>,
+    /// SWUpdate images (`.swu`) to download and take apart first (`update::swu`); their
+    /// files become targets then.
+    pub swu: Vec<SwuChunk>,
+}
+
+/// A chunk whose one artifact is an SWUpdate image (`*.swu`): whatever its name (gooseBit
+/// names a chunk after the file), what it holds is read from its signed `sw-description`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SwuChunk {
+    pub version: String,
+    pub url: String,
+    pub size: u64,
+    /// Lowercase hex; at least one. gooseBit gives only sha1.
+    pub sha256: Option<String>,
+    pub sha1: Option<String>,
 }
 
 impl Deployment {
@@ -342,11 +357,19 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
     }
     let mut targets = Targets::default();
     let mut config = None;
+    let mut swu = Vec::new();
     for (i, c) in d.chunks.iter().enumerate() {
         let at = format!(
             "deployment.chunks[{i}] (part {:?}, name {:?})",
             c.part, c.name
         );
+        if let [a] = c.artifacts.as_slice() {
+            if a.filename.ends_with(".swu") {
+                check_version(&c.version).map_err(|e| format!("{at}: {e}"))?;
+                swu.push(swu_chunk(a, &c.version, server).map_err(|e| format!("{at}: {e}"))?);
+                continue;
+            }
+        }
         let slot = match c.name.as_str() {
             CHUNK_SERVER => &mut targets.server,
             CHUNK_AGENT => &mut targets.agent,
@@ -360,18 +383,7 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         if slot.is_some() {
             return Err(format!("{at}: a second chunk of that name"));
         }
-        if c.version.is_empty()
-            || c.version.len() > 64
-            || !c
-                .version
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
-        {
-            return Err(format!(
-                "{at}: version {:?} is empty or has characters outside [A-Za-z0-9._+-]",
-                c.version
-            ));
-        }
+        check_version(&c.version).map_err(|e| format!("{at}: {e}"))?;
         let [a] = c.artifacts.as_slice() else {
             return Err(format!(
                 "{at}: {} artifacts; a binary chunk has exactly one",
@@ -387,6 +399,61 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
         window_closed,
         targets,
         config,
+        swu,
+    })
+}
+
+fn check_version(v: &str) -> Result<(), String> {
+    if v.is_empty()
+        || v.len() > 64
+        || !v
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+    {
+        return Err(format!(
+            "version {v:?} is empty or has characters outside [A-Za-z0-9._+-]"
+        ));
+    }
+    Ok(())
+}
+
+/// A hash of `len` hex digits from the artifact, if it names one under `name`.
+fn hash_of(a: &RawArtifact, name: &str, len: usize) -> Result<Option<String>, String> {
+    match a.hashes.get(name) {
+        None => Ok(None),
+        Some(h) if h.len() == len && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(Some(h.to_ascii_lowercase()))
+        }
+        Some(h) => Err(format!(
+            "artifact {:?}: {name} {h:?} is not {len} hex digits",
+            a.filename
+        )),
+    }
+}
+
+/// An SWUpdate image: size, a download link as for any artifact, and a sha256 or (all
+/// gooseBit gives) a sha1 of the archive, which only checks the transfer: trust comes from
+/// the sha256s and the vendor signatures in its `sw-description`.
+fn swu_chunk(a: &RawArtifact, version: &str, server: &str) -> Result<SwuChunk, String> {
+    let sha256 = hash_of(a, "sha256", 64)?;
+    // The sha1 only when there is no sha256 (the stronger one decides; the other is unread).
+    let sha1 = match sha256 {
+        Some(_) => None,
+        None => hash_of(a, "sha1", 40)?,
+    };
+    if sha256.is_none() && sha1.is_none() {
+        return Err(format!(
+            "artifact {:?} has no sha256 or sha1 hash",
+            a.filename
+        ));
+    }
+    let t = target_link(a, version, server)?;
+    Ok(SwuChunk {
+        version: version.to_string(),
+        url: t.url,
+        size: t.size.unwrap_or_default(),
+        sha256,
+        sha1,
     })
 }
 
@@ -402,6 +469,15 @@ fn target(a: &RawArtifact, version: &str, server: &str) -> Result<Target, String
             "artifact {file:?}: sha256 {sha:?} is not 64 hex digits"
         ));
     }
+    Ok(Target {
+        sha256: Some(sha),
+        ..target_link(a, version, server)?
+    })
+}
+
+/// Size and download link of an artifact (the sha256 is the caller's).
+fn target_link(a: &RawArtifact, version: &str, server: &str) -> Result<Target, String> {
+    let file = &a.filename;
     let size = a
         .size
         .filter(|s| *s > 0)
@@ -420,7 +496,7 @@ fn target(a: &RawArtifact, version: &str, server: &str) -> Result<Target, String
     Ok(Target {
         version: version.to_string(),
         url,
-        sha256: Some(sha),
+        sha256: None,
         size: Some(size),
         signature: None,
     })
@@ -505,6 +581,35 @@ mod tests {
         assert_eq!(t.sha256.unwrap(), SHA.to_ascii_lowercase());
         assert_eq!(t.size, Some(10));
         assert!(d.targets.agent.is_none());
+    }
+
+    #[test]
+    fn swu_chunks_take_a_sha1_and_any_name() {
+        // gooseBit's shape: the chunk is named after the file, only sha1.
+        let c = r#"{"part": "os", "version": "2.0.0", "name": "svc-server-2.0.0.swu", "artifacts": [{"filename": "svc-server-2.0.0.swu", "size": 4096, "hashes": {"sha1": "AA00000000000000000000000000000000000000"}, "_links": {"download": {"href": "https://hb.example:8443/d/download"}}}]}"#;
+        let d = parse_deployment(&deployment(&format!("[{c}]")), S).unwrap();
+        assert!(d.targets.server.is_none() && d.wanted().is_empty());
+        assert_eq!(d.swu.len(), 1);
+        assert_eq!(
+            d.swu[0].sha1.as_deref(),
+            Some("aa00000000000000000000000000000000000000")
+        );
+        assert_eq!(d.swu[0].size, 4096);
+        for (bad, why) in [
+            (c.replace("\"sha1\"", "\"md5\""), "no sha256 or sha1"),
+            (c.replace("AA000", "ZZ000"), "not 40 hex"),
+            (
+                c.replace("https://hb.example:8443", "https://evil.example"),
+                "points away",
+            ),
+            (
+                c.replace("\"version\": \"2.0.0\"", "\"version\": \"../2\""),
+                "version",
+            ),
+        ] {
+            let e = parse_deployment(&deployment(&format!("[{bad}]")), S).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 
     #[test]

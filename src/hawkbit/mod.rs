@@ -22,9 +22,11 @@ use crate::http;
 use crate::paths::Paths;
 use crate::protocol::https::{exchange_capped, header, http_error, timeout_secs};
 use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
-use crate::update::{StateLock, VersionRecords};
+use crate::update::swu::SwuOffer;
+use crate::update::{DownloadOptions, StateLock, VersionRecords};
 use action::{ActionRecord, Feedback, Stage};
 use serde_json::Value;
+use std::path::Path;
 
 pub(crate) const SUB: &str = "hawkbit";
 /// Most bytes of the token file.
@@ -71,6 +73,8 @@ pub struct HawkbitTransport {
     /// Consent is given without asking (`auto_confirm`).
     auto_confirm: bool,
     last_bytes: (u64, u64),
+    /// The engine's download settings for SWUpdate images (`update::swu`).
+    download: DownloadOptions,
 }
 
 impl std::fmt::Debug for HawkbitTransport {
@@ -104,7 +108,15 @@ impl HawkbitTransport {
             identity,
             auto_confirm: settings.auto_confirm,
             last_bytes: (0, 0),
+            download: DownloadOptions::default(),
         }
+    }
+
+    /// The engine's download settings (deadline, attempts, backoff) for the SWUpdate images
+    /// this transport takes apart: the daemon's own, so both backends download alike.
+    pub fn with_download_options(mut self, opts: DownloadOptions) -> Self {
+        self.download = opts;
+        self
     }
 
     /// The token header for the server's origin, for the engine's artifact downloads (hawkBit
@@ -395,21 +407,30 @@ impl HawkbitTransport {
         if t.size.is_some_and(|s| s > cap) {
             return Err(format!("the config artifact is larger than {cap} bytes"));
         }
-        let a = exchange_capped(self.get(&t.url), cap)
-            .map_err(|e| format!("the config artifact: {e}"))?;
-        self.last_bytes.1 += a.body.len() as u64;
-        if a.status != 200 {
-            return Err(format!("the config artifact: HTTP {}", a.status));
-        }
-        if Some(a.body.len() as u64) != t.size {
+        let body = match t.url.strip_prefix("file://") {
+            // Taken out of an SWUpdate image by the engine (`update::swu`), which checked it
+            // against the image's signed description; the checks below apply all the same.
+            Some(path) => crate::update::swu::read_unpacked(&self.paths, Path::new(path), cap)
+                .map_err(|e| format!("the config from the image: {e}"))?,
+            None => {
+                let a = exchange_capped(self.get(&t.url), cap)
+                    .map_err(|e| format!("the config artifact: {e}"))?;
+                self.last_bytes.1 += a.body.len() as u64;
+                if a.status != 200 {
+                    return Err(format!("the config artifact: HTTP {}", a.status));
+                }
+                a.body
+            }
+        };
+        if Some(body.len() as u64) != t.size {
             return Err(format!(
                 "the config artifact has {} bytes, the deployment says {}",
-                a.body.len(),
+                body.len(),
                 t.size.unwrap_or(0)
             ));
         }
         use sha2::Digest;
-        let got = crate::encoding::hex(&sha2::Sha256::digest(&a.body));
+        let got = crate::encoding::hex(&sha2::Sha256::digest(&body));
         if !t
             .sha256
             .as_deref()
@@ -419,7 +440,7 @@ impl HawkbitTransport {
                 "the config artifact's sha256 {got} does not match the deployment's"
             ));
         }
-        let text = std::str::from_utf8(&a.body)
+        let text = std::str::from_utf8(&body)
             .map_err(|_| "the config artifact is not UTF-8 text".to_string())?;
         match crate::config::parse_str(text) {
             Ok(_) => serde_json::from_str(text).map_err(|e| format!("the config artifact: {e}")),
@@ -473,6 +494,38 @@ impl HawkbitTransport {
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
         };
+        // SWUpdate images (`update::swu`): downloaded and taken apart by the engine, each file
+        // checked against sw-description's sha256 and the vendor key; their files become the
+        // targets (and the config). Not while the server says `download: skip` (nothing is
+        // fetched then), nor for an action already over. A refused archive is refused whole,
+        // as a bad document is.
+        let mut d = d;
+        let id = d.id.clone();
+        let over =
+            |r: &ActionRecord| r.id == id && (r.stage == Stage::Closed || r.refused.is_some());
+        if !d.swu.is_empty()
+            && d.download != ddi::Handling::Skip
+            && !known.as_ref().is_some_and(over)
+        {
+            if let Err(why) = self.unpack_swu(&mut d) {
+                return match why {
+                    SwuFailure::Refused(why) => {
+                        self.save(&ActionRecord {
+                            id: d.id.clone(),
+                            targets: Vec::new(),
+                            stage: Stage::New,
+                            progress: 0,
+                            refused: Some(format!("refused by svc-agent: {why}")),
+                            hold: false,
+                            download_only: false,
+                        });
+                        self.report();
+                        Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+                    }
+                    SwuFailure::Transient(e) => Err(e),
+                };
+            }
+        }
         // Download only (`update: skip`) or the server's maintenance window closed: the
         // engine downloads and verifies, the agent's activation gate waits (one rule with
         // its own window and busy gate). `download: skip`: nothing is fetched yet.
@@ -592,6 +645,78 @@ fn config_digest(v: &Value) -> String {
         "config-{}",
         &crate::encoding::hex(&sha2::Sha256::digest(&bytes))[..16]
     )
+}
+
+/// Why the SWUpdate images of a deployment are not targets.
+enum SwuFailure {
+    /// The archive, its description or a file in it is refused: the action fails.
+    Refused(String),
+    /// A network failure or a local one: the next poll tries again (a cut download resumes).
+    Transient(ProtocolError),
+}
+
+impl HawkbitTransport {
+    /// Takes the files out of each `.swu` of `d` through the engine and makes them `d`'s
+    /// targets (`file://` artifacts with sw-description's sha256 and signature, which the
+    /// engine checks again on its one verify and activate path).
+    fn unpack_swu(&mut self, d: &mut ddi::Deployment) -> Result<(), SwuFailure> {
+        let engine = crate::update::Engine::new(
+            self.paths.clone(),
+            crate::update::UpdateOptions {
+                download: self.download.clone(),
+                ..Default::default()
+            },
+        );
+        for c in d.swu.clone() {
+            let offer = SwuOffer {
+                url: c.url.clone(),
+                version: c.version.clone(),
+                size: c.size,
+                sha256: c.sha256.clone(),
+                sha1: c.sha1.clone(),
+                identity: Some(self.identity.clone()),
+            };
+            let files = engine.unpack_swu(&offer).map_err(|e| {
+                if e.is_refusal() {
+                    SwuFailure::Refused(format!("SWUpdate image {}: {e}", c.version))
+                } else {
+                    SwuFailure::Transient(ProtocolError::Network(format!(
+                        "SWUpdate image {}: {e}",
+                        c.version
+                    )))
+                }
+            })?;
+            for f in files {
+                let slot = match f.name.as_str() {
+                    ddi::CHUNK_SERVER => &mut d.targets.server,
+                    ddi::CHUNK_AGENT => &mut d.targets.agent,
+                    // The machine config: read and validated like an `svc-config` chunk's.
+                    crate::update::swu::CONFIG_NAME => &mut d.config,
+                    other => {
+                        return Err(SwuFailure::Refused(format!(
+                            "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
+                            c.version
+                        )))
+                    }
+                };
+                if slot.is_some() {
+                    return Err(SwuFailure::Refused(format!(
+                        "SWUpdate image {}: a second {} in the deployment",
+                        c.version, f.name
+                    )));
+                }
+                let a = f.artifact();
+                *slot = Some(crate::protocol::Target {
+                    version: a.version,
+                    url: a.url,
+                    sha256: a.sha256,
+                    size: a.size,
+                    signature: a.signature,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running

@@ -22,6 +22,7 @@ pub(crate) mod download;
 pub(crate) mod record;
 pub mod rollback;
 pub mod seed;
+pub mod swu;
 pub mod verify;
 
 pub use download::{DownloadOptions, Fetched};

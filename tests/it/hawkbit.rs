@@ -426,3 +426,139 @@ fn a_cancel_is_accepted_before_activation_and_rejected_after() {
         .collect();
     assert_eq!(steps, ["proceeding", "downloaded", "closed"]);
 }
+
+/// An SWUpdate image of `files` (name, version, bytes) whose sw-description says `desc_body`
+/// for each (a lie when it differs), signed by `sign` when given.
+fn swu_image(
+    files: &[(&str, &str, &[u8])],
+    desc_body: &[&[u8]],
+    sign: Option<&dyn Fn(&Artifact) -> String>,
+    extra: Option<(&str, &[u8])>,
+) -> Vec<u8> {
+    use svc::update::swu;
+    let images: Vec<swu::Image> = files
+        .iter()
+        .zip(desc_body)
+        .map(|((name, version, _), said)| {
+            let a = Artifact {
+                name: name.to_string(),
+                version: version.to_string(),
+                url: String::new(),
+                sha256: Some(sha256_hex(said)),
+                size: Some(said.len() as u64),
+                signature: None,
+                identity: None,
+            };
+            swu::Image {
+                filename: name.to_string(),
+                name: name.to_string(),
+                version: version.to_string(),
+                sha256: sha256_hex(said),
+                signature: sign.map(|s| s(&a)),
+            }
+        })
+        .collect();
+    let desc = swu::sw_description(files[0].1, svc::update::this_target(), &images);
+    let mut entries: Vec<(&str, &[u8])> = vec![("sw-description", desc.as_bytes())];
+    entries.extend(files.iter().map(|(n, _, b)| (*n, *b)));
+    entries.extend(extra);
+    let mut out = Vec::new();
+    swu::write_newc(&mut out, &entries).unwrap();
+    out
+}
+
+/// A deployment chunk for an image, served by the DDI test server (a hawkBit gives sha256,
+/// sha1 and md5; gooseBit's sha1-only shape is in `hawkbit_goosebit.rs`).
+fn swu_chunk(f: &Fixture, version: &str, image: &[u8]) -> String {
+    f.ddi.chunk("image", version, image).replace(
+        &format!("\"filename\": \"image-{version}\""),
+        &format!("\"filename\": \"image-{version}.swu\""),
+    )
+}
+
+#[test]
+fn swu_images_are_taken_apart_by_the_engine_and_hostile_ones_refused_whole() {
+    let f = setup("swu");
+    let sign = install_vendor_key(&f.paths);
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    let other = fake_binary(NAME, "2.0.0", "exit1", 1000);
+    let cases: Vec<(&str, Vec<u8>, &str, &str)> = vec![
+        (
+            "41",
+            swu_image(&[(NAME, "2.0.0", &body)], &[&other], Some(&sign), None),
+            "2.0.0",
+            "does not match sw-description",
+        ),
+        (
+            "42",
+            swu_image(&[(NAME, "2.0.0", &body)], &[&body], None, None),
+            "2.0.0",
+            "no signature",
+        ),
+        (
+            "43",
+            swu_image(
+                &[(NAME, "2.0.0", &body)],
+                &[&body],
+                Some(&sign),
+                Some(("evil", b"x")),
+            ),
+            "2.0.0",
+            "does not name",
+        ),
+        (
+            "44",
+            swu_image(&[(NAME, "2.0.0", &body)], &[&body], Some(&sign), None),
+            "2.0.1",
+            "sw-description says version 2.0.0",
+        ),
+    ];
+    for (i, (id, image, offered, why)) in cases.iter().enumerate() {
+        f.ddi
+            .deploy(id, &format!("[{}]", swu_chunk(&f, offered, image)));
+        let e = f.poll(None).unwrap_err();
+        assert!(
+            matches!(&e, ProtocolError::BadAnswer(m) if m.contains(why)),
+            "{id}: {e}"
+        );
+        // Offered again (the server has not caught up): over for this agent, not fetched again.
+        let fetched = f.artifact_requests();
+        assert!(f.answer().0.targets.server.is_none());
+        assert_eq!(f.artifact_requests(), fetched, "{id}");
+        let fb = f.ddi.feedback();
+        assert_eq!(
+            fb.len(),
+            i + 1,
+            "{id}: told once: {:?}",
+            f.ddi.feedback_steps()
+        );
+        assert_eq!(fb[i].1["status"]["result"]["finished"], "failure");
+        assert!(fb[i].1["status"]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains(why));
+        assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+        assert!(
+            !f.paths.cache_dir().join("swu/files").exists(),
+            "{id}: nothing left"
+        );
+    }
+    // A good image: its file is the engine's target, checked again and activated there.
+    let image = swu_image(&[(NAME, "2.0.0", &body)], &[&body], Some(&sign), None);
+    f.ddi
+        .deploy("45", &format!("[{}]", swu_chunk(&f, "2.0.0", &image)));
+    let t = f
+        .answer()
+        .0
+        .targets
+        .server
+        .expect("svc-server out of the image");
+    assert!(t.url.starts_with("file://"), "{t:?}");
+    assert_eq!(t.sha256.as_deref(), Some(sha256_hex(&body).as_str()));
+    assert!(matches!(f.install(&t), Outcome::Activated { .. }));
+    assert_eq!(active(&f.paths, NAME).1, body);
+    // Polled again while the action runs: not downloaded again.
+    let before = f.artifact_requests();
+    f.poll(None).unwrap();
+    assert_eq!(f.artifact_requests(), before);
+}

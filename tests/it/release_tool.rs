@@ -622,3 +622,85 @@ fn the_agent_updates_from_a_medium_and_refuses_tampered_and_replayed_ones() {
     terminate(&mut agent);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn swu_images_hold_signed_binaries_and_a_validated_config() {
+    let d = scratch("swu");
+    let key = d.join("vendor.key");
+    ok(&["keygen", p(&key)]);
+    let server = d.join("svc-server");
+    write_exec(&server, &fake_binary("svc-server", "2.0.0", "ok", 0));
+    let agent = d.join("svc-agent");
+    write_exec(&agent, &fake_binary("svc-agent", "3.0.0", "ok", 0));
+    let config = d.join("machine.json");
+    std::fs::write(&config, br#"{"agent": {"svc-agent": {}}}"#).unwrap();
+    let out = d.join("all.swu");
+    let printed = ok(&[
+        "swu",
+        "--key",
+        p(&key),
+        "--out",
+        p(&out),
+        "--config",
+        p(&config),
+        "--config-version",
+        "7",
+        p(&agent),
+        p(&server),
+    ]);
+    assert_eq!(printed.trim(), p(&out));
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(bytes.len() % 512, 0);
+    let desc = svc::update::swu::inspect(&bytes, svc::update::this_target()).unwrap();
+    assert_eq!(desc.version, "2.0.0", "svc-server's version leads");
+    let names: Vec<_> = desc.images.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["svc-agent", "svc-server", "config"]);
+    // Each signature is the device's one scheme: it verifies under the vendor key.
+    let keys =
+        svc::update::verify::parse_public_keys(&std::fs::read(d.join("vendor.key.pub")).unwrap())
+            .unwrap();
+    for img in &desc.images {
+        let size = if img.name == "config" {
+            std::fs::metadata(&config).unwrap().len()
+        } else {
+            std::fs::metadata(d.join(&img.name)).unwrap().len()
+        };
+        let a = svc::update::Artifact {
+            name: img.name.clone(),
+            version: img.version.clone(),
+            url: String::new(),
+            sha256: Some(img.sha256.clone()),
+            size: Some(size),
+            signature: img.signature.clone(),
+            identity: None,
+        };
+        svc::update::verify::verify_signature(&keys, &a, svc::update::this_target()).unwrap();
+    }
+    // Bad input changes nothing: an invalid config, a config alone without a target.
+    std::fs::write(&config, br#"{"agent": {"svc-agent": {"hawkbit": 5}}}"#).unwrap();
+    let e = fails(&[
+        "swu",
+        "--key",
+        p(&key),
+        "--out",
+        p(&d.join("bad.swu")),
+        "--config",
+        p(&config),
+        "--config-version",
+        "8",
+        p(&server),
+    ]);
+    assert!(e.contains("is not valid"), "{e}");
+    assert!(!d.join("bad.swu").exists());
+    std::fs::write(&config, br#"{"agent": {"svc-agent": {}}}"#).unwrap();
+    let e = fails(&[
+        "swu",
+        "--key",
+        p(&key),
+        "--config",
+        p(&config),
+        "--config-version",
+        "8",
+    ]);
+    assert!(e.contains("--target"), "{e}");
+}
