@@ -28,4 +28,13 @@ fi
 export SVC_CAMPAIGN_CUTS="$cuts" SVC_CAMPAIGN_SEED="$seed" SVC_CAMPAIGN_RECORD="$(realpath "$record")" \
     SVC_CAMPAIGN_CODE="$code"
 echo "powercut: record $SVC_CAMPAIGN_RECORD, code $code" >&2
-exec cargo test --test it powercut_campaign::power_cut_campaign_full -- --ignored --nocapture --test-threads=1
+# The run uses copies of the test binary and of the agent: a build in this tree during a long
+# run (which replaces both) must not change the code under it.
+exe="$(cargo test --test it --no-run 2>&1 | tee /dev/stderr | sed -n 's/.*Executable tests\/it\/main.rs (\(.*\))$/\1/p' | tail -n1)"
+[ -x "$exe" ] || { echo "powercut: no test binary built" >&2; exit 1; }
+snap="target/powercut/bin-$code"
+mkdir -p "$snap"
+cp "$exe" "$snap/it"
+cp target/debug/svc-agent "$snap/svc-agent"
+export SVC_CAMPAIGN_AGENT="$(realpath "$snap/svc-agent")"
+exec "$snap/it" powercut_campaign::power_cut_campaign_full --ignored --exact --nocapture --test-threads=1

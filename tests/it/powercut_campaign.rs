@@ -148,7 +148,16 @@ fn spawn_agent_exe(exe: &Path, root: &Path) -> Child {
 }
 
 fn spawn_agent(root: &Path) -> Child {
-    spawn_agent_exe(Path::new(env!("CARGO_BIN_EXE_svc-agent")), root)
+    spawn_agent_exe(&agent_exe(), root)
+}
+
+/// The agent under test: this build's, or `SVC_CAMPAIGN_AGENT` (benches/powercut.sh runs a
+/// copy of the test binary and of the agent, so that a build during a long run does not
+/// change the code under it).
+fn agent_exe() -> PathBuf {
+    std::env::var_os("SVC_CAMPAIGN_AGENT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_svc-agent")))
 }
 
 fn read_json(p: &Path) -> Option<Value> {
@@ -602,7 +611,7 @@ impl AgentUpdate {
         let paths = Paths::new(&sb.root);
         sb.file_app();
         let real = env!("CARGO_PKG_VERSION").to_string();
-        let body = std::fs::read(env!("CARGO_BIN_EXE_svc-agent")).unwrap();
+        let body = std::fs::read(agent_exe()).unwrap();
         std::fs::create_dir_all(paths.cache_dir()).unwrap();
         std::fs::create_dir_all(paths.bin_dir()).unwrap();
         let file = paths.cache_dir().join(format!("svc-agent-{real}"));
@@ -1540,7 +1549,7 @@ fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
         .state_dir()
         .join(format!(".agent-boot.json.tmp.{dead_pid}.0"));
     std::fs::write(&stale, b"{\"version\":\"2.0").unwrap();
-    let st = Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+    let st = Command::new(agent_exe())
         .args(["boot-guard", "--root", sb.root.to_str().unwrap()])
         .stderr(Stdio::null())
         .status()
@@ -1655,4 +1664,68 @@ fn a_cut_between_the_link_swap_and_the_record_still_records_the_new_server() {
     let rec = VersionRecords::load(&s.paths).unwrap();
     let rec = rec.get("svc-server").unwrap();
     assert_eq!(rec.previous.as_deref(), Some("1.0.0"), "{rec:?}");
+}
+
+/// Found by the campaign (seed 2625, cut 793, `agent`/`agent-activated`): a cut between the
+/// agent's link swap and the save of `versions.json` left the boot record naming the new
+/// agent and `current` on the old one. The new agent then ran on probation with the record
+/// wrong for good, and if it never proved healthy, the guard's rollback went to the old
+/// record's `previous` (another build, or none: then the broken agent stayed). The guard now
+/// completes the activation's record before it judges the start.
+#[test]
+fn a_cut_between_the_agent_link_swap_and_the_record_still_records_the_new_agent() {
+    agent_swap_record_cut(90, true);
+    // An agent installed by `svc-agent install` has no record before its first update: the
+    // build before the swap is the known-good one.
+    agent_swap_record_cut(91, false);
+}
+
+fn agent_swap_record_cut(w: usize, with_record: bool) {
+    let mut a = AgentUpdate::new(w);
+    let real = a.real.clone();
+    a.offer("2.0.0");
+    // What the cut left: the new build in the cache, the boot record written before the
+    // swap, the link swapped, `current` still the known-good agent (no `previous`).
+    let body = fake_binary("svc-agent", "2.0.0", "hang", 1 << 20);
+    let cached = a.paths.cache_dir().join("svc-agent-2.0.0");
+    std::fs::write(&cached, &body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(a.paths.state_dir()).unwrap();
+    if with_record {
+        std::fs::write(
+            VersionRecords::path(&a.paths),
+            serde_json::to_vec(&json!({"svc-agent": {"current": real}})).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        a.paths.state_dir().join("agent-boot.json"),
+        serde_json::to_vec(&json!({"version": "2.0.0", "starts": 0})).unwrap(),
+    )
+    .unwrap();
+    let tmp = a.paths.bin_dir().join(".svc-agent.swap-test");
+    std::os::unix::fs::symlink("../cache/svc-agent-2.0.0", &tmp).unwrap();
+    std::fs::rename(&tmp, a.paths.bin_link("svc-agent")).unwrap();
+
+    // The next boot: the guard, from the known-good binary, before the new agent starts.
+    assert!(a.guard().wait().unwrap().success());
+    let rec = VersionRecords::load(&a.paths).unwrap();
+    let r = rec.get("svc-agent").unwrap();
+    assert_eq!(r.current.as_deref(), Some("2.0.0"), "{r:?}");
+    assert_eq!(r.previous.as_deref(), Some(real.as_str()), "{r:?}");
+    // The new agent never proves healthy: after its starts, the guard rolls back to the
+    // agent that was current before the cut.
+    for _ in 0..svc::update::rollback::AGENT_MAX_STARTS {
+        assert!(a.guard().wait().unwrap().success());
+    }
+    assert!(
+        linked(&a.paths, "svc-agent", &real),
+        "{:?}",
+        link_target(&a.paths, "svc-agent")
+    );
+    assert_eq!(
+        current(&a.paths, "svc-agent").as_deref(),
+        Some(real.as_str())
+    );
 }
