@@ -16,9 +16,13 @@ one completes) and then cuts the power: `system_reset` through the monitor socke
 tests/system/run.sh, the machine is never booted from scratch between cuts: one overlay
 carries the whole campaign, as one device would.
 
+The boot after a cut is kept light (docs/lab.md): a small initrd (`--initrd small`, built from
+the image's) and `campaign.target` (svc-agent.service and the guest half only) as the default
+target after the first boot's setup.
+
 Prints one line per cut and a summary (cuts by kind and by the phase the cut landed in, time
-per cut, failures); writes `campaign.json` in the run folder. Exit status 0 only when every
-cut converged.
+per cut in wall and in qemu's CPU seconds, failures); appends each cut to `results.jsonl` in
+the run folder. Exit status 0 only when every cut converged.
 """
 import argparse
 import collections

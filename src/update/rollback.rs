@@ -267,6 +267,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
     // A power cut during an earlier guard's (or agent's) write left its temp; a new agent
     // that never gets going would never sweep it, so the guard does it before each start.
     crate::fsutil::remove_stale_temps(&paths.state_dir());
+    super::cache::remove_orphan_sidecars(paths);
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };

@@ -1729,3 +1729,27 @@ fn agent_swap_record_cut(w: usize, with_record: bool) {
         Some(real.as_str())
     );
 }
+
+/// Found by the campaign (seed 2626, cuts 216 and 219, `agent`/`agent-verify`): a cut after
+/// the agent's download was renamed into the cache and before its sidecar was removed; the
+/// restarted agent activated the cached build and the power went again before the cache
+/// cleanup, so `svc-agent-V.part.json` stayed (only the next activation's cleanup would have
+/// removed it; a new agent that never activates anything kept it). The boot guard now removes
+/// a sidecar whose `.part` is gone before each start, and keeps a resumable download's.
+#[test]
+fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
+    let a = AgentUpdate::new(92);
+    let cache = a.paths.cache_dir();
+    let orphan = cache.join("svc-agent-2.0.0.part.json");
+    let part = cache.join("svc-agent-3.0.0.part");
+    let resumable = cache.join("svc-agent-3.0.0.part.json");
+    std::fs::write(&orphan, br#"{"url":"svc-agent-2.0.0"}"#).unwrap();
+    std::fs::write(&part, b"half a download").unwrap();
+    std::fs::write(&resumable, br#"{"url":"svc-agent-3.0.0"}"#).unwrap();
+    assert!(a.guard().wait().unwrap().success());
+    assert!(!orphan.exists(), "the orphaned sidecar is still there");
+    assert!(
+        part.exists() && resumable.exists(),
+        "a resumable download was removed"
+    );
+}
