@@ -135,6 +135,30 @@ pub fn clean(
     Ok(report)
 }
 
+/// Removes download sidecars (`<file>.part.json`) whose `.part` is gone: a power cut between
+/// the complete download's rename into the cache and the sidecar's removal left one, and it
+/// resumes nothing. [`clean`] does the same at the next activation; the boot guard calls this
+/// before each agent start, so that a new agent that never activates anything does not keep
+/// it (found by the power-cut campaign). Returns what it removed.
+pub(crate) fn remove_orphan_sidecars(paths: &Paths) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for e in fs::read_dir(paths.cache_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(part) = name.strip_suffix(".json").filter(|n| n.ends_with(".part")) else {
+            continue;
+        };
+        if !p.with_file_name(part).exists() && remove(&p) {
+            removed.push(p);
+        }
+    }
+    removed
+}
+
 fn remove(p: &Path) -> bool {
     match fs::remove_file(p) {
         Ok(()) => {

@@ -158,6 +158,40 @@ fn complete_server_record(paths: &Paths, version: &str) -> Result<(), UpdateErro
     Ok(())
 }
 
+/// The agent's boot record names the linked `version`: a power cut between the link swap and
+/// the record's save left `current` on the agent before it. Completes the activation's
+/// record, so that the record names the running build and a rollback goes to the one before
+/// it (found by the power-cut campaign).
+fn complete_agent_record(
+    paths: &Paths,
+    version: &str,
+    held: &StateLock,
+) -> Result<(), UpdateError> {
+    let mut records = VersionRecords::load(paths)?;
+    let current = records.entry("svc-agent").current.clone();
+    if current.as_deref() == Some(version) {
+        return Ok(());
+    }
+    // An agent installed without the engine has no record yet: the build before the swap
+    // is then the known-good one this guard runs from.
+    let before = current.or_else(|| {
+        let t = super::activate::link_target(paths, AGENT_STABLE_LINK)?;
+        let file = t.file_name()?.to_string_lossy().into_owned();
+        file.strip_prefix("svc-agent-")
+            .filter(|v| !v.is_empty() && *v != version)
+            .map(String::from)
+    });
+    super::record_activation(&mut records, "svc-agent", version, before.as_deref());
+    records.entry("svc-agent").target = Some(version.to_string());
+    records.save(paths, held)?;
+    crate::info!(
+        SUB,
+        "svc-agent {version}: its activation's record completed (previous {})",
+        before.as_deref().unwrap_or("none")
+    );
+    Ok(())
+}
+
 /// svc-server `version` passed its probation: the record stops naming it.
 pub fn end_server_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
     let held = StateLock::acquire(paths)?;
@@ -233,6 +267,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
     // A power cut during an earlier guard's (or agent's) write left its temp; a new agent
     // that never gets going would never sweep it, so the guard does it before each start.
     crate::fsutil::remove_stale_temps(&paths.state_dir());
+    super::cache::remove_orphan_sidecars(paths);
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };
@@ -241,6 +276,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
         clear_boot(paths)?;
         return Ok(GuardOutcome::Stable);
     }
+    complete_agent_record(paths, &boot.version, &held)?;
     if boot.starts >= AGENT_MAX_STARTS {
         crate::error!(
             SUB,

@@ -148,7 +148,16 @@ fn spawn_agent_exe(exe: &Path, root: &Path) -> Child {
 }
 
 fn spawn_agent(root: &Path) -> Child {
-    spawn_agent_exe(Path::new(env!("CARGO_BIN_EXE_svc-agent")), root)
+    spawn_agent_exe(&agent_exe(), root)
+}
+
+/// The agent under test: this build's, or `SVC_CAMPAIGN_AGENT` (benches/powercut.sh runs a
+/// copy of the test binary and of the agent, so that a build during a long run does not
+/// change the code under it).
+fn agent_exe() -> PathBuf {
+    std::env::var_os("SVC_CAMPAIGN_AGENT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_svc-agent")))
 }
 
 fn read_json(p: &Path) -> Option<Value> {
@@ -602,7 +611,7 @@ impl AgentUpdate {
         let paths = Paths::new(&sb.root);
         sb.file_app();
         let real = env!("CARGO_PKG_VERSION").to_string();
-        let body = std::fs::read(env!("CARGO_BIN_EXE_svc-agent")).unwrap();
+        let body = std::fs::read(agent_exe()).unwrap();
         std::fs::create_dir_all(paths.cache_dir()).unwrap();
         std::fs::create_dir_all(paths.bin_dir()).unwrap();
         let file = paths.cache_dir().join(format!("svc-agent-{real}"));
@@ -1087,13 +1096,135 @@ struct Report {
     by_phase: BTreeMap<(String, String), u64>,
     time: BTreeMap<String, (u64, Duration)>,
     failures: Vec<String>,
+    /// Wall time of the earlier sittings of a resumed run.
+    wall_before: Duration,
+}
+
+impl Report {
+    fn add(
+        &mut self,
+        k: u64,
+        seed: u64,
+        name: &str,
+        phase: &str,
+        took: Duration,
+        fail: Option<&str>,
+    ) {
+        self.cuts += 1;
+        *self
+            .by_phase
+            .entry((name.to_string(), phase.to_string()))
+            .or_default() += 1;
+        let t = self.time.entry(name.to_string()).or_default();
+        t.0 += 1;
+        t.1 += took;
+        if let Some(e) = fail {
+            self.failures
+                .push(format!("cut {k} (seed {seed}) {name}/{phase}: {e}"));
+        }
+    }
+}
+
+/// The record of a run that may take several sittings (`SVC_CAMPAIGN_RECORD`, JSON lines):
+/// a `sitting` line when a sitting starts (seed, cuts, the code's identity), then one line
+/// per cut as it ends. A sitting resumes the record: the cuts in it are not cut again (cut
+/// `k` draws everything from the seed and `k`, so the run is the same one), the figures are
+/// those of the whole record, and a record made by other code or another seed is refused.
+struct Record {
+    file: std::fs::File,
+}
+
+impl Record {
+    /// Opens (or starts) the record; returns it, the cuts already in it, and the report of
+    /// the earlier sittings.
+    fn open(path: &Path, seed: u64, cuts: u64, code: &str) -> (Record, Vec<u64>, Report) {
+        let mut done = Vec::new();
+        let mut report = Report::default();
+        let mut sitting: Option<(f64, f64)> = None;
+        let close = |s: Option<(f64, f64)>, r: &mut Report| {
+            if let Some((start, last)) = s {
+                r.wall_before += Duration::from_secs_f64((last - start).max(0.0));
+            }
+        };
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for (i, line) in text.lines().enumerate() {
+                // A torn last line (the power went during the write) is not a cut.
+                let Ok(v) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                if let Some(st) = v.get("sitting") {
+                    let want = json!({"seed": seed, "cuts": cuts, "code": code});
+                    for key in ["seed", "cuts", "code"] {
+                        assert_eq!(
+                            st[key],
+                            want[key],
+                            "{}:{}: the record was made with {key} {}, this sitting has {}; \
+                             use another record file (SVC_CAMPAIGN_RECORD) for another run",
+                            path.display(),
+                            i + 1,
+                            st[key],
+                            want[key]
+                        );
+                    }
+                    let t = st["t"].as_f64().unwrap_or(0.0);
+                    close(sitting.take(), &mut report);
+                    sitting = Some((t, t));
+                    continue;
+                }
+                let (Some(k), Some(name), Some(phase)) =
+                    (v["k"].as_u64(), v["scenario"].as_str(), v["phase"].as_str())
+                else {
+                    continue;
+                };
+                done.push(k);
+                let took = Duration::from_secs_f64(v["secs"].as_f64().unwrap_or(0.0));
+                report.add(k, seed, name, phase, took, v["failure"].as_str());
+                if let (Some(s), Some(t)) = (sitting.as_mut(), v["t"].as_f64()) {
+                    s.1 = s.1.max(t);
+                }
+            }
+        }
+        close(sitting, &mut report);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut rec = Record { file };
+        rec.line(
+            &json!({"sitting": {"seed": seed, "cuts": cuts, "code": code, "t": now_epoch(),
+                                     "resumed_with": done.len()}}),
+        );
+        (rec, done, report)
+    }
+
+    fn line(&mut self, v: &Value) {
+        let mut l = v.to_string();
+        l.push('\n');
+        self.file.write_all(l.as_bytes()).unwrap();
+        self.file.sync_data().unwrap();
+    }
+}
+
+fn now_epoch() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// Runs `cuts` cuts on `workers` threads, each with machines of its own (the scenarios
 /// wait on the agent more than they compute, so they overlap well), and stops drawing new
 /// cuts after `deadline` if one is given. Cut `k` draws its scenario and delays from a
 /// generator seeded with `seed` and `k`.
-fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<Instant>) -> Report {
+fn campaign(
+    cuts: u64,
+    seed: u64,
+    pad: usize,
+    workers: usize,
+    deadline: Option<Instant>,
+    record: Option<(PathBuf, String)>,
+) -> Report {
     // Weights: how often each scenario is drawn.
     let weights: [(&str, u64); 6] = [
         ("update", 25),
@@ -1105,11 +1236,27 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
     ];
     let total: u64 = weights.iter().map(|w| w.1).sum();
     let next = std::sync::atomic::AtomicU64::new(1);
-    let report = std::sync::Mutex::new(Report::default());
+    let (record, done, before) = match &record {
+        Some((path, code)) => {
+            let (r, d, b) = Record::open(path, seed, cuts, code);
+            (Some(r), d, b)
+        }
+        None => (None, Vec::new(), Report::default()),
+    };
+    if !done.is_empty() {
+        eprintln!(
+            "resuming {}: {} cuts already recorded",
+            record.as_ref().map(|_| "the record").unwrap_or(""),
+            done.len()
+        );
+    }
+    let done: std::collections::HashSet<u64> = done.into_iter().collect();
+    let record = std::sync::Mutex::new(record);
+    let report = std::sync::Mutex::new(before);
     let start = Instant::now();
     std::thread::scope(|scope| {
         for w in 0..workers {
-            let (next, report, weights) = (&next, &report, &weights);
+            let (next, report, weights, record, done) = (&next, &report, &weights, &record, &done);
             scope.spawn(move || {
                 let mut scenarios: HashMap<&str, Box<dyn Scenario>> = HashMap::new();
                 let make = |n: &str| -> Box<dyn Scenario> {
@@ -1139,6 +1286,9 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
                     if k > cuts {
                         break;
                     }
+                    if done.contains(&k) {
+                        continue;
+                    }
                     let mut rng = Rng(seed.wrapping_mul(0x1000_0000_01b3) ^ k);
                     // The first cuts go round every scenario once, so that a short run covers
                     // them all.
@@ -1164,18 +1314,16 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
                     let cut = s.cut(&mut rng, k);
                     let took = t0.elapsed();
                     let mut r = report.lock().unwrap();
-                    r.cuts += 1;
-                    *r.by_phase
-                        .entry((name.to_string(), cut.phase.clone()))
-                        .or_default() += 1;
-                    let t = r.time.entry(name.to_string()).or_default();
-                    t.0 += 1;
-                    t.1 += took;
+                    let fail = cut.result.as_ref().err().map(|e| e.as_str());
+                    r.add(k, seed, name, &cut.phase, took, fail);
+                    if let Some(rec) = record.lock().unwrap().as_mut() {
+                        rec.line(&json!({"k": k, "scenario": name, "phase": cut.phase,
+                                         "secs": took.as_secs_f64(), "worker": w,
+                                         "failure": fail, "t": now_epoch()}));
+                    }
                     let verdict = match &cut.result {
                         Ok(()) => "converged".to_string(),
                         Err(e) => {
-                            r.failures
-                                .push(format!("cut {k} (seed {seed}) {name}/{}: {e}", cut.phase));
                             // Start that scenario's machine afresh and carry on.
                             scenarios.remove(name);
                             format!("FAILED: {}", e.lines().next().unwrap_or(""))
@@ -1192,7 +1340,7 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
         }
     });
     let report = report.into_inner().unwrap();
-    let wall = start.elapsed();
+    let wall = start.elapsed() + report.wall_before;
     println!(
         "power-cut campaign: {} process-level cuts, seed {seed}, {workers} workers, {} converged, {} failed; wall {:.0} s, {:.2} s per cut",
         report.cuts,
@@ -1204,6 +1352,15 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
     for ((s, p), n) in &report.by_phase {
         println!("  {s:8} {p:22} {n:5}");
     }
+    let cover = issue_phases(&report);
+    println!(
+        "  by the issue's phases: {}",
+        cover
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     for (s, (n, d)) in &report.time {
         println!(
             "  {s:8} {n:5} cuts, {:.2} s per cut in its worker (cut + convergence check)",
@@ -1217,6 +1374,54 @@ fn campaign(cuts: u64, seed: u64, pad: usize, workers: usize, deadline: Option<I
 }
 
 /// Every cut converged; otherwise each failure, whole.
+/// The phases issue 24 names, each with the (scenario, phase) pairs that are cuts in it:
+/// a cut counts in every phase whose operation it interrupted (a cut of a crashing build's
+/// probation is in `activate` and `rollback`; one during the guard's rollback in `boot-guard`
+/// and `rollback`).
+fn issue_phases(r: &Report) -> Vec<(&'static str, u64)> {
+    let is = |s: &str, p: &str, want: &str| -> bool {
+        let p = p.strip_prefix("disk-full-").unwrap_or(p);
+        match want {
+            "download" => p == "download" || p == "agent-download",
+            "verify" => p == "verify" || p == "agent-verify",
+            "activate" => {
+                matches!(p, "activate" | "restart" | "agent-activated")
+                    || (s == "rollback" && p == "probation")
+            }
+            "rollback" => {
+                (s == "rollback" && matches!(p, "probation" | "rolled-back"))
+                    || p == "guard-rollback"
+            }
+            "boot-guard" => p == "guard" || p == "guard-rollback",
+            "log append" => p == "log-append",
+            "config apply" => p == "apply",
+            "writes failing part-way" => s == "small-fs",
+            _ => false,
+        }
+    };
+    [
+        "download",
+        "verify",
+        "activate",
+        "rollback",
+        "boot-guard",
+        "log append",
+        "config apply",
+        "writes failing part-way",
+    ]
+    .into_iter()
+    .map(|want| {
+        let n = r
+            .by_phase
+            .iter()
+            .filter(|((s, p), _)| is(s, p, want))
+            .map(|(_, n)| n)
+            .sum();
+        (want, n)
+    })
+    .collect()
+}
+
 fn assert_converged(r: &Report) {
     assert!(
         r.failures.is_empty(),
@@ -1230,13 +1435,14 @@ fn assert_converged(r: &Report) {
 /// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
 #[test]
 fn power_cut_campaign_short() {
-    let r = campaign(30, 24, 1 << 20, 2, None);
+    let r = campaign(30, 24, 1 << 20, 2, None, None);
     assert_converged(&r);
 }
 
 /// The recorded run: `benches/powercut.sh` (SVC_CAMPAIGN_CUTS, default 1000;
 /// SVC_CAMPAIGN_SEED, default 1; SVC_CAMPAIGN_WORKERS, default 4; SVC_CAMPAIGN_SECS: stop
-/// drawing cuts after that long).
+/// drawing cuts after that long; SVC_CAMPAIGN_RECORD with SVC_CAMPAIGN_CODE: the run's record,
+/// resumed by the next sitting, see `Record`).
 #[test]
 #[ignore = "the full campaign: benches/powercut.sh"]
 fn power_cut_campaign_full() {
@@ -1250,14 +1456,32 @@ fn power_cut_campaign_full() {
         .ok()
         .and_then(|v| v.parse().ok())
         .map(|s| Instant::now() + Duration::from_secs(s));
+    let record = std::env::var_os("SVC_CAMPAIGN_RECORD").map(|p| {
+        let code = std::env::var("SVC_CAMPAIGN_CODE").unwrap_or_else(|_| "unknown".into());
+        (PathBuf::from(p), code)
+    });
+    let cuts = env("SVC_CAMPAIGN_CUTS", 1000);
     let r = campaign(
-        env("SVC_CAMPAIGN_CUTS", 1000),
+        cuts,
         env("SVC_CAMPAIGN_SEED", 1),
         1 << 20,
         env("SVC_CAMPAIGN_WORKERS", 4) as usize,
         deadline,
+        record,
     );
     assert_converged(&r);
+    if r.cuts < cuts {
+        eprintln!("{} of {cuts} cuts so far: run again to resume", r.cuts);
+        return;
+    }
+    // The recorded run must have cut every phase the issue names (the short CI version is
+    // too short to promise that for the narrowest ones).
+    let missed: Vec<_> = issue_phases(&r)
+        .into_iter()
+        .filter(|(_, n)| *n == 0)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(missed.is_empty(), "no cut landed in: {missed:?}");
 }
 
 /// Found by the campaign (seed 24, cuts 1, 4, 8): a kill in the middle of an atomic write
@@ -1325,7 +1549,7 @@ fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
         .state_dir()
         .join(format!(".agent-boot.json.tmp.{dead_pid}.0"));
     std::fs::write(&stale, b"{\"version\":\"2.0").unwrap();
-    let st = Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+    let st = Command::new(agent_exe())
         .args(["boot-guard", "--root", sb.root.to_str().unwrap()])
         .stderr(Stdio::null())
         .status()
@@ -1440,4 +1664,92 @@ fn a_cut_between_the_link_swap_and_the_record_still_records_the_new_server() {
     let rec = VersionRecords::load(&s.paths).unwrap();
     let rec = rec.get("svc-server").unwrap();
     assert_eq!(rec.previous.as_deref(), Some("1.0.0"), "{rec:?}");
+}
+
+/// Found by the campaign (seed 2625, cut 793, `agent`/`agent-activated`): a cut between the
+/// agent's link swap and the save of `versions.json` left the boot record naming the new
+/// agent and `current` on the old one. The new agent then ran on probation with the record
+/// wrong for good, and if it never proved healthy, the guard's rollback went to the old
+/// record's `previous` (another build, or none: then the broken agent stayed). The guard now
+/// completes the activation's record before it judges the start.
+#[test]
+fn a_cut_between_the_agent_link_swap_and_the_record_still_records_the_new_agent() {
+    agent_swap_record_cut(90, true);
+    // An agent installed by `svc-agent install` has no record before its first update: the
+    // build before the swap is the known-good one.
+    agent_swap_record_cut(91, false);
+}
+
+fn agent_swap_record_cut(w: usize, with_record: bool) {
+    let mut a = AgentUpdate::new(w);
+    let real = a.real.clone();
+    a.offer("2.0.0");
+    // What the cut left: the new build in the cache, the boot record written before the
+    // swap, the link swapped, `current` still the known-good agent (no `previous`).
+    let body = fake_binary("svc-agent", "2.0.0", "hang", 1 << 20);
+    let cached = a.paths.cache_dir().join("svc-agent-2.0.0");
+    std::fs::write(&cached, &body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(a.paths.state_dir()).unwrap();
+    if with_record {
+        std::fs::write(
+            VersionRecords::path(&a.paths),
+            serde_json::to_vec(&json!({"svc-agent": {"current": real}})).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        a.paths.state_dir().join("agent-boot.json"),
+        serde_json::to_vec(&json!({"version": "2.0.0", "starts": 0})).unwrap(),
+    )
+    .unwrap();
+    let tmp = a.paths.bin_dir().join(".svc-agent.swap-test");
+    std::os::unix::fs::symlink("../cache/svc-agent-2.0.0", &tmp).unwrap();
+    std::fs::rename(&tmp, a.paths.bin_link("svc-agent")).unwrap();
+
+    // The next boot: the guard, from the known-good binary, before the new agent starts.
+    assert!(a.guard().wait().unwrap().success());
+    let rec = VersionRecords::load(&a.paths).unwrap();
+    let r = rec.get("svc-agent").unwrap();
+    assert_eq!(r.current.as_deref(), Some("2.0.0"), "{r:?}");
+    assert_eq!(r.previous.as_deref(), Some(real.as_str()), "{r:?}");
+    // The new agent never proves healthy: after its starts, the guard rolls back to the
+    // agent that was current before the cut.
+    for _ in 0..svc::update::rollback::AGENT_MAX_STARTS {
+        assert!(a.guard().wait().unwrap().success());
+    }
+    assert!(
+        linked(&a.paths, "svc-agent", &real),
+        "{:?}",
+        link_target(&a.paths, "svc-agent")
+    );
+    assert_eq!(
+        current(&a.paths, "svc-agent").as_deref(),
+        Some(real.as_str())
+    );
+}
+
+/// Found by the campaign (seed 2626, cuts 216 and 219, `agent`/`agent-verify`): a cut after
+/// the agent's download was renamed into the cache and before its sidecar was removed; the
+/// restarted agent activated the cached build and the power went again before the cache
+/// cleanup, so `svc-agent-V.part.json` stayed (only the next activation's cleanup would have
+/// removed it; a new agent that never activates anything kept it). The boot guard now removes
+/// a sidecar whose `.part` is gone before each start, and keeps a resumable download's.
+#[test]
+fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
+    let a = AgentUpdate::new(92);
+    let cache = a.paths.cache_dir();
+    let orphan = cache.join("svc-agent-2.0.0.part.json");
+    let part = cache.join("svc-agent-3.0.0.part");
+    let resumable = cache.join("svc-agent-3.0.0.part.json");
+    std::fs::write(&orphan, br#"{"url":"svc-agent-2.0.0"}"#).unwrap();
+    std::fs::write(&part, b"half a download").unwrap();
+    std::fs::write(&resumable, br#"{"url":"svc-agent-3.0.0"}"#).unwrap();
+    assert!(a.guard().wait().unwrap().success());
+    assert!(!orphan.exists(), "the orphaned sidecar is still there");
+    assert!(
+        part.exists() && resumable.exists(),
+        "a resumable download was removed"
+    );
 }
