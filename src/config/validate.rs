@@ -1284,6 +1284,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
         at.model = a.string("model", false, r);
         at.hotspot_enabled = a.boolean("hotspot_enabled", r);
         at.dpp_enabled = a.boolean("dpp_enabled", r);
+        at.ble_enabled = a.boolean("ble_enabled", r);
         at.extra = a.extra(
             &[
                 "hotspot_password",
@@ -1298,6 +1299,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
                 "model",
                 "hotspot_enabled",
                 "dpp_enabled",
+                "ble_enabled",
             ],
             r,
         );

@@ -3,8 +3,8 @@
 //! RPC frames `command, length, data, checksum` (the low byte of the sum of the others),
 //! possibly split over several GATT writes of 20 bytes.
 //!
-//! NOT WIRED YET (issue 20): the BlueZ GATT application that carries these bytes is still to
-//! be written; nothing listens on Bluetooth. This module is the part every transport shares.
+//! The BlueZ GATT application that carries these bytes is `ble.rs`; this module is the part
+//! every transport shares.
 //!
 //! Authorization (Improv's "authorization required" state, which the spec leaves to a button):
 //! a vendor RPC, `AUTHORIZE` (0xA0). With no data it answers a fresh 128-bit nonce; with 32
@@ -13,7 +13,6 @@
 //! authorization lapses after `AUTHORIZED_SECS` without a command (the spec's advice). The
 //! label secret therefore never crosses the air; the Wi-Fi pass key does (Improv carries it in
 //! clear): docs/security.md.
-#![allow(dead_code)] // Used by the BlueZ transport, which is not written yet (see above).
 
 use super::portal::NetworkInput;
 use sha2::{Digest, Sha256};
@@ -55,6 +54,7 @@ pub(crate) enum ErrorCode {
     UnknownRpc = 0x02,
     UnableToConnect = 0x03,
     NotAuthorized = 0x04,
+    #[allow(dead_code)] // In the protocol's table; every error here has a precise code.
     Unknown = 0xFF,
 }
 

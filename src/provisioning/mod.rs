@@ -2,6 +2,7 @@
 //!
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
+pub(crate) mod ble;
 pub(crate) mod check;
 pub(crate) mod defaults;
 pub(crate) mod dns;

@@ -1,0 +1,150 @@
+#!/bin/bash
+# Improv Wi-Fi over BLE through BlueZ, with the hotspot disabled: two virtual LE controllers in
+# one btvirt process (hci_vhci; the AF_ALG crypto modules first), Debian's bluetoothd managing
+# both; the machine (`svc-agent provision`, `ble_enabled`) registers the Improv GATT service
+# and its advertisement on hci0; a client on hci1 (gatttool, driven by a small Python script,
+# the label secret in hand) reads the state, is refused without the authorization, authorizes
+# with HMAC(label secret, nonce), scans, tries bad inputs (refused, nothing changes), then
+# submits the home network; the machine saves it, ends online on the home AP and reports
+# "provisioned" over GATT. No hotspot ever; no pass key or label secret in any log.
+# Needs: `svc-agent provision` with `ble_enabled`; the host hook's bluez packages.
+# lab-timeout: 600
+set -euo pipefail
+. "$LAB/lab-lib.sh"
+psk="home-$(lab_run_id)"
+lab_radios 2
+lab_netns_radio wlan1 home
+lab_ap home wlan1 lab-home "$psk" 192.168.77 internet
+lab_no_ethernet
+
+# The Bluetooth stack: Debian's packages from the host hook, two virtual controllers.
+dpkg -i /lab/share/debs/*.deb > /tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; lab_fail "bluez did not install"; }
+for m in crc16 rfkill ecc ecdh_generic af_alg algif_hash algif_skcipher cmac ecb bluetooth hci_vhci; do
+    modprobe "$m" || lab_fail "module $m"
+done
+btvirt -l2 -L > /tmp/btvirt.log 2>&1 &
+lab_wait 60 "two virtual controllers" sh -c 'test -e /sys/class/bluetooth/hci0 && test -e /sys/class/bluetooth/hci1'
+systemctl restart bluetooth
+lab_wait 60 "bluetoothd manages both controllers" sh -c '[ "$(bluetoothctl list | grep -c Controller)" = 2 ]'
+btmgmt --index 1 power on > /dev/null
+addr=$(btmgmt --index 0 info | awk '/addr/ {print $2; exit}')
+lab_log "hci0 (the machine) is $addr"
+
+rm -f /etc/svc.json
+cat > /etc/svc-defaults.json <<JSON
+{"hotspot_enabled": false, "ble_enabled": true, "check_url": "http://192.168.200.1:8080/",
+ "offline_timeout_secs": 600}
+JSON
+t_start=$(lab_ms)
+svc-agent provision --until-online > /tmp/provision.log 2>&1 &
+prov=$!
+lab_wait 120 "the Improv service is registered and advertised" grep -q 'BLE: Improv service registered on /org/bluez/hci0' /tmp/provision.log
+t_up=$(lab_ms)
+lab_check "the label secret is 0600" test "$(stat -c %a /opt/svc/improv/label-secret)" = 600
+btmgmt --index 0 advinfo || true
+sleep 3
+pss=$(awk '/^Pss:/ {print $2}' "/proc/$prov/smaps_rollup")
+rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$prov/status")
+
+# The client (a phone): gatttool on hci1, one connection per operation, as a script.
+cat > /tmp/improv-client.py <<'PY'
+import hashlib, hmac, re, subprocess, sys, time
+addr, psk, secret = sys.argv[1], sys.argv[2], open("/opt/svc/improv/label-secret").read().strip()
+base = ["gatttool", "-i", "hci1", "-b", addr, "-t", "public"]
+def run(*a):
+    for attempt in range(5):  # a busy emulated controller can refuse a connection
+        p = subprocess.run(base + list(a), capture_output=True, text=True, timeout=60)
+        if p.returncode == 0 and "error" not in (p.stdout + p.stderr).lower():
+            return p.stdout
+        print("gatttool retry:", (p.stdout + p.stderr).strip(), flush=True)
+        time.sleep(2)
+    sys.exit("gatttool failed: " + " ".join(a))
+chars = {}
+for line in run("--characteristics").splitlines():
+    m = re.search(r"char value handle = (0x[0-9a-f]+), uuid = (\S+)", line)
+    if m:
+        chars[m.group(2)[-4:]] = m.group(1)
+U = "00467768-6228-2272-4663-27747826"
+assert all(k in chars for k in ["8001", "8002", "8003", "8004", "8005"]), chars
+def read(c):
+    out = run("--char-read", "-a", chars[c])
+    return bytes.fromhex(out.split(":", 1)[1].replace(" ", "").strip())
+def frame(cmd, data=b""):
+    f = bytes([cmd, len(data)]) + data
+    return f + bytes([sum(f) & 0xFF])
+def rpc(f):
+    for i in range(0, len(f), 20):
+        run("--char-write-req", "-a", chars["8003"], "-n", f[i:i + 20].hex())
+def settings(ssid, key):
+    return frame(1, bytes([len(ssid)]) + ssid + bytes([len(key)]) + key)
+def expect(what, c, want):
+    got = read(c)
+    print(("ok: " if got == want else "FAIL: ") + f"{what}: {got.hex()} (want {want.hex()})", flush=True)
+    if got != want:
+        sys.exit(1)
+expect("state: authorization required", "8001", b"\x01")
+rpc(frame(3))
+info = read("8004")
+print("device info:", info, flush=True)
+assert info[0] == 3 and b"svc-agent" in info, info
+rpc(settings(b"lab-home", psk.encode()))
+expect("Wi-Fi settings without authorization: not authorized", "8002", b"\x04")
+expect("...and nothing is being provisioned", "8001", b"\x01")
+rpc(frame(0xA0))
+r = read("8004")
+assert r[0] == 0xA0 and r[1] == 17 and r[2] == 16, r.hex()
+rpc(frame(0xA0, hmac.new(b"not-the-label-secret", r[3:19], hashlib.sha256).digest()))
+expect("a wrong label secret: not authorized", "8002", b"\x04")
+rpc(frame(0xA0))
+r = read("8004")
+rpc(frame(0xA0, hmac.new(secret.encode(), r[3:19], hashlib.sha256).digest()))
+expect("the label secret's answer: authorized", "8001", b"\x02")
+rpc(frame(4))
+print("last scan result:", read("8004"), flush=True)
+# The portal's bad inputs, over BLE: each refused (invalid RPC) and nothing provisioned.
+bad = {
+    "a short pass key": settings(b"lab-home", b"short"),
+    "an invalid UTF-8 SSID": settings(b"\xff\xfe", psk.encode()),
+    "a control byte in the pass key": settings(b"lab-home", b"pass\nword-1"),
+    "a bad checksum": settings(b"lab-home", psk.encode())[:-1] + b"\x00",
+}
+for what, f in bad.items():
+    rpc(f)
+    expect(what + ": invalid RPC", "8002", b"\x01")
+    expect(what + ": still authorized, nothing provisioned", "8001", b"\x02")
+t = time.time()
+print(f"SUBMIT {int(t * 1000)}", flush=True)
+rpc(settings(b"lab-home", psk.encode()))
+for _ in range(120):
+    s = read("8001")
+    if s == b"\x04":
+        print(f"PROVISIONED {int(time.time() * 1000)}", flush=True)
+        expect("the result after provisioning", "8004", frame(1))
+        break
+    time.sleep(1)
+else:
+    sys.exit("never provisioned")
+PY
+python3 /tmp/improv-client.py "$addr" "$psk" > /tmp/client.log 2>&1 || { cat /tmp/client.log; tail -30 /tmp/provision.log; lab_fail "the Improv client failed"; }
+cat /tmp/client.log
+online() { iw dev wlan0 link | grep -q 'SSID: lab-home' && curl -fsS --max-time 10 http://192.168.200.1:8080/ | grep -q lab-home; }
+lab_check "provisioning ends online" wait "$prov"
+lab_wait 120 "online through lab-home" online
+keyfile=/etc/NetworkManager/system-connections/svc-user-lab-home.nmconnection
+lab_check "the network is a NetworkManager profile, 0600" test "$(stat -c %a $keyfile)" = 600
+lab_check "no hotspot was ever started" sh -c '! grep -q "state: hotspot" /tmp/provision.log && ! nmcli -t -f NAME con show | grep -qx svc-hotspot'
+lab_check "one network received over BLE" test "$(grep -c 'BLE: network "lab-home" received' /tmp/provision.log)" = 1
+journalctl --sync
+hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
+secret=$(cat /opt/svc/improv/label-secret)
+for s in "$psk" "$(hex "$psk")" "$secret"; do
+    if grep -qi -- "$s" /tmp/provision.log || journalctl -b -o cat | grep -qi -- "$s"; then
+        lab_fail "a secret (the pass key or the label secret) reached the logs"
+    fi
+done
+cat /tmp/provision.log
+t_submit=$(awk '/^SUBMIT/ {print $2}' /tmp/client.log)
+t_prov=$(awk '/^PROVISIONED/ {print $2}' /tmp/client.log)
+lab_log "figure: provisioning start to Improv service registered: $(( t_up - t_start )) ms"
+lab_log "figure: BLE submit (Wi-Fi settings written) to provisioned read over GATT (online): $(( t_prov - t_submit )) ms"
+lab_log "figure: provisioning PSS with the Improv BLE service up: $pss KiB (RSS $rss KiB)"
