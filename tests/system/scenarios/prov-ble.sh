@@ -54,7 +54,8 @@ base = ["gatttool", "-i", "hci1", "-b", addr, "-t", "public"]
 def run(*a):
     for attempt in range(5):  # a busy emulated controller can refuse a connection
         p = subprocess.run(base + list(a), capture_output=True, text=True, timeout=60)
-        if p.returncode == 0 and "error" not in (p.stdout + p.stderr).lower():
+        text = (p.stdout + p.stderr).lower()
+        if p.returncode == 0 and "error" not in text and "failed" not in text:
             return p.stdout
         print("gatttool retry:", (p.stdout + p.stderr).strip(), flush=True)
         time.sleep(2)
