@@ -22,13 +22,29 @@ dpkg -i /lab/share/debs/*.deb > /tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; lab_f
 for m in crc16 rfkill ecc ecdh_generic af_alg algif_hash algif_skcipher cmac ecb bluetooth hci_vhci; do
     modprobe "$m" || lab_fail "module $m"
 done
-btvirt -l2 -L > /tmp/btvirt.log 2>&1 &
-lab_wait 60 "two virtual controllers" sh -c 'test -e /sys/class/bluetooth/hci0 && test -e /sys/class/bluetooth/hci1'
+# The first AF_ALG use instantiates and self-tests cmac(aes) and ecb(aes): slow under TCG, long
+# enough for the kernel's 2 s HCI Reset timeout to fail a controller btvirt is creating.
+python3 -c 'import socket
+for t, n in (("hash", "cmac(aes)"), ("skcipher", "ecb(aes)")):
+    socket.socket(socket.AF_ALG, socket.SOCK_SEQPACKET, 0).bind((t, n))' || lab_fail "AF_ALG cmac/ecb(aes)"
+ctrls() { btmgmt info 2>/dev/null | grep -oE '^hci[0-9]+' || true; }
+for try in 1 2 3; do
+    btvirt -l2 -L > /tmp/btvirt.log 2>&1 &
+    btvirt=$!
+    end=$(( $(date +%s) + 40 ))
+    until [ "$(ctrls | wc -l)" = 2 ] || [ "$(date +%s)" -ge "$end" ]; do sleep 1; done
+    [ "$(ctrls | wc -l)" = 2 ] && break
+    lab_log "btvirt try $try: $(ctrls | wc -l) controller(s) came up; again"
+    kill "$btvirt"; wait "$btvirt" || true; sleep 3
+done
+[ "$(ctrls | wc -l)" = 2 ] || lab_fail "two virtual controllers"
+dev=$(ctrls | sort -V | sed -n 1p); cli=$(ctrls | sort -V | sed -n 2p)
+lab_log "ok: two virtual controllers: $dev (the machine) and $cli (the client)"
 systemctl restart bluetooth
 lab_wait 60 "bluetoothd manages both controllers" sh -c '[ "$(bluetoothctl list | grep -c Controller)" = 2 ]'
-btmgmt --index 1 power on > /dev/null
-addr=$(btmgmt --index 0 info | awk '/addr/ {print $2; exit}')
-lab_log "hci0 (the machine) is $addr"
+btmgmt --index "${cli#hci}" power on > /dev/null
+addr=$(btmgmt --index "${dev#hci}" info | awk '/addr/ {print $2; exit}')
+lab_log "$dev (the machine) is $addr"
 
 rm -f /etc/svc.json
 cat > /etc/svc-defaults.json <<JSON
@@ -38,10 +54,10 @@ JSON
 t_start=$(lab_ms)
 svc-agent provision --until-online > /tmp/provision.log 2>&1 &
 prov=$!
-lab_wait 120 "the Improv service is registered and advertised" grep -q 'BLE: Improv service registered on /org/bluez/hci0' /tmp/provision.log
+lab_wait 120 "the Improv service is registered and advertised" grep -q "BLE: Improv service registered on /org/bluez/$dev" /tmp/provision.log
 t_up=$(lab_ms)
 lab_check "the label secret is 0600" test "$(stat -c %a /opt/svc/improv/label-secret)" = 600
-btmgmt --index 0 advinfo || true
+btmgmt --index "${dev#hci}" advinfo || true
 sleep 3
 pss=$(awk '/^Pss:/ {print $2}' "/proc/$prov/smaps_rollup")
 rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$prov/status")
@@ -49,8 +65,8 @@ rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$prov/status")
 # The client (a phone): gatttool on hci1, one connection per operation, as a script.
 cat > /tmp/improv-client.py <<'PY'
 import hashlib, hmac, re, subprocess, sys, time
-addr, psk, secret = sys.argv[1], sys.argv[2], open("/opt/svc/improv/label-secret").read().strip()
-base = ["gatttool", "-i", "hci1", "-b", addr, "-t", "public"]
+addr, psk, cli, secret = sys.argv[1], sys.argv[2], sys.argv[3], open("/opt/svc/improv/label-secret").read().strip()
+base = ["gatttool", "-i", cli, "-b", addr, "-t", "public"]
 def run(*a):
     for attempt in range(5):  # a busy emulated controller can refuse a connection
         p = subprocess.run(base + list(a), capture_output=True, text=True, timeout=60)
@@ -126,7 +142,7 @@ for _ in range(120):
 else:
     sys.exit("never provisioned")
 PY
-python3 /tmp/improv-client.py "$addr" "$psk" > /tmp/client.log 2>&1 || { cat /tmp/client.log; tail -30 /tmp/provision.log; lab_fail "the Improv client failed"; }
+python3 /tmp/improv-client.py "$addr" "$psk" "$cli" > /tmp/client.log 2>&1 || { cat /tmp/client.log; tail -30 /tmp/provision.log; lab_fail "the Improv client failed"; }
 cat /tmp/client.log
 online() { iw dev wlan0 link | grep -q 'SSID: lab-home' && curl -fsS --max-time 10 http://192.168.200.1:8080/ | grep -q lab-home; }
 lab_check "provisioning ends online" wait "$prov"
