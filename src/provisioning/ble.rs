@@ -324,8 +324,20 @@ impl Drop for Gatt {
         let adv = ObjectPath::from_static_str_unchecked(ADV);
         let app = ObjectPath::from_static_str_unchecked(APP);
         let a = self.adapter.as_str();
-        let _ = call(&self.conn, a, "org.bluez.LEAdvertisingManager1", "UnregisterAdvertisement", &(&adv,));
-        let _ = call(&self.conn, a, "org.bluez.GattManager1", "UnregisterApplication", &(&app,));
+        let _ = call(
+            &self.conn,
+            a,
+            "org.bluez.LEAdvertisingManager1",
+            "UnregisterAdvertisement",
+            &(&adv,),
+        );
+        let _ = call(
+            &self.conn,
+            a,
+            "org.bluez.GattManager1",
+            "UnregisterApplication",
+            &(&app,),
+        );
     }
 }
 
@@ -342,8 +354,12 @@ fn find_adapter(conn: &Connection) -> Result<OwnedObjectPath, String> {
     let mut adapters: Vec<OwnedObjectPath> = objects
         .into_iter()
         .filter(|(_, ifaces)| {
-            ifaces.keys().any(|i| i.as_str() == "org.bluez.GattManager1")
-                && ifaces.keys().any(|i| i.as_str() == "org.bluez.LEAdvertisingManager1")
+            ifaces
+                .keys()
+                .any(|i| i.as_str() == "org.bluez.GattManager1")
+                && ifaces
+                    .keys()
+                    .any(|i| i.as_str() == "org.bluez.LEAdvertisingManager1")
         })
         .map(|(p, _)| p)
         .collect();
@@ -485,7 +501,11 @@ impl Driver {
                 crate::info!(
                     "provisioning",
                     "BLE: network {ssid:?} {}",
-                    if online { "joined: provisioned" } else { "not joined" }
+                    if online {
+                        "joined: provisioned"
+                    } else {
+                        "not joined"
+                    }
                 );
                 if online {
                     self.provisioned_at = Some(Instant::now());
@@ -543,7 +563,10 @@ fn ble_loop(
     let secret = match load_or_create_secret(secret_path) {
         Ok(s) => s,
         Err(e) => {
-            crate::error!("provisioning", "BLE: label secret: {e}; BLE provisioning off");
+            crate::error!(
+                "provisioning",
+                "BLE: label secret: {e}; BLE provisioning off"
+            );
             return;
         }
     };
@@ -662,7 +685,11 @@ mod tests {
         assert_eq!(s.len(), 32);
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(load_or_create_secret(&p).unwrap(), s, "the same across starts");
+        assert_eq!(
+            load_or_create_secret(&p).unwrap(),
+            s,
+            "the same across starts"
+        );
         std::fs::write(&p, "short\n").unwrap();
         let e = load_or_create_secret(&p).unwrap_err();
         assert!(e.contains("not a label secret"), "{e}");
@@ -685,7 +712,10 @@ mod tests {
         };
         *pending.lock().unwrap() = Some(portal.clone());
         let out = write(&mut d, &wifi(b"home", b"password-1"), &pending);
-        assert!(out.contains(&Output::Error(ErrorCode::UnableToConnect)), "{out:?}");
+        assert!(
+            out.contains(&Output::Error(ErrorCode::UnableToConnect)),
+            "{out:?}"
+        );
         assert_eq!(pending.lock().unwrap().as_ref(), Some(&portal));
         assert_eq!(d.state(), State::Authorized);
         // Free: taken, split over two writes.
@@ -696,13 +726,18 @@ mod tests {
         assert_eq!(pending.lock().unwrap().take().unwrap().ssid, "home network");
         assert_eq!(d.state(), State::Provisioning);
         // Another source's result is not this session's.
-        let j = |ssid: &str, online| Some(Event::Joined {
-            ssid: ssid.into(),
-            online,
-        });
+        let j = |ssid: &str, online| {
+            Some(Event::Joined {
+                ssid: ssid.into(),
+                online,
+            })
+        };
         assert!(d.event(j("portal", true), 2, &dev, &pending).is_empty());
         let out = d.event(j("home network", false), 3, &dev, &pending);
-        assert!(out.contains(&Output::Error(ErrorCode::UnableToConnect)), "{out:?}");
+        assert!(
+            out.contains(&Output::Error(ErrorCode::UnableToConnect)),
+            "{out:?}"
+        );
         write(&mut d, &f, &pending);
         pending.lock().unwrap().take();
         let out = d.event(j("home network", true), 4, &dev, &pending);
@@ -740,8 +775,15 @@ mod tests {
             assert_eq!(d.state(), State::Authorized, "{what}");
         }
         // Quotes and shell metacharacters are kept byte for byte.
-        write(&mut d, &wifi(b"home \"$(reboot)\"", b"p'ss; rm -rf /"), &pending);
+        write(
+            &mut d,
+            &wifi(b"home \"$(reboot)\"", b"p'ss; rm -rf /"),
+            &pending,
+        );
         let n = pending.lock().unwrap().take().unwrap();
-        assert_eq!((n.ssid.as_str(), n.psk.as_str()), ("home \"$(reboot)\"", "p'ss; rm -rf /"));
+        assert_eq!(
+            (n.ssid.as_str(), n.psk.as_str()),
+            ("home \"$(reboot)\"", "p'ss; rm -rf /")
+        );
     }
 }

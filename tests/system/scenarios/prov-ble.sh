@@ -44,7 +44,8 @@ hcis() { ls /sys/class/bluetooth | grep -E '^hci[0-9]+$' | sort -V; }
 dev=$(hcis | sed -n 1p); cli=$(hcis | sed -n 2p)
 lab_log "ok: two virtual controllers: $dev (the machine) and $cli (the client)"
 btmgmt --index "${cli#hci}" power on > /dev/null
-addr=$(btmgmt --index "${dev#hci}" info | awk '/addr/ {print $2; exit}')
+addr=$(busctl get-property org.bluez "/org/bluez/$dev" org.bluez.Adapter1 Address | cut -d'"' -f2)
+[ -n "$addr" ] || lab_fail "no address for $dev"
 lab_log "$dev (the machine) is $addr"
 
 rm -f /etc/svc.json
