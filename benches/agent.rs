@@ -8,7 +8,7 @@
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 
-use common::mgmt::MgmtServer;
+use common::https::HttpsServer;
 use common::sandbox::{terminate, wait_for, Sandbox};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -114,8 +114,8 @@ fn fast_start(runs: usize) {
 
 fn unchanged_poll_bytes() {
     let sb = Sandbox::new("bench-poll-bytes");
-    let srv = MgmtServer::start(&sb.root.join("tls"));
-    sb.write_credentials(&srv.url);
+    let srv = HttpsServer::start();
+    sb.write_credentials(srv.base_url());
     srv.set_answer(serde_json::json!({"poll_interval_secs": 1, "config": {"agent": {}}}));
     let bin = sb.root.join("opt/svc/bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -132,7 +132,7 @@ fn unchanged_poll_bytes() {
     terminate(&mut agent);
     let polls = srv.polls();
     let nm: Vec<_> = polls.iter().filter(|p| p.status_sent == 304).collect();
-    let avg = |f: &dyn Fn(&&common::mgmt::Seen) -> usize| {
+    let avg = |f: &dyn Fn(&&common::https::Seen) -> usize| {
         nm.iter().map(f).sum::<usize>() as f64 / nm.len() as f64
     };
     println!(

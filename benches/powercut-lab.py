@@ -45,7 +45,8 @@ class Guest:
         self.work, self.image, self.smp = work, image, smp
         self.mon = os.path.join(work, "monitor.sock")
         self.proc = None
-        self.starts = 0
+        # A resumed run keeps the consoles of the earlier drivers.
+        self.starts = len([f for f in os.listdir(work) if f.startswith("console-")])
 
     def start(self):
         # A console file per qemu process (qemu truncates the file it is given).
@@ -106,24 +107,13 @@ class Guest:
         return [l.decode(errors="replace").strip("\r") for l in done]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cuts", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--v1", required=True)
-    ap.add_argument("--v2", required=True)
-    ap.add_argument("--smp", type=int, default=2)
-    ap.add_argument("--quit-every", type=int, default=5)
-    ap.add_argument("--deadline", type=float, default=0, help="stop cutting after this epoch time")
-    ap.add_argument("--boot-limit", type=int, default=900, help="seconds without progress before a hang counts as a failure")
-    a = ap.parse_args()
-    rng = random.Random(a.seed)
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
 
-    image = subprocess.run([f"{ROOT}/tests/system/guest/build-image.sh"], check=True,
-                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    cache = os.environ.get("LAB_CACHE", f"{ROOT}/tests/system/.cache")
-    os.makedirs(f"{cache}/runs", exist_ok=True)
-    work = tempfile.mkdtemp(prefix="powercut-campaign.", dir=f"{cache}/runs")
+
+def prepare(work, a, image, idx):
+    """A guest's own disks: the lab disk (binaries, the guest half) and an overlay on the image."""
     stage = f"{work}/stage"
     for d in ("bin", "share/v2", "out"):
         os.makedirs(f"{stage}/{d}")
@@ -135,103 +125,261 @@ def main():
         f.write(os.urandom(8).hex())
     sh("mke2fs", "-q", "-t", "ext4", "-d", stage, "-L", "lab", f"{work}/lab.img", "256M")
     sh("qemu-img", "create", "-q", "-f", "qcow2", "-b", f"{image}/base.img", "-F", "raw", f"{work}/root.qcow2")
-    print(f"campaign: run folder {work}, seed {a.seed}, {a.cuts} cuts", flush=True)
 
-    g = Guest(work, image, a.smp)
-    g.start()
-    t_start = time.time()
-    window = {"server": 30.0, "agent": 30.0}
-    longest = {}
-    results = []          # one dict per cut
-    pending = None        # the cut in flight: {"n", "kind", "delay", "phase", "how", "t_go"}
-    cut_at = None         # when the host will cut the power
-    last_progress = time.time()
-    n_cuts = 0
-    t_cut = None
-    stop = False
-    while True:
-        for line in g.lines():
+
+class Machine:
+    """One guest, its own overlay for the whole campaign, and the cut in flight on it."""
+
+    def __init__(self, run, idx, image, a, seed):
+        self.run, self.idx, self.a = run, idx, a
+        self.work = f"{run.folder}/guest-{idx}"
+        self.g = Guest(self.work, image, a.smp)
+        self.rng = random.Random(seed)
+        self.window = {"server": 30.0, "agent": 30.0}
+        self.longest = {}
+        self.pending = None
+        self.cut_at = None
+        self.t_cut = None
+        self.t_boot = None
+        self.boot = {}
+        self.n_cuts = 0
+        self.stopped = False
+        self.last_progress = time.time()
+        saved = f"{self.work}/state.json"
+        if os.path.exists(saved):  # a resumed run: the cut the last driver left in flight
+            with open(saved) as f:
+                st = json.load(f)
+            self.window, self.longest, self.pending, self.n_cuts = st["window"], st["longest"], st["pending"], st["n_cuts"]
+            if self.pending:
+                self.pending["t_go"] = time.time()
+            self.t_cut = time.time()
+
+    def save(self):
+        with open(f"{self.work}/state.json.tmp", "w") as f:
+            json.dump({"window": self.window, "longest": self.longest, "pending": self.pending,
+                       "n_cuts": self.n_cuts}, f)
+        os.replace(f"{self.work}/state.json.tmp", f"{self.work}/state.json")
+
+    def say(self, msg):
+        print(f"[g{self.idx}] {msg}", flush=True)
+
+    def stop(self):
+        """Power off for good (the driver stops): a cut like any other, converged on resume."""
+        if self.pending:
+            self.pending.update({"how": "quit", "stopped": True})
+        self.save()
+        self.g.quit()
+        self.stopped = True
+
+    def step(self):
+        if self.stopped:
+            return
+        for line in self.g.lines():
             m = re.search(r"@@(CUT-[A-Z-]+|PH)@@ ?(.*)", line)
             if not m:
                 continue
             tag, rest = m.group(1), m.group(2)
-            last_progress = time.time()
+            now = time.time()
+            self.last_progress = now
             f = rest.split()
-            if tag in ("CUT-SETUP", "CUT-BOOT"):
-                print(f"  {tag.lower()} {rest}", flush=True)
+            if tag == "CUT-BOOT":
+                self.t_boot = now
+                self.boot = {"boot_s": round(now - self.t_cut, 1) if self.t_cut else None}
+                for kv in f:
+                    k, _, v = kv.partition("=")
+                    try:
+                        self.boot[f"guest_{k}"] = float(v)
+                    except ValueError:
+                        pass
+                self.say(f"cut-boot {rest} (host: {self.boot['boot_s']} s after the cut)")
+            elif tag in ("CUT-SETUP", "CUT-UNITS"):
+                self.say(f"{tag.lower()} {rest}")
             elif tag == "CUT-SETUP-FAIL":
-                print(f"campaign: setup failed: {rest}", flush=True)
-                g.quit()
-                sys.exit(1)
+                self.say(f"setup failed: {rest}")
+                self.run.failed_setup = True
+                open(f"{self.work}/setup-failed", "w").close()  # not resumed
+                self.stop()
+                return
             elif tag == "CUT-RESULT":
-                r = {"n": int(f[0]), "kind": f[1], "ok": f[2] == "PASS", "detail": rest}
-                if pending and pending["n"] == r["n"]:
-                    r.update({k: pending[k] for k in ("delay", "phase", "how")})
-                    r["cycle_s"] = round(time.time() - t_cut, 1) if t_cut else None
-                    r["wall_s"] = round(time.time() - pending["t_go"], 1)
-                results.append(r)
-                print(f"cut {len(results):3d}: {rest} | delay {r.get('delay', '?')}s phase {r.get('phase', '?')} "
-                      f"{r.get('how', '?')} wall {r.get('wall_s', '?')}s", flush=True)
-                if len(results) >= a.cuts or (a.deadline and time.time() > a.deadline):
-                    stop = True
+                r = {"guest": self.idx, "n": int(f[0]), "kind": f[1], "ok": f[2] == "PASS", "detail": rest}
+                if self.pending and self.pending["n"] == r["n"]:
+                    r.update({k: self.pending.get(k) for k in ("delay", "phase", "how", "stopped")})
+                    r["wall_s"] = round(now - self.pending["t_go"], 1)
+                r.update(self.boot)
+                r["check_s"] = round(now - self.t_boot, 1) if self.t_boot else None
+                self.pending = None
+                self.run.add(r)
             elif tag == "CUT-GO":
-                if stop:
-                    break
+                if self.run.stop:
+                    self.pending = {"n": int(f[0]), "kind": f[1], "delay": 0.0, "phase": "go", "how": "quit",
+                                    "t_go": now}
+                    self.stop()
+                    return
                 kind = f[1]
-                delay = round(rng.uniform(0, window[kind]), 2)
-                how = "quit" if a.quit_every and (n_cuts + 1) % a.quit_every == 0 else "system_reset"
-                pending = {"n": int(f[0]), "kind": kind, "delay": delay, "phase": "go", "how": how,
-                           "t_go": time.time()}
-                cut_at = time.time() + delay
-            elif tag == "PH" and pending and int(f[0]) == pending["n"]:
-                pending["phase"] = f[1]
-            elif tag == "CUT-DONE" and pending and int(f[0]) == pending["n"]:
+                delay = round(self.rng.uniform(0, self.window[kind]), 2)
+                how = "quit" if self.a.quit_every and (self.n_cuts + 1) % self.a.quit_every == 0 else "system_reset"
+                self.pending = {"n": int(f[0]), "kind": kind, "delay": delay, "phase": "go", "how": how, "t_go": now,
+                                "next_s": round(now - self.t_boot, 1) if self.t_boot else None}
+                self.cut_at = now + delay
+                self.save()
+            elif tag == "PH" and self.pending and int(f[0]) == self.pending["n"]:
+                self.pending["phase"] = f[1]
+            elif tag == "CUT-DONE" and self.pending and int(f[0]) == self.pending["n"]:
                 s = float(f[1].split("=")[1])
-                k = pending["kind"]
-                longest[k] = max(longest.get(k, 0), s)
-                window[k] = 1.25 * longest[k]
-        if stop:
-            break
-        if cut_at and time.time() >= cut_at:
-            if pending["phase"] == "done":
-                pending["phase"] = "after-done"
-            if pending["how"] == "quit":
-                g.quit()
-                g.start()
+                k = self.pending["kind"]
+                self.longest[k] = max(self.longest.get(k, 0), s)
+                self.window[k] = 1.25 * self.longest[k]
+        now = time.time()
+        if self.cut_at and now >= self.cut_at:
+            if self.pending["phase"] == "done":
+                self.pending["phase"] = "after-done"
+            self.save()
+            if self.pending["how"] == "quit":
+                self.g.quit()
+                self.g.start()
             else:
-                g.reset()
-            n_cuts += 1
-            t_cut = time.time()
-            cut_at = None
-        if time.time() - last_progress > a.boot_limit:
-            print(f"campaign: no progress for {a.boot_limit}s; counted as a failure, power cut", flush=True)
-            results.append({"n": pending["n"] if pending else -1, "kind": pending["kind"] if pending else "?",
-                            "ok": False, "detail": "hang"})
-            g.reset()
-            last_progress = time.time()
-        if a.deadline and time.time() > a.deadline + 600:
-            print("campaign: deadline passed with no result", flush=True)
-            break
-        time.sleep(0.05)
-    g.quit()
-    wall = time.time() - t_start
+                self.g.reset()
+            self.n_cuts += 1
+            self.t_cut = time.time()
+            self.cut_at = None
+        if now - self.last_progress > self.a.boot_limit:
+            self.say(f"no progress for {self.a.boot_limit}s; counted as a failure, power cut")
+            self.run.add({"guest": self.idx, "n": self.pending["n"] if self.pending else -1,
+                          "kind": self.pending["kind"] if self.pending else "?", "ok": False, "detail": "hang"})
+            self.g.reset()
+            self.t_cut = self.last_progress = time.time()
 
+
+class Run:
+    def __init__(self, folder, cuts, deadline):
+        self.folder, self.cuts, self.deadline = folder, cuts, deadline
+        self.path = f"{folder}/results.jsonl"
+        self.results = []
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                self.results = [json.loads(l) for l in f if l.strip()]
+        self.stop = len(self.results) >= cuts
+        self.failed_setup = False
+
+    def add(self, r):
+        r["t"] = round(time.time(), 1)
+        self.results.append(r)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        print(f"cut {len(self.results):3d} [g{r['guest']}]: {r['detail']} | delay {r.get('delay', '?')}s "
+              f"phase {r.get('phase', '?')} {r.get('how', '?')} boot {r.get('boot_s', '?')}s "
+              f"check {r.get('check_s', '?')}s wall {r.get('wall_s', '?')}s", flush=True)
+        if len(self.results) >= self.cuts or (self.deadline and time.time() > self.deadline):
+            self.stop = True
+
+
+def summary(folders):
+    """The figures of one run folder, or of several run side by side (their walls overlapping)."""
+    results, spans, guests = [], [], 0
+    for folder in folders:
+        with open(f"{folder}/results.jsonl") as f:
+            results += [dict(json.loads(l), folder=os.path.basename(folder)) for l in f if l.strip()]
+        if os.path.exists(f"{folder}/run.json"):
+            with open(f"{folder}/run.json") as f:
+                meta = json.load(f)
+            spans += meta.get("spans", [])
+            guests += meta.get("guests", 0)
+    # Wall: the union of the drivers' spans.
+    wall, end = 0.0, 0.0
+    for s, e in sorted(spans):
+        s = max(s, end)
+        if e > s:
+            wall += e - s
+            end = e
     ok = sum(r["ok"] for r in results)
+    print(f"campaign: {len(results)} machine-level cuts on {guests} guest(s), {ok} converged, "
+          f"{len(results) - ok} failed; wall {wall:.0f}s, {wall / max(1, len(results)):.1f}s of wall per cut")
+    print(f"campaign: by kind: {dict(collections.Counter((r['kind'], r.get('how', '?')) for r in results))}")
+    print(f"campaign: by cut: {dict(collections.Counter(r.get('how', '?') for r in results))}")
     by = collections.Counter((r["kind"], r.get("phase", "?")) for r in results)
-    hows = collections.Counter(r.get("how", "?") for r in results)
-    print(f"campaign: {len(results)} machine-level cuts, {ok} converged, {len(results) - ok} failed; "
-          f"wall {wall:.0f}s, {wall / max(1, len(results)):.1f}s per cut (boot + convergence check + update)")
-    print(f"campaign: by cut: {dict(hows)}")
     for (k, p), c in sorted(by.items()):
         print(f"campaign:   {k:6s} {p:11s} {c}")
-    print(f"campaign: longest update seen: {longest}")
+    for key, what in (("boot_s", "cut -> guest half running (firmware, kernel, initrd, systemd)"),
+                      ("guest_userspace", "  of it, guest uptime when systemd started (kernel + initrd)"),
+                      ("guest_uptime", "  of it, guest uptime when the guest half started"),
+                      ("check_s", "convergence check (boot guard restart included)"),
+                      ("delay", "update started -> cut (random delay)"),
+                      ("wall_s", "whole cycle, update started -> result")):
+        xs = [r.get(key) for r in results if r.get(key) is not None]
+        if xs:
+            print(f"campaign: {what}: median {median(xs):.1f}s, min {min(xs):.1f}s, max {max(xs):.1f}s ({len(xs)} cuts)")
     for r in results:
         if not r["ok"]:
-            print(f"campaign: FAILED cut {r['n']}: {r['detail']}")
-    with open(f"{work}/campaign.json", "w") as f:
-        json.dump({"seed": a.seed, "wall_s": wall, "results": results, "longest": longest}, f, indent=1)
-    print(f"campaign: details in {work}/campaign.json, consoles in {work}/console-*.log")
-    sys.exit(0 if results and ok == len(results) else 1)
+            print(f"campaign: FAILED cut {r['n']} on {r['folder']} guest {r.get('guest')}: {r['detail']}")
+    return results and ok == len(results)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cuts", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--v1")
+    ap.add_argument("--v2")
+    ap.add_argument("--smp", type=int, default=2)
+    ap.add_argument("--guests", type=int, default=1, help="machines side by side, each its own overlay")
+    ap.add_argument("--quit-every", type=int, default=5)
+    ap.add_argument("--deadline", type=float, default=0, help="stop cutting after this epoch time")
+    # A starved TCG guest (soft lockups in its console under a load of 25 on 2 cores) took more
+    # than 900 s for one boot: the bound is against a hang, not a measure.
+    ap.add_argument("--boot-limit", type=int, default=2400, help="seconds without progress before a hang counts as a failure")
+    ap.add_argument("--resume", help="a run folder to continue (its guests, disks and results)")
+    ap.add_argument("--summary", nargs="+", help="print the summary of run folders (run side by side) and exit")
+    a = ap.parse_args()
+    if a.summary:
+        sys.exit(0 if summary(a.summary) else 1)
+
+    image = subprocess.run([f"{ROOT}/tests/system/guest/build-image.sh"], check=True,
+                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    if a.resume:
+        folder = a.resume
+        with open(f"{folder}/run.json") as f:
+            meta = json.load(f)
+        a.guests, a.seed = meta["guests"], meta["seed"]
+    else:
+        if not (a.v1 and a.v2):
+            ap.error("--v1 and --v2 are needed for a new run")
+        cache = os.environ.get("LAB_CACHE", f"{ROOT}/tests/system/.cache")
+        os.makedirs(f"{cache}/runs", exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="powercut-campaign.", dir=f"{cache}/runs")
+        meta = {"seed": a.seed, "guests": a.guests, "smp": a.smp, "spans": []}
+        for i in range(a.guests):
+            prepare(f"{folder}/guest-{i}", a, image, i)
+    run = Run(folder, a.cuts, a.deadline)
+    print(f"campaign: run folder {folder}, seed {a.seed}, {a.guests} guest(s), {a.cuts} cuts "
+          f"({len(run.results)} already recorded)", flush=True)
+    t0 = time.time()
+    machines = [Machine(run, i, image, a, a.seed * 1000 + i * 100 + len(run.results)) for i in range(a.guests)
+                if not os.path.exists(f"{folder}/guest-{i}/setup-failed")]
+    for m in machines:
+        m.g.start()
+    with open(f"{folder}/run.json", "w") as f:
+        json.dump(meta, f)
+    # Each guest stops at its next offer (quit right after it: one more cut, converged and
+    # counted when the run is resumed).
+    while not all(m.stopped for m in machines):
+        for m in machines:
+            m.step()
+        if a.deadline and time.time() > a.deadline + 600:
+            print("campaign: deadline passed by 10 minutes; the guests stop now", flush=True)
+            run.stop = True
+            for m in machines:
+                if not m.stopped:
+                    m.stop()
+        time.sleep(0.05)
+    meta["spans"].append([t0, time.time()])
+    with open(f"{folder}/run.json", "w") as f:
+        json.dump(meta, f)
+    good = summary([folder])
+    print(f"campaign: details in {folder}/results.jsonl, consoles in {folder}/guest-*/console-*.log; "
+          f"continue with --resume {folder}")
+    sys.exit(0 if good else 1)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ so the counters hold the management traffic and nothing else):
 
 After DURATION seconds of idle, CHANGES config changes are made in the longpoll app (at
 random 2-6 s gaps), each timed from the app's answer file being replaced to the new config
-in the agent's /opt/svc/config.json.
+in the agent's /opt/svc/config.json. Over the same idle window it also reads each agent's own
+CPU time (/proc/PID/stat, all threads) and, at the end, its PSS (/proc/PID/smaps_rollup).
 
 The app is a small Python HTTPS server (OpenSSL, TLS 1.3 with session tickets: it logs
 whether each connection resumed a session). Run as root:
@@ -173,6 +174,16 @@ class Pair:
         rx = s["rx"]["bytes"] - ETH * s["rx"]["packets"]
         return tx, rx, s["tx"]["packets"] + s["rx"]["packets"]
 
+    def cpu_secs(self):
+        """The agent's own CPU time (user + system, all its threads), in seconds."""
+        with open(f"/proc/{self.agent.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def pss_kib(self):
+        with open(f"/proc/{self.agent.pid}/smaps_rollup") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
+
     def requests(self):
         try:
             with open(os.path.join(self.app, "requests.log")) as f:
@@ -259,6 +270,7 @@ def main():
                 len(r) >= 4 and r[1] == "poll" and r[3] == "200" for r in p.requests()))
         time.sleep(10)
         start = {p.name: (time.time(), p.counters()) for p in pairs}
+        cpu0 = {p.name: p.cpu_secs() for p in pairs}
         # The drop: once a held poll is under way, lose every packet for 10 s and have the
         # app forget the connection.
         wait_until("drop: a held poll", 120, lambda: any(
@@ -280,6 +292,13 @@ def main():
                 print(f"drop: new poll {drop_result[0]:.1f} s after the held one was sent, "
                       f"{drop_result[1]:.1f} s after the drop", flush=True)
             time.sleep(1)
+        print("\nidle CPU (the agent's own, all threads) and PSS at the end of the window:")
+        print("| agent / app | CPU | of one core | PSS |\n|---|---|---|---|")
+        for p in (long, plain, mender):
+            secs = time.time() - start[p.name][0]
+            cpu = p.cpu_secs() - cpu0[p.name]
+            print(f"| {p.name} | {cpu:.2f} s over {secs:.0f} s | {100 * cpu / secs:.4f} % | "
+                  f"{p.pss_kib()} KiB |")
         rows = []
         for p in (long, plain, mender):
             t0, (tx0, rx0, f0) = start[p.name]

@@ -4,6 +4,9 @@
 # downloader's peak memory (VmHWM of a child process). Figures go to BENCHMARKS.md ("Updates").
 set -eu
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 # curl is the floor we compare against; install it on a fresh machine (idempotent).
 if ! command -v curl >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq curl

@@ -33,6 +33,10 @@ die() { echo "build-static: ERROR: $*" >&2; exit 1; }
 
 # shellcheck source=scripts/lib/apt.sh
 . "$root/scripts/lib/apt.sh"
+# shellcheck source=scripts/lib/toolchain.sh
+. "$root/scripts/lib/toolchain.sh"
+toolchain_ensure "$root" || die "the pinned Rust toolchain (rust-toolchain.toml) is not available"
+toolchain=$(toolchain_pin "$root")
 apt_ensure() { # apt_ensure COMMAND PACKAGE...: install the packages unless COMMAND exists
     apt_need "$@"
     apt_install_needed || die "could not install $2 (for $1)"
@@ -40,9 +44,9 @@ apt_ensure() { # apt_ensure COMMAND PACKAGE...: install the packages unless COMM
 
 rust_target_ensure() {
     local t="$1"
-    if rustup target list --installed | grep -qx "$t"; then return 0; fi
-    log "rustup target add $t"
-    rustup target add "$t" >&2 || die "rustup target add $t failed"
+    if rustup target list --toolchain "$toolchain" --installed | grep -qx "$t"; then return 0; fi
+    log "rustup target add --toolchain $toolchain $t"
+    rustup target add --toolchain "$toolchain" "$t" >&2 || die "rustup target add $t failed"
 }
 
 for a in "${arches[@]}"; do

@@ -17,6 +17,9 @@
 #   ECO_ONLY   a subset: any of "yocto buildroot cross" (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 REPO=$(pwd)
 PASS=0
 FAIL=0
@@ -243,18 +246,32 @@ br_make() {
 	offline env CARGO_NET_OFFLINE=true make -s -C "$BR" O="$out" BR2_EXTERNAL="$EXT" "$@"
 }
 
-# br_config ROUTE: a defconfig with the package enabled as the README's fragment for ROUTE
-# says (the fenced block after `<!-- fragment: ROUTE -->`), on Buildroot's qemu aarch64 board.
+# br_fragment NAME: the README's fenced block after `<!-- fragment: NAME -->`.
+br_fragment() {
+	awk -v m="<!-- fragment: $1 -->" '$0 == m { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$EXT/README.md"
+}
+
+# br_config ROUTE [FRAGMENT...]: a defconfig with the package enabled as the README's fragment
+# for ROUTE says, plus the further fragments (the output folder is named after all of them),
+# on Buildroot's qemu aarch64 board.
 br_config() {
-	local route=$1 out=$BRW/out-$1 frag
-	frag=$(awk -v m="<!-- fragment: $route -->" '$0 == m { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$EXT/README.md")
+	local route=$1 out=$BRW/out-$1 frag more f
+	frag=$(br_fragment "$route")
 	[ -n "$frag" ] || { bad "buildroot-package/README.md has no '$route' fragment"; return 1; }
+	shift
+	for f in "$@"; do
+		more=$(br_fragment "$f")
+		[ -n "$more" ] || { bad "buildroot-package/README.md has no '$f' fragment"; return 1; }
+		frag="$frag"$'\n'"$more"
+		out=$out-$f
+		route="$route + $f"
+	done
 	rm -rf "$out" && mkdir -p "$out"
 	br_make "$out" qemu_aarch64_virt_defconfig >/dev/null || { bad "make qemu_aarch64_virt_defconfig ($route)"; return 1; }
 	echo "$frag" >>"$out/.config"
 	br_make "$out" olddefconfig >/dev/null 2>&1 || { bad "make olddefconfig ($route)"; return 1; }
 	local want
-	for want in $(echo "$frag" | grep -E '^BR2_[A-Z0-9_]+=y$'); do
+	for want in $(echo "$frag" | grep -E '^BR2_[A-Z0-9_]+=(y|"[^" ]*")$'); do
 		grep -qx "$want" "$out/.config" || { bad "$route: README's $want did not survive olddefconfig"; return 1; }
 	done
 	ok "defconfig + the README's $route fragment: svc-agent enabled"
@@ -340,6 +357,13 @@ buildroot() {
 		else
 			tail -n 8 "$BRW/source-source.log"
 			bad "make svc-agent-source (from source, offline)"
+			# After a move of the pin: the line svc-agent.hash needs, from Buildroot's own
+			# download and cargo post-process (it keeps the file when no hash is listed).
+			if grep -q '^ERROR: No hash found for ' "$BRW/source-source.log"; then
+				local f
+				f=$(sed -n 's/^ERROR: No hash found for //p' "$BRW/source-source.log" | head -n1)
+				[ -f "$dl/svc-agent/$f" ] && echo "     svc-agent.hash needs: sha256  $(sha256sum <"$dl/svc-agent/$f" | cut -d' ' -f1)  $f"
+			fi
 		fi
 		local tarball
 		tarball=$(ls "$dl"/svc-agent/svc-agent-*-cargo*.tar.gz 2>/dev/null | head -n1)
@@ -355,6 +379,73 @@ buildroot() {
 				bad "the vendored sources do not build offline"
 			fi
 		else bad "from source: no vendored tarball in DL_DIR"; fi
+		br_data_partition "$pv"
+	fi
+}
+
+# br_data_partition PV: the from-source route with the README's data-partition fragment
+# (state and credentials on /data): Buildroot's own extract, patch and install steps on the
+# pinned commit's vendored download; the build step in between (Buildroot's cargo build needs
+# its host-rustc and cross toolchain, whose sources are not offline) is the machine's cargo on
+# the same extracted tree, offline, with the package's SVC_AGENT_CARGO_ENV.
+br_data_partition() {
+	local pv=$1 out vars deps tdir bdir rtarget senv cenv tgt d bin doc
+	br_config source data-partition || return
+	out=$BRW/out-source-data-partition
+	vars=$(br_make "$out" printvars VARS='SVC_AGENT_% RUSTC_TARGET_NAME' QUOTED_VARS=YES 2>/dev/null)
+	senv=$(echo "$vars" | sed -n "s/^SVC_AGENT_STATE_DIR='\(.*\)'/\1/p")
+	cenv=$(echo "$vars" | sed -n "s/^SVC_AGENT_CREDENTIALS_DIR='\(.*\)'/\1/p")
+	rtarget=$(echo "$vars" | sed -n "s/^RUSTC_TARGET_NAME='\(.*\)'/\1/p")
+	if [ "$senv:$cenv" = /data/svc:/data/etc ] && echo "$vars" | grep -q "SVC_STATE_DIR=\"/data/svc\" SVC_CREDENTIALS_DIR=\"/data/etc\""; then
+		ok "data partition: state /data/svc, credentials /data/etc, both in SVC_AGENT_CARGO_ENV"
+	else bad "data partition: the fragment gives state '$senv', credentials '$cenv' (or not in SVC_AGENT_CARGO_ENV)"; return; fi
+	# Every package the steps would build first (toolchain, host-rustc, host-tar, ...) is
+	# taken as made (make -o): their sources are not offline.
+	deps=$(echo "$vars" | sed -n "s/^SVC_AGENT_FINAL_[A-Z_]*DEPENDENCIES='\(.*\)'/\1/p" | tr ' ' '\n' | sort -u | sed '/^$/d; s/^/-o /' | tr '\n' ' ')
+	mkdir -p "$out/host/bin" && ln -sf "$(command -v tar)" "$out/host/bin/tar"
+	# shellcheck disable=SC2086 # -o NAME pairs
+	if br_make "$out" DL_DIR="$dl" SVC_AGENT_SITE="$REPO" $deps svc-agent-configure >"$BRW/dp-configure.log" 2>&1; then
+		ok "data partition: make svc-agent-configure (download, extract, patch; offline)"
+	else
+		tail -n 8 "$BRW/dp-configure.log"
+		bad "data partition: make svc-agent-configure"; return
+	fi
+	bdir=$out/build/svc-agent-$pv
+	tgt=$bdir/target/$rtarget/release
+	if (cd "$bdir" && offline env CARGO_HOME="$dl/br-cargo-home" CARGO_TARGET_DIR="$BRW/target" \
+		SVC_STATE_DIR="$senv" SVC_CREDENTIALS_DIR="$cenv" nice cargo build --offline --locked --bin svc-agent) \
+		>"$BRW/dp-build.log" 2>&1 && install -D -m 0755 "$BRW/target/debug/svc-agent" "$tgt/svc-agent"; then
+		ok "data partition: the extracted sources build offline with the package's cargo environment"
+	else
+		tail -n 8 "$BRW/dp-build.log"
+		bad "data partition: the extracted sources do not build offline"; return
+	fi
+	touch "$bdir/.stamp_built"
+	# shellcheck disable=SC2086 # -o NAME pairs
+	if br_make "$out" DL_DIR="$dl" SVC_AGENT_SITE="$REPO" $deps svc-agent-install-target >"$BRW/dp-install.log" 2>&1; then
+		ok "data partition: make svc-agent-install-target"
+	else
+		tail -n 8 "$BRW/dp-install.log"
+		bad "data partition: make svc-agent-install-target"; return
+	fi
+	tdir=$out/target
+	d=$tdir/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf
+	bin=$tdir/usr/lib/svc-agent/svc-agent
+	if [ -x "$bin" ] && [ ! -e "$tdir/opt/svc" ] && [ -f "$tdir/usr/lib/systemd/system/svc-agent.service" ] &&
+		[ -f "$d" ] && ! grep -q '@[A-Z_]*@' "$d" && grep -q "SVC_STATE_DIR=/data/svc" "$d" &&
+		grep -qx 'SVC_STATE_DIR=/data/svc' "$tdir/etc/profile.d/svc-agent.sh"; then
+		ok "data partition: the image has the agent in /usr/lib/svc-agent, the unit and its filled-in drop-in, nothing in /opt/svc"
+	else
+		find "$tdir" -path '*svc*' | head -n 20
+		bad "data partition: the installed layout is not the README's"
+	fi
+	# The paths are compiled in: the image's agent finds them with no environment at all.
+	doc=$(env -i "$bin" doctor 2>&1)
+	if echo "$doc" | grep -q 'state-dir.*/data/svc' && echo "$doc" | grep -q '/data/etc/svc.json'; then
+		ok "data partition: the image's agent knows /data/svc and /data/etc/svc.json without its unit's environment"
+	else
+		echo "$doc" | head -n 5
+		bad "data partition: the image's agent does not have the data-partition paths compiled in"
 	fi
 }
 

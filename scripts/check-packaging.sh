@@ -6,6 +6,9 @@
 # installed footprint. Prints "packaging: N passed, M failed"; exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 PASS=0
 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   $*"; }

@@ -21,6 +21,9 @@ case "${1:-}" in
 esac
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "demo: needs Rust (rustup) on PATH" >&2; exit 2; }
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 
 echo "demo: building (release)..."
 cargo build --release --locked --bins 2>&1 | tail -1

@@ -4,6 +4,9 @@
 # and no sanitizer is used (stable has none), so this looks for panics and hangs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 # 30 s a target in the test command (a longer campaign: FUZZ_SECONDS=600 scripts/fuzz.sh).
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-30}
 if ! command -v cargo-fuzz >/dev/null 2>&1; then

@@ -3,6 +3,11 @@
 # it needs. Prints one PASS/FAIL line per tier and a closing "tiers: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# The toolchain pin first: a machine without Rust X.Y.Z (rust-toolchain.toml) stops here with
+# one clear error instead of every cargo tier failing (or trying a download).
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 
 tiers=(
   "stock:scripts/check-stock-image.sh"

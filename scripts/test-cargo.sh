@@ -3,6 +3,9 @@
 # same management app behind Debian's nginx (tests/it/common/nginx.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 # Host tools some tests run against what the agent writes (apt-config, systemd-analyze).
 bash scripts/syscfg-test-deps.sh
 # shellcheck source=scripts/lib/apt.sh
@@ -17,6 +20,11 @@ if ! python3 -c 'import cryptography' 2>/dev/null && ! /usr/bin/python3 -c 'impo
     APT_QUEUE="$APT_QUEUE python3-cryptography"
 fi
 apt_install_needed
+# gooseBit, the DDI server the hawkBit backend is tested against (tests/it/hawkbit_goosebit.rs),
+# in a venv of its own under the user's cache (made once; the test fails without it under CI).
+GOOSEBIT_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/svc-agent-tests/goosebit"
+bash scripts/lib/goosebit.sh install "$GOOSEBIT_DIR"
+export GOOSEBIT_VENV="$GOOSEBIT_DIR/venv"
 export CI="${CI:-true}"
 cargo build --locked --all-targets
 # Benches are built above, not run: they are measurements (cargo bench --bench NAME).

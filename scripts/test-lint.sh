@@ -2,6 +2,9 @@
 # Formatting and clippy, warnings as errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/toolchain.sh
+. scripts/lib/toolchain.sh
+toolchain_ensure . || exit 2
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings

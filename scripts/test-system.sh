@@ -20,14 +20,36 @@ t0=$SECONDS
 "$root/scripts/lab-prereqs.sh" || die "the lab's host prerequisites could not be installed (see above)"
 log "prerequisites ready ($((SECONDS - t0)) s)"
 
+t2=$SECONDS
+image="$("$root/tests/system/guest/build-image.sh")" || die "guest image build failed"
+log "guest image ready ($((SECONDS - t2)) s): $image"
+
+# Everything started in the background is a process group of its own (set -m), so that
+# stopping this script stops its guests and host servers too.
+pids=(); snap=""; q=""
+stop_workers() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
+trap 'stop_workers; rm -rf ${q:+"$q"} ${snap:+"$snap" "$snap.log"}' EXIT
+trap 'exit 130' INT TERM
+
+# One guest, booted once and saved up and idle; each scenario's main phase restores it in
+# seconds instead of booting (about 40 s under TCG). LAB_RESTORE=0 boots every scenario.
+# It needs only the image, so it boots while the binaries build.
+cache="${LAB_CACHE:-$root/tests/system/.cache}"
+set -m
+if [ "${LAB_RESTORE:-1}" != 0 ]; then
+    mkdir -p "$cache"
+    snap="$(mktemp -d "$cache/snapshot.XXXXXX")"
+    export LAB_SNAPSHOT="$snap"
+    { "$root/tests/system/run.sh" --snapshot "$snap" > "$snap.log" 2>&1 \
+        || [ -f "$snap/status" ] || echo "failed: the harness exited (see $snap.log)" > "$snap/status"; } &
+    pids+=($!)
+fi
+set +m
+
 t1=$SECONDS
 mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
 [ ${#built[@]} -eq 2 ] || die "scripts/build-static.sh x86_64 failed"
 log "static binaries ready ($((SECONDS - t1)) s): ${built[*]}"
-
-t2=$SECONDS
-image="$("$root/tests/system/guest/build-image.sh")" || die "guest image build failed"
-log "guest image ready ($((SECONDS - t2)) s): $image"
 
 # Scenarios: the ones named, or every scenario (the same rule as run.sh).
 if [ $# -gt 0 ]; then
@@ -36,21 +58,28 @@ else
     scenarios=()
     for f in "$root"/tests/system/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after) continue ;; esac
+        case "$b" in *.host|*.after|*.final) continue ;; esac
         scenarios+=("$b")
     done
 fi
 
-# Longest first (a two-phase scenario boots twice; then by its time limit), so that the
-# last scenario to start is a short one and both guests finish near the same time.
+# Longest first (a two-phase scenario boots twice, a three-phase one three times; then by
+# its time limit), so that the last scenario to start is a short one and both guests finish near the same time.
 weight() {
     local f="$root/tests/system/scenarios/$1.sh" w
     w="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$f" 2>/dev/null | head -n1)"
     w="${w:-480}"
     [ -f "$root/tests/system/scenarios/$1.after.sh" ] && w=$((w + 1000))
+    [ -f "$root/tests/system/scenarios/$1.final.sh" ] && w=$((w + 1000))
     echo "$w"
 }
-mapfile -t scenarios < <(for s in "${scenarios[@]}"; do echo "$(weight "$s") $s"; done | sort -s -k1,1nr | cut -d' ' -f2-)
+# Scenarios that boot (other devices: a USB controller, a data disk, slot B; or fresh-boot) go first,
+# while the guest the others restore is being saved (tests/system/run.sh --snapshot).
+boots() { grep -q -E '^# lab-needs: (usb|data-disk|slot-b|fresh-boot)' "$root/tests/system/scenarios/$1.sh" 2>/dev/null; }
+mapfile -t scenarios < <(for s in "${scenarios[@]}"; do
+    b=1; boots "$s" && b=0
+    echo "$b $(weight "$s") $s"
+done | sort -s -k1,1n -k2,2nr | cut -d' ' -f3-)
 
 # LAB_JOBS guests side by side (default 2). A TCG guest spends much of a scenario waiting
 # (polls, timers, boots' I/O), so two on two cores finish sooner than one after the other;
@@ -64,7 +93,7 @@ export LAB_AGENT="${built[0]}" LAB_SERVER="${built[1]}"
 if grep -lq '^# lab-needs: v2' "$root"/tests/system/scenarios/*.sh 2>/dev/null; then
     t3=$SECONDS
     mapfile -t v2 < <(CARGO_TARGET_DIR="$root/target/lab-v2" SVC_BUILD_VERSION=0.2.0 \
-        "$root/scripts/build-static.sh" x86_64 --profile dist)
+        "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
     [ ${#v2[@]} -eq 2 ] || die "the 0.2.0 build failed"
     log "0.2.0 binaries ready ($((SECONDS - t3)) s)"
 fi
@@ -72,12 +101,6 @@ fi
 # A queue of scenario names; each worker takes the next one (longest-waiting first is the
 # order given), so a slow scenario does not hold back a whole half of the list.
 q="$(mktemp -d)"
-pids=()
-# Each worker is a process group of its own (set -m), so that stopping this script stops its
-# guests and host servers too, not only the workers.
-stop_workers() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
-trap 'stop_workers; rm -rf "$q"' EXIT
-trap 'exit 130' INT TERM
 printf '%s\n' "${scenarios[@]}" > "$q/queue"
 take() { # prints the next scenario name and removes it from the queue; fails when empty
     flock "$q/queue.lock" bash -c 'n="$(head -n1 "$1")"; [ -n "$n" ] || exit 1; sed -i 1d "$1"; echo "$n"' _ "$q/queue"
@@ -101,6 +124,9 @@ done
 set +m
 wait "${pids[@]}"
 pids=()
+if [ -n "$snap" ]; then
+    log "saved guest: $(cat "$snap/status" 2>/dev/null || echo "not made: $(tail -n 3 "$snap.log")")"
+fi
 
 passed="$(grep -c '^PASS ' "$q/results" 2>/dev/null || true)"
 failed="$(grep -c '^FAIL ' "$q/results" 2>/dev/null || true)"

@@ -14,7 +14,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The bytes of hex text (either case, surrounding whitespace ignored); `None` if it is not
 /// an even number of hex digits.
-pub fn unhex(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim();
     if s.len() % 2 != 0 {
         return None;

@@ -61,7 +61,9 @@ impl std::fmt::Display for HttpError {
 
 /// One request, built and then sent once with [`Request::send`].
 pub struct Request {
+    /// The body of a POST or a PUT (`put` says which); `None`: a GET.
     post: Option<Vec<u8>>,
+    put: bool,
     url: String,
     headers: Vec<(&'static str, String)>,
     timeout_secs: u64,
@@ -79,10 +81,19 @@ pub(crate) fn post(url: &str, body: Vec<u8>, timeout_secs: u64) -> Request {
     Request::new(url, Some(body), timeout_secs)
 }
 
+/// A PUT of `body` to `url` with a deadline of `timeout_secs` (hawkBit's `configData`).
+pub(crate) fn put(url: &str, body: Vec<u8>, timeout_secs: u64) -> Request {
+    Request {
+        put: true,
+        ..Request::new(url, Some(body), timeout_secs)
+    }
+}
+
 impl Request {
     fn new(url: &str, post: Option<Vec<u8>>, timeout_secs: u64) -> Request {
         Request {
             post,
+            put: false,
             url: url.to_string(),
             headers: Vec::new(),
             timeout_secs: timeout_secs.max(1),
@@ -110,6 +121,7 @@ impl Request {
 
     fn build(&self, url: &str) -> minreq::Request {
         let base = match &self.post {
+            Some(body) if self.put => minreq::put(url).with_body(body.clone()),
             Some(body) => minreq::post(url).with_body(body.clone()),
             None => minreq::get(url),
         };

@@ -12,6 +12,7 @@ pub mod config;
 pub mod credentials;
 pub mod encoding;
 pub mod fsutil;
+pub mod hawkbit;
 pub mod http;
 #[macro_use]
 pub mod logging;

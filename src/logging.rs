@@ -97,7 +97,7 @@ pub fn register_secret(secret: &str) {
 
 /// [`register_secret`] for many at once, sorting once: a config with 100,000s of Wi-Fi
 /// pass keys registers them in linear time (one call per key re-sorts each time).
-pub fn register_secrets(new: Vec<String>) {
+pub(crate) fn register_secrets(new: Vec<String>) {
     if let Ok(mut s) = secrets().write() {
         let mut known: std::collections::HashSet<String> = s.iter().cloned().collect();
         let before = s.len();

@@ -9,17 +9,17 @@
 use std::path::{Path, PathBuf};
 
 /// The state directory this build was made for (`/opt/svc` unless the image build chose).
-pub const BUILT_STATE_DIR: &str = env!("SVC_BUILT_STATE_DIR");
+pub(crate) const BUILT_STATE_DIR: &str = env!("SVC_BUILT_STATE_DIR");
 /// The credentials directory this build was made for (`/etc` unless the image build chose).
-pub const BUILT_CREDENTIALS_DIR: &str = env!("SVC_BUILT_CREDENTIALS_DIR");
+pub(crate) const BUILT_CREDENTIALS_DIR: &str = env!("SVC_BUILT_CREDENTIALS_DIR");
 /// The conventions' defaults.
-pub const DEFAULT_STATE_DIR: &str = "/opt/svc";
-pub const DEFAULT_CREDENTIALS_DIR: &str = "/etc";
+pub(crate) const DEFAULT_STATE_DIR: &str = "/opt/svc";
+pub(crate) const DEFAULT_CREDENTIALS_DIR: &str = "/etc";
 /// The credentials file's name (shared/conventions.md), in the credentials directory.
-pub const CREDENTIALS_FILE_NAME: &str = "svc.json";
+pub(crate) const CREDENTIALS_FILE_NAME: &str = "svc.json";
 /// Run-time overrides (environment variables).
-pub const STATE_DIR_ENV: &str = "SVC_STATE_DIR";
-pub const CREDENTIALS_DIR_ENV: &str = "SVC_CREDENTIALS_DIR";
+pub(crate) const STATE_DIR_ENV: &str = "SVC_STATE_DIR";
+pub(crate) const CREDENTIALS_DIR_ENV: &str = "SVC_CREDENTIALS_DIR";
 
 /// Every path the agent touches, relative to a root (`/` on a device, a sandbox in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Paths {
 
     /// The build's paths with the run-time overrides of the environment (`SVC_STATE_DIR`,
     /// `SVC_CREDENTIALS_DIR`; empty means unset). What every command of the binary uses.
-    pub fn from_env(root: impl Into<PathBuf>) -> Result<Self, String> {
+    pub(crate) fn from_env(root: impl Into<PathBuf>) -> Result<Self, String> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let (s, c) = (var(STATE_DIR_ENV), var(CREDENTIALS_DIR_ENV));
         Paths::new(root)
@@ -109,17 +109,17 @@ impl Paths {
     }
 
     /// Device path (not re-rooted) of the state directory, e.g. `/opt/svc`.
-    pub fn state_device_path(&self) -> &str {
+    pub(crate) fn state_device_path(&self) -> &str {
         &self.state
     }
 
     /// Device path (not re-rooted) of the credentials directory, e.g. `/etc`.
-    pub fn credentials_dir_device_path(&self) -> &str {
+    pub(crate) fn credentials_dir_device_path(&self) -> &str {
         &self.credentials
     }
 
     /// True when both are the conventions' defaults (no unit drop-in needed).
-    pub fn is_default_layout(&self) -> bool {
+    pub(crate) fn is_default_layout(&self) -> bool {
         self.state == DEFAULT_STATE_DIR && self.credentials == DEFAULT_CREDENTIALS_DIR
     }
 
@@ -135,6 +135,10 @@ impl Paths {
     /// Machine credentials file, mode 0600.
     pub(crate) fn credentials(&self) -> PathBuf {
         self.device(&self.credentials).join(CREDENTIALS_FILE_NAME)
+    }
+    /// The hawkBit DDI token (docs/hawkbit.md), mode 0600, beside the credentials.
+    pub(crate) fn hawkbit_token(&self) -> PathBuf {
+        self.device(&self.credentials).join("svc-hawkbit.token")
     }
     /// Manufacturer provisioning defaults.
     pub(crate) fn defaults(&self) -> PathBuf {

@@ -44,7 +44,7 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) {
 /// Whether the file system holding `path` is mounted read-only (statvfs `ST_RDONLY`). A
 /// path that does not exist yet is judged by its nearest existing ancestor (where it would
 /// be created).
-pub fn on_read_only_mount(path: &Path) -> std::io::Result<bool> {
+pub(crate) fn on_read_only_mount(path: &Path) -> std::io::Result<bool> {
     let mut p = path;
     while !p.exists() {
         match p.parent() {

@@ -279,17 +279,21 @@ fn remove(p: &Path) -> Result<(), InstallError> {
     }
 }
 
-/// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life.
+/// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life. The lock is
+/// what keeps a second agent out; the pid in the file only names the holder in the second
+/// one's error, so the start-up path writes it after svc-server has been started
+/// ([`InstanceLock::record_holder`]).
 pub(crate) struct InstanceLock {
-    _lock: fsutil::FileLock,
+    lock: fsutil::FileLock,
 }
 
 impl InstanceLock {
+    /// Takes the lock (the file's content is left as it is; see `record_holder`).
     pub(crate) fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
-        use std::io::{Read, Seek, Write};
+        use std::io::Read;
         let path = paths.state_dir().join("agent.lock");
         let cannot = |e: std::io::Error| format!("cannot open {}: {e}", path.display());
-        let Some(mut lock) = fsutil::FileLock::try_exclusive(&path).map_err(cannot)? else {
+        let Some(lock) = fsutil::FileLock::try_exclusive(&path).map_err(cannot)? else {
             let mut holder = String::new();
             if let Ok(mut f) = std::fs::File::open(&path) {
                 let _ = f.read_to_string(&mut holder);
@@ -300,11 +304,22 @@ impl InstanceLock {
                 path.display()
             ));
         };
-        let f = lock.file();
-        let _ = f.set_len(0);
-        let _ = f.rewind();
-        let _ = write!(f, "{}", std::process::id());
-        Ok(InstanceLock { _lock: lock })
+        Ok(InstanceLock { lock })
+    }
+
+    /// Writes this process's pid into the lock file for a second agent's error message. It
+    /// is padded to one width (10 digits hold any pid) and written over the old one in place:
+    /// the file keeps its length and its block, so no truncate (ext4 frees and reallocates
+    /// the block under a journal handle, which waited 0.3 to 10 ms on a busy disk).
+    pub(crate) fn record_holder(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let text = format!("{:<10}\n", std::process::id());
+        let f = self.lock.file();
+        let _ = f.write_all_at(text.as_bytes(), 0);
+        let len = text.len() as u64;
+        if f.metadata().map_or(true, |m| m.len() != len) {
+            let _ = f.set_len(len);
+        }
     }
 }
 
@@ -437,13 +452,32 @@ mod tests {
     fn a_second_instance_is_refused_naming_the_holder() {
         let root = std::env::temp_dir().join(format!("svc-lock-{}", std::process::id()));
         let paths = Paths::new(&root);
-        let _held = InstanceLock::acquire(&paths).unwrap();
+        let mut held = InstanceLock::acquire(&paths).unwrap();
+        held.record_holder();
         // flock locks belong to the open file description: a second open conflicts.
         let err = InstanceLock::acquire(&paths).err().unwrap();
         assert!(
             err.contains(&format!("pid {}", std::process::id())),
             "{err}"
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_holder_pid_replaces_a_longer_or_shorter_old_one_in_place() {
+        let root = std::env::temp_dir().join(format!("svc-lock-pid-{}", std::process::id()));
+        let paths = Paths::new(&root);
+        let file = root.join("opt/svc/agent.lock");
+        for old in ["4194303 and some stale text\n", "7"] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, old).unwrap();
+            let mut held = InstanceLock::acquire(&paths).unwrap();
+            held.record_holder();
+            held.record_holder();
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert_eq!(text.trim(), std::process::id().to_string(), "{text:?}");
+            drop(held);
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

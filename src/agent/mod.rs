@@ -289,8 +289,9 @@ impl Agent {
     }
 
     /// The start-up sequence of spec §3: with fast start, svc-server first; otherwise one
-    /// bounded attempt at contact and updates first.
-    pub(crate) fn start(&mut self) {
+    /// bounded attempt at contact and updates first. `after_server` runs right after
+    /// svc-server's start (`run`'s deferred housekeeping).
+    pub(crate) fn start(&mut self, after_server: impl FnOnce()) {
         info!(
             "agent",
             "svc-agent {} starting (pid {}, fast start {})",
@@ -300,6 +301,7 @@ impl Agent {
         );
         if self.fast_start {
             self.start_server();
+            after_server();
             self.apply_syscfg();
             self.apply_provisioning(false);
             return;
@@ -324,6 +326,7 @@ impl Agent {
                 .or(self.exit);
         }
         self.start_server();
+        after_server();
         self.apply_syscfg();
         self.apply_provisioning(false);
     }
@@ -756,6 +759,25 @@ pub(crate) fn platform_supported() -> Result<(), String> {
     }
 }
 
+/// What the start-up does after svc-server's start (with fast start) because nothing that
+/// starts svc-server depends on it (BENCHMARKS.md, fast start): the holder's pid in the lock
+/// file (only a second agent's error message reads it; the `flock` itself is taken first),
+/// and the temps of writes a power cut or a kill interrupted (see
+/// `fsutil::remove_stale_temps`: no reader takes a temp for its file, and a running
+/// process's temps, svc-server's in its home included, are left alone). Both come before
+/// the log queue opens.
+fn housekeeping(paths: &Paths, lock: &mut crate::systemd::InstanceLock) {
+    lock.record_holder();
+    let state = paths.state_dir();
+    let stale: usize = [state.clone(), state.join("logqueue"), state.join("home")]
+        .iter()
+        .map(|d| crate::fsutil::remove_stale_temps(d))
+        .sum();
+    if stale > 0 {
+        crate::debug!("agent", "removed {stale} temp files of interrupted writes");
+    }
+}
+
 pub(crate) fn run(paths: Paths) -> i32 {
     if let Err(e) = platform_supported() {
         error!("agent", "{e}");
@@ -769,22 +791,14 @@ pub(crate) fn run(paths: Paths) -> i32 {
         );
         return 1;
     }
-    let _lock = match crate::systemd::InstanceLock::acquire(&paths) {
+    // The lock first: only its holder may start svc-server.
+    let mut lock = match crate::systemd::InstanceLock::acquire(&paths) {
         Ok(l) => l,
         Err(e) => {
             error!("agent", "{e}");
             return 1;
         }
     };
-    // Temps of writes a power cut or a kill interrupted (see fsutil::remove_stale_temps).
-    let state = paths.state_dir();
-    let stale: usize = [state.clone(), state.join("logqueue"), state.join("home")]
-        .iter()
-        .map(|d| crate::fsutil::remove_stale_temps(d))
-        .sum();
-    if stale > 0 {
-        crate::debug!("agent", "removed {stale} temp files of interrupted writes");
-    }
     if let Err(e) = signals::install() {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
@@ -792,14 +806,16 @@ pub(crate) fn run(paths: Paths) -> i32 {
     crate::credentials::tighten_mode(&paths.credentials());
     let mut agent = Agent::new(paths.clone());
     let shipping_credentials = agent.credentials().cloned();
-    // With fast start, svc-server starts before the log queue opens (opening a full queue
-    // takes tens of milliseconds); the lines logged meanwhile wait in memory for it.
+    // With fast start, svc-server starts first; the housekeeping runs right after its start
+    // and the log queue opens after that (opening a full queue takes tens of milliseconds);
+    // the lines logged meanwhile wait in memory for it.
     let pipeline = if agent.fast_start {
-        agent.start();
+        agent.start(|| housekeeping(&paths, &mut lock));
         logs::LogPipeline::start(&paths, shipping_credentials.clone())
     } else {
+        housekeeping(&paths, &mut lock);
         let p = logs::LogPipeline::start(&paths, shipping_credentials.clone());
-        agent.start();
+        agent.start(|| {});
         p
     };
     crate::systemd::notify("READY=1\nSTATUS=running");

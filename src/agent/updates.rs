@@ -351,7 +351,7 @@ mod tests {
 
     /// An updater that records what it is asked and never touches a file.
     #[derive(Clone, Default)]
-    struct Fake {
+    struct FakeUpdater {
         log: Arc<Mutex<Vec<String>>>,
         current: Arc<Mutex<Option<String>>>,
         previous: Arc<Mutex<Option<String>>>,
@@ -359,7 +359,7 @@ mod tests {
         fail_stage: bool,
     }
 
-    impl Fake {
+    impl FakeUpdater {
         fn stage(&self, name: &str, d: &Desired) -> StageResult {
             self.log.lock().unwrap().push(format!("stage {name} {d:?}"));
             if self.fail_stage {
@@ -377,7 +377,7 @@ mod tests {
         }
     }
 
-    impl Updater for Fake {
+    impl Updater for FakeUpdater {
         /// Stages at once, on the caller's thread: the result is waiting for the next step.
         fn start_stage(&self, name: &str, d: &Desired) -> Result<Receiver<StageResult>, String> {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -444,7 +444,7 @@ mod tests {
     /// Steps until the download finished (bounded).
     fn until_staged(
         track: &mut Track,
-        fake: &mut Fake,
+        fake: &mut FakeUpdater,
         offered: &Target,
         window: Option<&MaintenanceWindow>,
         busy: bool,
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_new_server_version_is_activated_at_once_without_a_window() {
-        let mut fake = Fake::default();
+        let mut fake = FakeUpdater::default();
         *fake.current.lock().unwrap() = Some("1.0.0".into());
         let mut track = Track::default();
         assert_eq!(
@@ -486,7 +486,7 @@ mod tests {
 
     #[test]
     fn a_window_holds_the_restart_until_inside_and_idle() {
-        let mut fake = Fake::default();
+        let mut fake = FakeUpdater::default();
         *fake.current.lock().unwrap() = Some("1.0.0".into());
         let now = clk().local;
         // A window that excludes this minute (one hour, starting two hours from now).
@@ -556,14 +556,14 @@ mod tests {
 
     #[test]
     fn crashes_in_probation_roll_back_and_the_version_is_not_retried() {
-        let mut fake = Fake::default();
+        let mut fake = FakeUpdater::default();
         *fake.current.lock().unwrap() = Some("1.0.0".into());
         let mut track = Track::default();
         assert_eq!(
             until_staged(&mut track, &mut fake, &offer("1.1.0"), None, false),
             Step::RestartServer
         );
-        let s = |track: &mut Track, fake: &mut Fake, restarts| {
+        let s = |track: &mut Track, fake: &mut FakeUpdater, restarts| {
             step_server(
                 track,
                 fake,
@@ -601,7 +601,7 @@ mod tests {
 
     #[test]
     fn a_failed_download_is_not_retried_in_a_loop() {
-        let mut fake = Fake {
+        let mut fake = FakeUpdater {
             fail_stage: true,
             ..Default::default()
         };
@@ -629,7 +629,7 @@ mod tests {
 
     #[test]
     fn a_failed_download_is_retried_once_the_pause_has_passed() {
-        let fake = Fake {
+        let fake = FakeUpdater {
             fail_stage: true,
             ..Default::default()
         };
@@ -640,7 +640,7 @@ mod tests {
             now: start.now + after,
             ..start
         };
-        let step = |track: &mut Track, fake: &mut Fake, after| {
+        let step = |track: &mut Track, fake: &mut FakeUpdater, after| {
             step_server(
                 track,
                 fake,

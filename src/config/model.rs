@@ -155,8 +155,44 @@ impl VersionControl {
 pub struct AgentSection {
     #[serde(flatten)]
     pub version: VersionControl,
+    /// The Eclipse hawkBit backend (docs/hawkbit.md); `None`: updates come from the
+    /// management app alone.
+    pub hawkbit: Option<HawkbitSettings>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Where and as whom the agent speaks hawkBit's DDI API. The token is not here: it is a
+/// secret, kept in its own 0600 file beside the credentials (`Paths::hawkbit_token`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HawkbitSettings {
+    /// `https://host[:port][/prefix]` (or `http://` written so), without a trailing `/`.
+    pub server_url: String,
+    pub tenant: String,
+    pub controller_id: String,
+    pub auth: HawkbitAuth,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The DDI authentication scheme the token file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HawkbitAuth {
+    /// `Authorization: TargetToken <token>`: one token per device.
+    TargetToken,
+    /// `Authorization: GatewayToken <token>`: one token per tenant.
+    GatewayToken,
+}
+
+impl HawkbitAuth {
+    /// The scheme word of the `Authorization` header.
+    pub(crate) fn scheme(self) -> &'static str {
+        match self {
+            HawkbitAuth::TargetToken => "TargetToken",
+            HawkbitAuth::GatewayToken => "GatewayToken",
+        }
+    }
 }
 
 impl Default for AgentSection {
@@ -166,6 +202,7 @@ impl Default for AgentSection {
                 release_channel: "stable".into(),
                 ..Default::default()
             },
+            hawkbit: None,
             extra: Map::new(),
         }
     }

@@ -181,10 +181,15 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
 
 /// Parses one raw member into a tree, reporting a syntax problem at its path.
 fn tree(raw: Raw<'_>, path: &Ptr, r: &mut Report) -> Option<Value> {
+    tree_or_report(raw, || path.clone(), r)
+}
+
+/// [`tree`], with the path made only for a problem (most members have none).
+fn tree_or_report(raw: Raw<'_>, path: impl FnOnce() -> Ptr, r: &mut Report) -> Option<Value> {
     match serde_json::from_str(raw.get()) {
         Ok(v) => Some(v),
         Err(e) => {
-            let (at, message) = syntax_error(raw.get().as_bytes(), path, &e);
+            let (at, message) = syntax_error(raw.get().as_bytes(), &path(), &e);
             r.error(&at, format!("not valid JSON: {message}"));
             None
         }
@@ -342,7 +347,7 @@ impl<'a> Obj<'a> {
         let mut unknown = UnknownKeys::default();
         for (k, v) in self.map {
             if !known.contains(&k.as_str()) {
-                unknown.report(&self.at(k), k, r);
+                unknown.report(|| self.at(k), k, r);
                 extra.insert(k.clone(), v.clone());
             }
         }
@@ -362,11 +367,13 @@ struct UnknownKeys {
 }
 
 impl UnknownKeys {
-    fn report(&mut self, at: &Ptr, key: &str, r: &mut Report) {
+    /// `at` is called only for a key that is listed: a pointer is an allocation, and an
+    /// object may hold millions of unknown keys.
+    fn report(&mut self, at: impl FnOnce() -> Ptr, key: &str, r: &mut Report) {
         self.seen += 1;
         if self.seen <= MAX_UNKNOWN_REPORTED {
             r.warn(
-                at,
+                &at(),
                 format!("unknown key {key:?} (kept, but not used by svc-agent)"),
             );
         }
@@ -414,16 +421,28 @@ fn describe(v: &Value) -> String {
 fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
     let root = Ptr::root();
     let mut cfg = MachineConfig::default();
-    // The last occurrence of each key is the one used (as serde_json does).
+    // The last occurrence of each key is the one used (as serde_json does). Unknown keys
+    // are kept in `extra`, whose own insert finds their repeats: one hash per key.
     let mut last_of: HashMap<&str, Raw<'_>> = HashMap::new();
+    let mut unknown = UnknownKeys::default();
     for (key, raw) in &members.0 {
-        if last_of.insert(key, *raw).is_some() {
+        let repeated = if matches!(key.as_str(), "components" | "modules" | "agent") {
+            last_of.insert(key, *raw).is_some()
+        } else {
+            unknown.report(|| root.key(key), key, r);
+            match tree_or_report(raw, || root.key(key), r) {
+                Some(v) => cfg.extra.insert(key.clone(), v).is_some(),
+                None => false,
+            }
+        };
+        if repeated {
             r.warn(
                 &root.key(key),
                 format!("key {key:?} appears more than once; the last one is used"),
             );
         }
     }
+    unknown.finish(&root, r);
     // `null` means "not set" for a section as for any other member.
     let last = |name: &str| last_of.get(name).copied().filter(|raw| !is_null(raw));
     let mut modules = Vec::new();
@@ -471,16 +490,6 @@ fn machine(members: Members<'_>, r: &mut Report) -> MachineConfig {
             }
         }
     }
-    let mut unknown = UnknownKeys::default();
-    for (key, raw) in &members.0 {
-        if !matches!(key.as_str(), "components" | "modules" | "agent") {
-            unknown.report(&root.key(key), key, r);
-            if let Some(v) = tree(raw, &root.key(key), r) {
-                cfg.extra.insert(key.clone(), v);
-            }
-        }
-    }
-    unknown.finish(&root, r);
     cfg.components = components
         .into_iter()
         .filter_map(|c| match c {
@@ -1013,7 +1022,16 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
     let mut a = AgentConfig::default();
     if let Some(s) = o.object("svc-agent", r) {
         a.agent.version = version_control(&s, &["stable"], r);
-        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url"], r);
+        if let Some(h) = s.object("hawkbit", r) {
+            // Said here so that nobody is surprised on a device: the section is accepted
+            // before the loop can use it.
+            r.warn(
+                &h.path,
+                "the hawkBit backend is not switched on in this version: the section is checked, but the agent keeps polling its management app (docs/hawkbit.md)",
+            );
+            a.agent.hawkbit = hawkbit(&h, r);
+        }
+        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url", "hawkbit"], r);
     }
     if let Some(s) = o.object("svc-server", r) {
         a.server = server(&s, r);
@@ -1111,6 +1129,85 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         return Err(format!("URL {url:?} has no host"));
     }
     Ok(())
+}
+
+/// The hawkBit backend: a server URL the DDI paths are appended to, and the tenant and
+/// controller id that become path segments (so only URL-safe characters, no `/`).
+fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
+    let server_url = o.name("server_url", r).and_then(|url| {
+        let checked = if url.starts_with("file://") {
+            Err(format!(
+                "server URL {url:?} must start with https:// or http://"
+            ))
+        } else if url.contains(['?', '#']) {
+            Err(format!(
+                "server URL {url:?} must not have a query or fragment"
+            ))
+        } else {
+            check_url(&url)
+        };
+        match checked {
+            Ok(()) => Some(url.trim_end_matches('/').to_string()),
+            Err(e) => {
+                r.error(&o.at("server_url"), e);
+                None
+            }
+        }
+    });
+    let segment = |key: &str, r: &mut Report| {
+        let s = o.name(key, r)?;
+        let ok = s.len() <= 128
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~:".contains(&b));
+        if ok {
+            Some(s)
+        } else {
+            r.error(
+                &o.at(key),
+                format!("{s:?} must be 1 to 128 of A-Z a-z 0-9 - . _ ~ : (it becomes a part of the DDI path)"),
+            );
+            None
+        }
+    };
+    let tenant = segment("tenant", r);
+    let controller_id = segment("controller_id", r);
+    let auth = match o.string("auth", true, r).as_deref() {
+        Some("target-token") => Some(HawkbitAuth::TargetToken),
+        Some("gateway-token") => Some(HawkbitAuth::GatewayToken),
+        Some(other) => {
+            r.error(
+                &o.at("auth"),
+                format!(
+                    "auth {other:?} is not known: expected \"target-token\" or \"gateway-token\""
+                ),
+            );
+            None
+        }
+        None => None,
+    };
+    // A token written here by mistake is refused (the config is not kept like a secret),
+    // scrubbed from the logs, and not kept with the unknown keys.
+    const TOKEN_KEYS: [&str; 3] = ["token", "target_token", "gateway_token"];
+    for key in TOKEN_KEYS {
+        if let Some(v) = o.map.get(key) {
+            if let Some(t) = v.as_str().filter(|t| !t.is_empty()) {
+                r.secrets.push(t.to_string());
+            }
+            r.error(
+                &o.at(key),
+                "the hawkBit token does not belong in the machine config: put it in the 0600 token file (docs/hawkbit.md)",
+            );
+        }
+    }
+    let mut extra = o.extra(&["server_url", "tenant", "controller_id", "auth"], r);
+    extra.retain(|k, _| !TOKEN_KEYS.contains(&k.as_str()));
+    Some(HawkbitSettings {
+        server_url: server_url?,
+        tenant: tenant?,
+        controller_id: controller_id?,
+        auth: auth?,
+        extra,
+    })
 }
 
 fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {

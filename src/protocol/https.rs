@@ -10,7 +10,7 @@ use serde_json::Value;
 /// overrides it (slow satellite links, tests).
 const TIMEOUT_SECS: u64 = 30;
 
-fn timeout_secs() -> u64 {
+pub(crate) fn timeout_secs() -> u64 {
     std::env::var("SVC_AGENT_HTTP_TIMEOUT_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -53,7 +53,7 @@ impl HttpsTransport {
     }
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -61,18 +61,24 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 /// Status, headers and body of one answer.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 /// Sends a request and reads at most `MAX_ANSWER_BYTES` of the answer.
 fn exchange(req: http::Request) -> Result<Answer, ProtocolError> {
+    exchange_capped(req, MAX_ANSWER_BYTES)
+}
+
+/// Sends a request and reads at most `cap` bytes of the answer (the hawkBit backend's
+/// documents have a smaller cap than this protocol's answers).
+pub(crate) fn exchange_capped(req: http::Request, cap: u64) -> Result<Answer, ProtocolError> {
     let resp = req.send().map_err(answer_error)?;
     let status = resp.status();
     let headers = resp.headers().to_vec();
-    let body = resp.read_body(MAX_ANSWER_BYTES).map_err(answer_error)?;
+    let body = resp.read_body(cap).map_err(answer_error)?;
     Ok(Answer {
         status,
         headers,
@@ -87,7 +93,7 @@ fn answer_error(e: http::HttpError) -> ProtocolError {
     }
 }
 
-fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {
+pub(crate) fn http_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ProtocolError {
     let retry_after_secs = header(headers, "retry-after").and_then(|v| v.trim().parse().ok());
     // A short, printable excerpt of the error body helps; a page of HTML does not.
     let text: String = String::from_utf8_lossy(body)

@@ -138,7 +138,7 @@ pub(crate) fn printf_decode(s: &str) -> Option<Vec<u8>> {
 
 /// The DPP events the enrollee acts on.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Event {
+pub(crate) enum DppEvent {
     /// A configuration arrived: what follows describes it.
     ConfReceived,
     Akm(String),
@@ -152,15 +152,15 @@ pub(crate) enum Event {
     Other,
 }
 
-impl Event {
-    pub(crate) fn parse(line: &str) -> Event {
+impl DppEvent {
+    pub(crate) fn parse(line: &str) -> DppEvent {
         let (name, arg) = line.split_once(' ').unwrap_or((line, ""));
         match name {
-            "DPP-CONF-RECEIVED" => Event::ConfReceived,
-            "DPP-CONFOBJ-AKM" => Event::Akm(arg.trim().to_string()),
-            "DPP-CONFOBJ-SSID" => Event::Ssid(printf_decode(arg)),
-            "DPP-CONFOBJ-PASS" => Event::Pass(unhex(arg)),
-            "DPP-CONFOBJ-PSK" => Event::Psk(arg.trim().to_ascii_lowercase()),
+            "DPP-CONF-RECEIVED" => DppEvent::ConfReceived,
+            "DPP-CONFOBJ-AKM" => DppEvent::Akm(arg.trim().to_string()),
+            "DPP-CONFOBJ-SSID" => DppEvent::Ssid(printf_decode(arg)),
+            "DPP-CONFOBJ-PASS" => DppEvent::Pass(unhex(arg)),
+            "DPP-CONFOBJ-PSK" => DppEvent::Psk(arg.trim().to_ascii_lowercase()),
             "DPP-FAIL"
             | "DPP-CONF-FAILED"
             | "DPP-AUTH-INIT-FAILED"
@@ -168,9 +168,9 @@ impl Event {
             | "DPP-RESPONSE-PENDING"
             | "DPP-MISSING-AUTH" => {
                 // The argument may quote what the peer sent: only the name is kept.
-                Event::Failed(name.to_string())
+                DppEvent::Failed(name.to_string())
             }
-            _ => Event::Other,
+            _ => DppEvent::Other,
         }
     }
 }
@@ -185,9 +185,9 @@ pub(crate) struct Received {
 }
 
 impl Received {
-    pub(crate) fn feed(&mut self, ev: Event) -> Option<Result<NetworkInput, String>> {
+    pub(crate) fn feed(&mut self, ev: DppEvent) -> Option<Result<NetworkInput, String>> {
         match ev {
-            Event::ConfReceived => {
+            DppEvent::ConfReceived => {
                 *self = Received {
                     active: true,
                     ..Default::default()
@@ -195,22 +195,22 @@ impl Received {
                 None
             }
             _ if !self.active => None,
-            Event::Akm(a) => {
+            DppEvent::Akm(a) => {
                 self.akm = Some(a);
                 None
             }
-            Event::Ssid(s) => {
+            DppEvent::Ssid(s) => {
                 self.ssid = Some(s.unwrap_or_default());
                 None
             }
-            Event::Pass(p) => {
+            DppEvent::Pass(p) => {
                 let psk = p
                     .and_then(|p| String::from_utf8(p).ok())
                     .unwrap_or_default();
                 Some(self.finish(psk))
             }
-            Event::Psk(p) => Some(self.finish(p)),
-            Event::Failed(_) | Event::Other => None,
+            DppEvent::Psk(p) => Some(self.finish(p)),
+            DppEvent::Failed(_) | DppEvent::Other => None,
         }
     }
 
@@ -335,8 +335,8 @@ impl Enrollee {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let line = self.ctrl.event(left).ok().flatten()?;
-            let ev = Event::parse(&line);
-            if let Event::Failed(why) = &ev {
+            let ev = DppEvent::parse(&line);
+            if let DppEvent::Failed(why) = &ev {
                 crate::info!("provisioning", "DPP exchange ended: {why}");
             }
             if let Some(r) = self.got.feed(ev) {
@@ -465,7 +465,7 @@ mod tests {
         let mut r = Received::default();
         lines
             .iter()
-            .filter_map(|l| r.feed(Event::parse(l)))
+            .filter_map(|l| r.feed(DppEvent::parse(l)))
             .collect()
     }
 

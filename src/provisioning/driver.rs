@@ -314,8 +314,8 @@ mod tests {
     use std::rc::Rc;
 
     #[derive(Default, Clone)]
-    struct Fake(Rc<RefCell<Vec<String>>>);
-    impl NetworkBackend for Fake {
+    struct FakeNetwork(Rc<RefCell<Vec<String>>>);
+    impl NetworkBackend for FakeNetwork {
         fn save_wifi(&mut self, p: &WifiProfile) -> Result<(), NmError> {
             self.0.borrow_mut().push(format!("save {}", p.id));
             Ok(())
@@ -346,7 +346,7 @@ mod tests {
             hotspot_password: "password1".into(),
             ..Default::default()
         };
-        let log = Fake::default();
+        let log = FakeNetwork::default();
         let net_up = Rc::new(RefCell::new(false));
         let n2 = net_up.clone();
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
@@ -371,7 +371,7 @@ mod tests {
             hotspot_password: "per-device-9f3k".into(),
             ..Default::default()
         };
-        let log = Fake::default();
+        let log = FakeNetwork::default();
         let works = Rc::new(RefCell::new(true));
         let w2 = works.clone();
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
@@ -422,7 +422,7 @@ mod tests {
                 hotspot_password: pw.into(),
                 ..Default::default()
             };
-            let log = Fake::default();
+            let log = FakeNetwork::default();
             let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
                 .with_probe(Box::new(|_| false));
             p.tick(1);
@@ -456,7 +456,7 @@ mod tests {
             networks: vec![net("low", 1), net("top", 10), net("mid", 5)],
             ..Default::default()
         };
-        let log = Fake::default();
+        let log = FakeNetwork::default();
         let l2 = log.clone();
         // Internet only through "mid": the last network brought up decides.
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0).with_probe(

@@ -9,11 +9,11 @@ use sha2::{Digest, Sha256};
 /// Device path of the record with the conventions' state directory (tests, docs).
 pub const RECORD_PATH: &str = "/opt/svc/syscfg-state.json";
 /// The record's file name in the state directory.
-pub const RECORD_FILE: &str = "syscfg-state.json";
+pub(crate) const RECORD_FILE: &str = "syscfg-state.json";
 
 /// Where the record lives: `syscfg-state.json` in the state directory (`/opt/svc` or the
 /// image's chosen data-partition directory).
-pub fn record_path(paths: &crate::paths::Paths) -> std::path::PathBuf {
+pub(crate) fn record_path(paths: &crate::paths::Paths) -> std::path::PathBuf {
     paths.state_dir().join(RECORD_FILE)
 }
 

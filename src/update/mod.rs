@@ -25,7 +25,7 @@ pub mod seed;
 pub mod verify;
 
 pub use download::{DownloadOptions, Fetched};
-pub use record::{NameRecord, StateLock, VersionRecords};
+pub use record::{NameRecord, Refusal, StateLock, VersionRecords};
 pub use rollback::{
     agent_boot_guard, end_server_probation, mark_agent_healthy, probation_verdict, rollback,
     server_probation, GuardOutcome, ProbationPolicy, ProbationVerdict,
@@ -157,6 +157,28 @@ pub enum UpdateError {
         err: std::io::Error,
     },
     Record(String),
+}
+
+impl UpdateError {
+    /// A refusal of the artifact for what it is (its bytes, its description, its server's
+    /// final answer), which trying again cannot change; not a network failure, a full disk
+    /// or a local fault.
+    pub fn is_refusal(&self) -> bool {
+        use UpdateError::*;
+        matches!(
+            self,
+            BadArtifact(_)
+                | UnsupportedUrl(_)
+                | HttpStatus { .. }
+                | TooLarge { .. }
+                | SizeMismatch { .. }
+                | ShaMismatch { .. }
+                | Signature(_)
+                | NotElf(_)
+                | WrongArch { .. }
+                | VersionCheck(_)
+        )
+    }
 }
 
 impl fmt::Display for UpdateError {
@@ -305,6 +327,36 @@ impl Engine {
     /// `Ready` version is in `cache/<name>-<version>` and may be activated with
     /// [`Engine::activate`] later (the daemon waits for the maintenance window).
     pub(crate) fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
+        let staged = self.stage_checked(a);
+        match &staged {
+            Err(e) if e.is_refusal() && !a.is_pin() => self.note_refusal(a, Some(e)),
+            Ok(_) if !a.is_pin() => self.note_refusal(a, None),
+            _ => {}
+        }
+        staged
+    }
+
+    /// Records (or, with `None`, clears) the engine's refusal of `a` in the version records.
+    fn note_refusal(&self, a: &Artifact, refusal: Option<&UpdateError>) {
+        let noted = StateLock::acquire(&self.paths).and_then(|held| {
+            let mut records = VersionRecords::load(&self.paths)?;
+            let rec = records.entry(&a.name);
+            let new = refusal.map(|e| Refusal {
+                version: a.version.clone(),
+                reason: e.to_string(),
+            });
+            if rec.refused != new {
+                rec.refused = new;
+                records.save(&self.paths, &held)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = noted {
+            crate::warn!(SUB, "{} {}: recording the outcome: {e}", a.name, a.version);
+        }
+    }
+
+    fn stage_checked(&self, a: &Artifact) -> Result<Staging, UpdateError> {
         validate_artifact(a)?;
         let held = StateLock::acquire(&self.paths)?;
         let mut records = VersionRecords::load(&self.paths)?;

@@ -28,6 +28,19 @@ pub struct NameRecord {
     /// watching when this is the linked version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probation: Option<String>,
+    /// The last version the engine refused for what its bytes are (hash, size, signature,
+    /// ELF, version check; not a network failure), and why: for a backend that must tell
+    /// its server (hawkBit's feedback). Cleared when another version is offered or this
+    /// one is staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
+}
+
+/// A version the engine refused, and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    pub version: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

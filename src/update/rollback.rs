@@ -120,14 +120,42 @@ pub fn probation_verdict(
 }
 
 /// The svc-server version still on probation, if it is the linked one: after an agent
-/// restart the probation goes on (see `NameRecord::probation`).
+/// restart the probation goes on (see `NameRecord::probation`). A power cut between the
+/// link swap and the record's save left `current` on the old build: the activation's
+/// record is completed here (found by the power-cut campaign).
 pub fn server_probation(paths: &Paths) -> Option<String> {
     let p = VersionRecords::load(paths)
         .ok()?
         .get("svc-server")?
         .probation
         .clone()?;
-    (linked_version(paths, "svc-server").as_deref() == Some(p.as_str())).then_some(p)
+    let linked = linked_version(paths, "svc-server");
+    if linked.as_deref() != Some(p.as_str()) {
+        return None;
+    }
+    if let Err(e) = complete_server_record(paths, &p) {
+        crate::warn!(SUB, "svc-server {p}: completing its record: {e}");
+    }
+    Some(p)
+}
+
+fn complete_server_record(paths: &Paths, version: &str) -> Result<(), UpdateError> {
+    let held = StateLock::acquire(paths)?;
+    let mut records = VersionRecords::load(paths)?;
+    let rec = records.entry("svc-server");
+    if rec.probation.as_deref() != Some(version) || rec.current.as_deref() == Some(version) {
+        return Ok(());
+    }
+    let before = rec.current.clone();
+    super::record_activation(&mut records, "svc-server", version, before.as_deref());
+    records.entry("svc-server").target = Some(version.to_string());
+    records.save(paths, &held)?;
+    crate::info!(
+        SUB,
+        "svc-server {version}: its activation's record completed (previous {})",
+        before.as_deref().unwrap_or("none")
+    );
+    Ok(())
 }
 
 /// svc-server `version` passed its probation: the record stops naming it.

@@ -137,7 +137,7 @@ pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateE
 /// The largest vendor key file read: a few keys, not a stream.
 pub const MAX_KEY_FILE: u64 = 4096;
 /// At most this many keys in one key file (two during a rotation; some room to spare).
-pub const MAX_KEYS: usize = 4;
+pub(crate) const MAX_KEYS: usize = 4;
 
 /// `path`'s content, refused when larger than `limit` bytes.
 pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {

@@ -152,6 +152,12 @@ fn a_second_agent_on_the_same_machine_is_refused() {
     sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
     let mut first = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
     wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    // With fast start the first agent names itself in the lock file right after svc-server's
+    // start (docs/agent.md); the lock itself is held from before.
+    let lock = sb.root.join("opt/svc/agent.lock");
+    wait_for("the lock file to name the first agent", 30, || {
+        std::fs::read_to_string(&lock).is_ok_and(|t| t.trim() == first.id().to_string())
+    });
     let second = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
         .args(["run", "--root", sb.root.to_str().unwrap()])
         .output()
@@ -163,6 +169,43 @@ fn a_second_agent_on_the_same_machine_is_refused() {
         "{err}"
     );
     terminate(&mut first);
+}
+
+/// Fast start moves the housekeeping after svc-server's start (docs/agent.md, start-up):
+/// it still happens, and it still spares a live process's temps, svc-server's home included.
+#[test]
+fn fast_start_still_names_the_holder_and_sweeps_stale_temps_after_svc_server_starts() {
+    let sb = Sandbox::new("fast-housekeeping");
+    sb.file_app();
+    sb.install_fake_server();
+    sb.answer(json!({"config": config("x"), "poll_interval_secs": 1}));
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let state = sb.root.join("opt/svc");
+    let home = state.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // An old agent's longer lock file content is replaced, not appended to.
+    std::fs::write(state.join("agent.lock"), "4194303 left by an older agent\n").unwrap();
+    let stale = [
+        state.join(format!(".answer.json.tmp.{dead_pid}.1")),
+        home.join(format!(".record.json.tmp.{dead_pid}.4")),
+    ];
+    let live = home.join(format!(".record.json.tmp.{}.2", std::process::id()));
+    for f in stale.iter().chain([&live]) {
+        std::fs::write(f, b"{\"torn").unwrap();
+    }
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let lock = state.join("agent.lock");
+    wait_for("the lock file to name the agent", 30, || {
+        std::fs::read_to_string(&lock).is_ok_and(|t| t.trim() == agent.id().to_string())
+    });
+    wait_for("the stale temps removed", 30, || {
+        stale.iter().all(|f| !f.exists())
+    });
+    assert!(live.exists(), "a live process's temp was removed");
+    terminate(&mut agent);
 }
 
 #[test]

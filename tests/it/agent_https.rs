@@ -1,7 +1,7 @@
 //! The real `svc-agent run` against a real HTTPS management app on loopback with a test CA:
 //! first contact, conditional polls, config change, and every kind of server failure.
 use crate::common;
-use common::mgmt::{app_sandbox as setup, Behavior, Front, MgmtServer};
+use common::https::{app_sandbox as setup, Behavior, Front, HttpsServer, LOGS};
 use common::sandbox::*;
 use serde_json::json;
 use std::time::Duration;
@@ -14,7 +14,7 @@ fn answer(mode: &str) -> serde_json::Value {
     })
 }
 
-fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
+fn spawn(sb: &Sandbox, srv: &HttpsServer) -> std::process::Child {
     sb.spawn_agent(&[
         ("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap()),
         ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
@@ -52,29 +52,16 @@ fn first_contact_conditional_polls_and_config_change(front: Front) {
         .unwrap()
         .contains("\"two\""));
     // Logs arrive at the app's log endpoint, authenticated like polls.
-    wait_for("a log batch", 60, || {
-        !srv.state.lock().unwrap().logs.is_empty()
-    });
-    let batch: serde_json::Value =
-        serde_json::from_str(&srv.state.lock().unwrap().logs[0]).unwrap();
+    wait_for("a log batch", 60, || !srv.logs().is_empty());
+    let batch: serde_json::Value = serde_json::from_str(&srv.logs()[0]).unwrap();
     assert!(batch["records"][0]["id"].is_u64(), "{batch}");
     assert!(srv
-        .state
-        .lock()
-        .unwrap()
-        .seen
+        .log_posts()
         .iter()
-        .filter(|s| s.path == "/api/v1/agent/logs")
         .all(|s| s.header("authorization") == Some("Secret sandbox-secret-123")));
     // The secret never reaches the log.
     assert!(!sb.log().contains("sandbox-secret-123"));
-    assert!(!srv
-        .state
-        .lock()
-        .unwrap()
-        .logs
-        .iter()
-        .any(|l| l.contains("sandbox-secret-123")));
+    assert!(!srv.logs().iter().any(|l| l.contains("sandbox-secret-123")));
     terminate(&mut agent);
 }
 
@@ -82,7 +69,7 @@ fn server_errors_back_off_and_recover(front: Front) {
     let (sb, srv) = setup("https-errors", front);
     srv.set_answer(answer("ok"));
     srv.script(Behavior::Status(500, vec![], "boom".into()));
-    srv.script(Behavior::Garbage);
+    srv.script(Behavior::garbage());
     srv.script(Behavior::Reset);
     srv.script(Behavior::Slow(Duration::from_secs(6)));
     srv.script(Behavior::Status(
@@ -129,13 +116,13 @@ fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
     wait_for("the 401 logged", 30, || sb.log().contains("HTTP 401"));
     // The same credentials written again (a tool that rewrites the file) do not cut the
     // hour short; the window covers the loop's longest sleep (10 s) and then some.
-    sb.write_credentials(&srv.url);
+    sb.write_credentials(srv.base_url());
     std::thread::sleep(Duration::from_secs(13));
     assert_eq!(srv.polls().len(), 1, "a 401 was retried:\n{}", sb.log());
     assert!(sb.log().contains("next try in 3600s"), "{}", sb.log());
     // New credentials do: the agent polls with them at once, no SIGHUP.
     srv.script_clear();
-    sb.write_credentials_with(&srv.url, "new-key-789");
+    sb.write_credentials_with(srv.base_url(), "new-key-789");
     wait_for("a poll with the new credentials", 30, || {
         srv.polls().len() == 2
     });
@@ -151,36 +138,12 @@ fn a_rejected_key_is_not_retried_in_a_loop(front: Front) {
 /// its management requests: a 3xx is an answer (an error to retry later), and nothing
 /// reaches the redirect's target.
 fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
-    use std::io::Read;
     let (sb, srv) = setup("https-redirect", front);
     // Where the redirect points: plain HTTP on loopback, recording whatever arrives.
-    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let plain_port = plain.local_addr().unwrap().port();
-    plain.set_nonblocking(true).unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let recorder = {
-        let seen = seen.clone();
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while std::time::Instant::now() < deadline {
-                if let Ok((mut s, _)) = plain.accept() {
-                    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                    let mut buf = [0u8; 4096];
-                    if let Ok(n) = s.read(&mut buf) {
-                        seen.lock().unwrap().extend_from_slice(&buf[..n]);
-                    }
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let plain = HttpsServer::start_plain();
     srv.script(Behavior::Status(
         307,
-        vec![(
-            "Location".into(),
-            format!("http://127.0.0.1:{plain_port}/api/v1/agent/poll"),
-        )],
+        vec![("Location".into(), plain.url("/api/v1/agent/poll"))],
         String::new(),
     ));
     let mut agent = spawn(&sb, &srv);
@@ -188,21 +151,21 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
         srv.polls().iter().any(|p| p.status_sent == 307)
     });
     wait_for("the redirect reported or followed", 60, || {
-        sb.log().contains("307") || !seen.lock().unwrap().is_empty()
+        sb.log().contains("307") || plain.connections() > 0
     });
     // The agent has had its chance to follow; a follow happens at once, within the poll.
     std::thread::sleep(Duration::from_secs(2));
     terminate(&mut agent);
-    drop(recorder);
-    let seen = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    assert!(
-        seen.is_empty(),
-        "the agent followed the redirect to plain http: {seen}"
+    assert_eq!(
+        plain.connections(),
+        0,
+        "the agent followed the redirect to plain http: {:?}",
+        plain.all_requests()
     );
     assert!(!sb.log().contains("sandbox-secret-123"));
 }
 
-fn spawn_with(sb: &Sandbox, srv: &MgmtServer, env: &[(&str, &str)]) -> std::process::Child {
+fn spawn_with(sb: &Sandbox, srv: &HttpsServer, env: &[(&str, &str)]) -> std::process::Child {
     let mut all = vec![
         ("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap()),
         ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
@@ -250,11 +213,8 @@ fn first_contact_honours_retry_after(front: Front) {
 }
 
 /// The ids of every record the app took, in arrival order.
-fn shipped_ids(srv: &MgmtServer) -> Vec<u64> {
-    srv.state
-        .lock()
-        .unwrap()
-        .logs
+fn shipped_ids(srv: &HttpsServer) -> Vec<u64> {
+    srv.logs()
         .iter()
         .flat_map(|b| {
             let v: serde_json::Value = serde_json::from_str(b).unwrap();
@@ -288,7 +248,7 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
     wait_for("a first log batch taken", 60, || {
         !shipped_ids(&srv).is_empty()
     });
-    srv.state.lock().unwrap().logs_refuse = Some(401);
+    srv.set_behavior(LOGS, Behavior::Status(401, vec![], String::new()));
     // A new line to ship: a poll answered 404 logs one (and silences polls for an hour, so
     // no reconnect nudges the uploader meanwhile).
     srv.script(Behavior::Status(404, vec![], "no such part".into()));
@@ -310,8 +270,8 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
         sb.log()
     );
     // Rotation: a new secret, accepted; no SIGHUP.
-    srv.state.lock().unwrap().logs_refuse = None;
-    sb.write_credentials_with(&srv.url, "rotated-secret-456");
+    srv.set_behavior(LOGS, Behavior::Normal);
+    sb.write_credentials_with(srv.base_url(), "rotated-secret-456");
     wait_for("a batch with the new secret taken", 60, || {
         srv.log_posts().iter().any(|p| {
             p.status_sent == 200 && p.header("authorization") == Some("Secret rotated-secret-456")
@@ -324,7 +284,7 @@ fn a_refused_log_batch_pauses_shipping_keeps_records_and_resumes_on_new_credenti
     });
     assert_no_gap(&shipped_ids(&srv));
     // Every line the refusal held back arrived (the 404 line among them).
-    let taken = srv.state.lock().unwrap().logs.join("\n");
+    let taken = srv.logs().join("\n");
     assert!(taken.contains("HTTP 404"), "{taken}");
     assert!(!sb.log().contains("rotated-secret-456"));
     terminate(&mut agent);
@@ -339,19 +299,14 @@ fn log_batches_answered_503_are_retried_and_nothing_is_lost(front: Front) {
     wait_for("a first log batch taken", 60, || {
         !shipped_ids(&srv).is_empty()
     });
-    srv.state.lock().unwrap().logs_refuse = Some(503);
+    srv.set_behavior(LOGS, Behavior::Status(503, vec![], String::new()));
     srv.script(Behavior::Status(404, vec![], "no such part".into()));
     wait_for("a log batch answered 503", 60, || {
         srv.log_posts().iter().any(|p| p.status_sent == 503)
     });
-    srv.state.lock().unwrap().logs_refuse = None;
+    srv.set_behavior(LOGS, Behavior::Normal);
     wait_for("the held-back line taken", 60, || {
-        srv.state
-            .lock()
-            .unwrap()
-            .logs
-            .iter()
-            .any(|b| b.contains("HTTP 404"))
+        srv.logs().iter().any(|b| b.contains("HTTP 404"))
     });
     assert_no_gap(&shipped_ids(&srv));
     assert!(!sb.log().contains("skipped"), "{}", sb.log());
@@ -363,14 +318,14 @@ fn log_batches_answered_503_are_retried_and_nothing_is_lost(front: Front) {
 /// the lines queued meanwhile are shipped, the first one included.
 fn credentials_that_arrive_after_start_start_polls_and_log_shipping(front: Front) {
     let sb = Sandbox::new(&format!("https-late-creds-{front:?}"));
-    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
+    let srv = HttpsServer::start_behind(&sb.root.join("tls"), front);
     sb.install_fake_server();
     srv.set_answer(answer("late"));
     let mut agent = spawn(&sb, &srv);
     wait_for("the agent running without credentials", 60, || {
         sb.log().contains("running with the cached config only")
     });
-    sb.write_credentials(&srv.url);
+    sb.write_credentials(srv.base_url());
     wait_for("a poll", 60, || !srv.polls().is_empty());
     wait_for("the first queued line shipped", 60, || {
         shipped_ids(&srv).contains(&1)

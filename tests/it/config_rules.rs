@@ -53,6 +53,61 @@ fn set(v: &mut Value, pointer: &str, new: Value) {
 
 /// (pointer to change, new value or null to remove, expected error path, message substring)
 const CASES: &[(&str, &str, &str, &str)] = &[
+    // the hawkBit backend
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "ftp://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/server_url",
+        "must start with https://, http://",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "file:///srv/hb", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/server_url",
+        "must start with https:// or http://",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example/?x=1", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/server_url",
+        "query or fragment",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "A/../B", "controller_id": "d1", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/tenant",
+        "part of the DDI path",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/controller_id",
+        "required field is missing",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d 1", "auth": "target-token"}"#,
+        "/agent/svc-agent/hawkbit/controller_id",
+        "part of the DDI path",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "basic"}"#,
+        "/agent/svc-agent/hawkbit/auth",
+        "is not known",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "token": "abc"}"#,
+        "/agent/svc-agent/hawkbit/token",
+        "does not belong in the machine config",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        "5",
+        "/agent/svc-agent/hawkbit",
+        "must be an object",
+    ),
     // required fields and types
     (
         "/components/0/name",
@@ -522,6 +577,48 @@ fn every_rule_reports_its_path_and_reason() {
             "case {at} = {new}: want {path} ~ {msg:?}, got:\n{report}"
         );
     }
+}
+
+#[test]
+fn hawkbit_backend_is_read_with_its_url_trimmed_and_no_token_kept() {
+    let mut v = base();
+    set(
+        &mut v,
+        "/agent/svc-agent/hawkbit",
+        json!({"server_url": "https://hb.example:8443/hawkbit/", "tenant": "DEFAULT",
+               "controller_id": "kiosk-17", "auth": "gateway-token"}),
+    );
+    let (cfg, report) = parse_value(&v).unwrap_or_else(|r| panic!("{r}"));
+    // One warning: the daemon does not switch to the backend yet (docs/hawkbit.md).
+    assert_eq!(report.warnings.len(), 1, "{report}");
+    assert_eq!(
+        report.warnings[0].path, "/agent/svc-agent/hawkbit",
+        "{report}"
+    );
+    assert!(
+        report.warnings[0].message.contains("not switched on"),
+        "{report}"
+    );
+    let h = cfg.agent.agent.hawkbit.as_ref().unwrap();
+    assert_eq!(h.server_url, "https://hb.example:8443/hawkbit");
+    assert_eq!(h.controller_id, "kiosk-17");
+    let effective = serde_json::to_value(&cfg.agent).unwrap();
+    assert_eq!(effective["svc-agent"]["hawkbit"]["auth"], "gateway-token");
+    assert!(parse_value(&base())
+        .unwrap()
+        .0
+        .agent
+        .agent
+        .hawkbit
+        .is_none());
+    // A token written into the config by mistake: refused, and not echoed or kept.
+    set(
+        &mut v,
+        "/agent/svc-agent/hawkbit/gateway_token",
+        json!("tok-never-shown"),
+    );
+    let r = parse_value(&v).unwrap_err();
+    assert!(!r.to_string().contains("tok-never-shown"), "{r}");
 }
 
 #[test]

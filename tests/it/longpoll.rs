@@ -5,7 +5,7 @@
 //! directly and through nginx. No timings are asserted: the interval here is an hour, so
 //! only the held request can bring the change.
 use crate::common;
-use common::mgmt::{app_sandbox as setup, Behavior, Front, MgmtServer};
+use common::https::{app_sandbox as setup, Behavior, Front, HttpsServer};
 use common::sandbox::*;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ fn answer(mode: &str, interval: u64) -> serde_json::Value {
     })
 }
 
-fn spawn(sb: &Sandbox, srv: &MgmtServer, hold: &str) -> std::process::Child {
+fn spawn(sb: &Sandbox, srv: &HttpsServer, hold: &str) -> std::process::Child {
     sb.spawn_agent(&[
         ("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap()),
         ("SVC_AGENT_HTTP_TIMEOUT_SECS", "3"),
@@ -25,7 +25,7 @@ fn spawn(sb: &Sandbox, srv: &MgmtServer, hold: &str) -> std::process::Child {
     ])
 }
 
-fn waits(srv: &MgmtServer) -> Vec<Option<String>> {
+fn waits(srv: &HttpsServer) -> Vec<Option<String>> {
     srv.polls()
         .iter()
         .map(|p| p.header("prefer").map(str::to_string))

@@ -1,5 +1,5 @@
 //! The integration tests: one test binary (one link of aws-lc instead of one per file), a
-//! module per area, shared helpers in `common` (test CA, HTTPS servers, sandboxes) and
+//! module per area, shared helpers in `common` (one test CA, one HTTPS test server with its behaviours, nginx in front, sandboxes) and
 //! `update_support` (fake ELF binaries, artifacts, signing).
 //!
 //! Run one area with a filter: `cargo test --test it syscfg::`.
@@ -15,7 +15,7 @@ macro_rules! both_fronts {
         mod $name {
             #[test]
             fn direct() {
-                super::$name(crate::common::mgmt::Front::Direct);
+                super::$name(crate::common::https::Front::Direct);
             }
             #[test]
             fn nginx() {
@@ -24,7 +24,7 @@ macro_rules! both_fronts {
                     eprintln!("skipped: nginx is not installed");
                     return;
                 }
-                super::$name(crate::common::mgmt::Front::Nginx);
+                super::$name(crate::common::https::Front::Nginx);
             }
         }
     };
@@ -38,6 +38,9 @@ mod agent_https;
 mod cli_tools;
 mod config_rules;
 mod data_partition;
+mod ddi_server;
+mod hawkbit;
+mod hawkbit_goosebit;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;

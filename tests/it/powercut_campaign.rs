@@ -282,16 +282,17 @@ fn temps_bounded(paths: &Paths, max: usize) -> Check {
 
 /// Builds of a name kept in the cache: the engine keeps a bounded number.
 fn cache_bounded(paths: &Paths, name: &str, max: usize) -> Check {
-    let n = std::fs::read_dir(paths.cache_dir())
+    let mut files: Vec<String> = std::fs::read_dir(paths.cache_dir())
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| {
-            let f = e.file_name().to_string_lossy().into_owned();
-            f.starts_with(&format!("{name}-")) && !f.contains(".part")
-        })
-        .count();
-    ensure(n <= max, || format!("{n} cached builds of {name}"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with(&format!("{name}-")) && !f.contains(".part"))
+        .collect();
+    files.sort();
+    ensure(files.len() <= max, || {
+        format!("{} cached builds of {name}: {files:?}", files.len())
+    })
 }
 
 struct Cut {
@@ -759,7 +760,10 @@ impl Scenario for AgentUpdate {
             known_stable(&self.paths, &self.real)?;
             temps_bounded(&self.paths, 0)?;
             // current, previous, target and the known-good (stable) build.
-            cache_bounded(&self.paths, "svc-agent", 4)
+            // current, previous, target, the known-good (stable) build, and the cleanup
+            // also keeps a build a process still runs (the agent that did the update); the
+            // next activation's cleanup removes it. Seed 2611 cut 569 saw 5 (4 was the bound).
+            cache_bounded(&self.paths, "svc-agent", 5)
         })();
         let result = result.map_err(|e| {
             format!(
@@ -1399,4 +1403,41 @@ fn a_sidecar_orphaned_by_a_cut_after_the_rename_is_cleaned_up() {
         no_part(&paths, "svc-server", "2.0.0"),
         "the orphan sidecar was kept"
     );
+}
+
+/// Found by the campaign (seed 2611, cut 745, `update`/`activate`): the power went between
+/// the link swap to the new svc-server and the save of the version records. The restarted
+/// agent found the link on the new build (and resumed its probation), took that for the
+/// current version and had nothing to do: `versions.json` kept naming the old build as
+/// current for good (so a rollback would have gone to the wrong build). Resuming the
+/// probation of the linked build now completes its record.
+#[test]
+fn a_cut_between_the_link_swap_and_the_record_still_records_the_new_server() {
+    let mut s = ServerUpdate::new("swap-record-cut", 0, false, false);
+    s.offer("2.0.0", "hang", 0, true);
+    // What the cut left: the build in the cache, the probation recorded before the swap,
+    // the link swapped, `current` still the old build.
+    let body = fake_binary("svc-server", "2.0.0", "hang", 0);
+    let cached = s.paths.cache_dir().join("svc-server-2.0.0");
+    std::fs::write(&cached, &body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let records = svc::update::VersionRecords::path(&s.paths);
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&records).unwrap()).unwrap();
+    doc["svc-server"]["probation"] = json!("2.0.0");
+    std::fs::write(&records, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let link = s.paths.bin_dir().join("svc-server");
+    let tmp = s.paths.bin_dir().join(".svc-server.swap-test");
+    std::os::unix::fs::symlink("../cache/svc-server-2.0.0", &tmp).unwrap();
+    std::fs::rename(&tmp, &link).unwrap();
+    assert_eq!(current(&s.paths, "svc-server").as_deref(), Some("1.0.0"));
+    let mut agent = spawn_agent(&s.sb.root);
+    let r = wait("2.0.0 linked, recorded and running", 120, || {
+        s.converged("2.0.0")
+    });
+    stop(&mut agent, &s.sb.root);
+    r.unwrap_or_else(|e| panic!("{e}\n{}", s.sb.log()));
+    let rec = VersionRecords::load(&s.paths).unwrap();
+    let rec = rec.get("svc-server").unwrap();
+    assert_eq!(rec.previous.as_deref(), Some("1.0.0"), "{rec:?}");
 }

@@ -2,6 +2,7 @@
 //! (`examples/modules/logenv/bin/module`), a `file://` registry of real tar artifacts,
 //! real signals. No timed assertions: every wait is for an observable state, bounded only
 //! to fail instead of hang.
+use crate::common::https::{Behavior, HttpsServer};
 use crate::common::sandbox::{pid_alive as alive, wait_for};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -245,9 +246,7 @@ impl Drop for Sandbox {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+use svc::encoding::hex;
 
 fn platform() -> String {
     let arch = match std::env::consts::ARCH {
@@ -666,87 +665,37 @@ fn app_directory_config_and_missing_registry_version() {
     assert!(sb.stop().success());
 }
 
-/// A loopback HTTP registry serving `dir`; a request for a `.tar` named in `stall` is held
-/// until `release` is called (a slow download, observable).
-struct SlowRegistry {
-    url: String,
-    stall: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
+/// A loopback HTTP registry serving `dir` (the one test server, plain HTTP); a module's
+/// `.tar` can be held until released (a slow download, observable).
+struct SlowRegistry(HttpsServer);
 
 impl SlowRegistry {
     fn start(dir: PathBuf) -> SlowRegistry {
-        use std::io::{BufRead, BufReader, Write};
-        use std::sync::{Arc, Mutex};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let stall: Arc<Mutex<Vec<String>>> = Arc::default();
-        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (st, rq) = (Arc::clone(&stall), Arc::clone(&requests));
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let (dir, st, rq) = (dir.clone(), Arc::clone(&st), Arc::clone(&rq));
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap_or(0);
-                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                            break;
-                        }
-                    }
-                    rq.lock().unwrap().push(path.clone());
-                    while st
-                        .lock()
-                        .unwrap()
-                        .iter()
-                        .any(|s| path.ends_with(s.as_str()))
-                    {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    let resp = match fs::read(dir.join(path.trim_start_matches('/'))) {
-                        Ok(body) => {
-                            let mut r = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
-                                body.len()
-                            )
-                            .into_bytes();
-                            r.extend(body);
-                            r
-                        }
-                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
-                    };
-                    let _ = conn.write_all(&resp);
-                    // Keep-alive, as a real registry: the client ends the connection.
-                    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
-                    let _ = std::io::copy(&mut reader, &mut std::io::sink());
-                });
-            }
-        });
-        SlowRegistry {
-            url,
-            stall,
-            requests,
-        }
+        let srv = HttpsServer::start_plain();
+        srv.serve_dir(&dir);
+        SlowRegistry(srv)
+    }
+
+    fn url(&self) -> String {
+        self.0.base_url().to_string()
+    }
+
+    fn path(file: &str) -> String {
+        // NAME-VERSION.tar of module acme:NAME (see `publish`).
+        let name = file.split('-').next().unwrap_or("");
+        format!("/modules/acme/{name}/{file}")
     }
 
     fn hold(&self, file: &str) {
-        self.stall.lock().unwrap().push(file.to_string());
+        self.0.set_behavior(&Self::path(file), Behavior::Stall);
     }
 
-    fn release(&self) {
-        self.stall.lock().unwrap().clear();
+    fn release(&self, file: &str) {
+        self.0.set_behavior(&Self::path(file), Behavior::Normal);
     }
 
     fn requested(&self, file: &str) -> bool {
-        self.requests
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|p| p.ends_with(file))
+        !self.0.requests(&Self::path(file)).is_empty()
     }
 }
 
@@ -762,7 +711,7 @@ fn busy_pid(sb: &Sandbox) -> Option<u32> {
 fn the_restart_gate_is_held_while_a_change_is_processed() {
     let mut sb = Sandbox::new("gate");
     let reg = SlowRegistry::start(sb.dir.join("registry"));
-    sb.registry = Some(reg.url.clone());
+    sb.registry = Some(reg.url());
     sb.publish("acme", "slow", &["1.2.3"], &[]);
     let a = local_module(&sb, "a", "acme:a", serde_json::json!({}));
     sb.write_config(serde_json::json!({"modules": [a]}));
@@ -789,7 +738,7 @@ fn the_restart_gate_is_held_while_a_change_is_processed() {
         sb.module_pid("a").is_some_and(|p| p != pa && alive(p))
     });
     assert_eq!(busy_pid(&sb), Some(server_pid), "still busy");
-    reg.release();
+    reg.release("slow-1.2.3.tar");
     sb.wait_running("slow");
     wait_for("the gate open again", 30, || busy_pid(&sb).is_none());
 
@@ -804,7 +753,7 @@ fn the_restart_gate_is_held_while_a_change_is_processed() {
     assert!(st.success(), "{st:?}");
     assert_eq!(marked_processes(&sb.mark), Vec::<i32>::new());
     assert_eq!(busy_pid(&sb), None, "the gate is open after a clean stop");
-    reg.release();
+    reg.release("slow-1.2.4.tar");
     assert!(
         sb.log().contains("upgrade to 1.2.4 failed: interrupted"),
         "{}",

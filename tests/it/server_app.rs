@@ -3,7 +3,7 @@
 //! module processes started and stopped as the app's config changes.
 use crate::common;
 use crate::common::sandbox::pid_alive as alive;
-use common::mgmt::{Front, MgmtServer};
+use common::https::{Front, HttpsServer};
 use common::sandbox::wait_for;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -29,11 +29,11 @@ fn the_config_comes_from_the_app_over_https(front: Front) {
     let exe = dir.join("mod/module");
     std::fs::copy(MODULE, &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let srv = MgmtServer::start_behind(&dir.join("tls"), front);
+    let srv = HttpsServer::start_behind(&dir.join("tls"), front);
     let creds = dir.join("svc.json");
     std::fs::write(
         &creds,
-        json!({"cloud": {"app_address": srv.url, "id": "part-app", "secret": "s3cr3t-app"}})
+        json!({"cloud": {"app_address": srv.base_url(), "id": "part-app", "secret": "s3cr3t-app"}})
             .to_string(),
     )
     .unwrap();
@@ -44,7 +44,12 @@ fn the_config_comes_from_the_app_over_https(front: Front) {
     let home = dir.join("home");
     let log = std::fs::File::create(dir.join("server.log")).unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_svc-server"))
-        .args(["--app", &srv.url, "--credentials", creds.to_str().unwrap()])
+        .args([
+            "--app",
+            srv.base_url(),
+            "--credentials",
+            creds.to_str().unwrap(),
+        ])
         .args([
             "--machine-id",
             "m-app",

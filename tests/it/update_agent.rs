@@ -3,20 +3,19 @@
 //! (wrong sha256, wrong size, not an executable for this machine) change nothing and leave
 //! no file behind; a connection cut half-way is resumed with a Range request.
 use crate::common;
-use common::mgmt::{Front, MgmtServer};
+use common::https::{Behavior, Front, HttpsServer};
 use common::sandbox::*;
 use serde_json::json;
 use sha2::Digest;
+
+const ARTIFACT: &str = "/artifacts/svc-server";
 
 fn svc_server_bytes() -> Vec<u8> {
     std::fs::read(env!("CARGO_BIN_EXE_svc-server")).unwrap()
 }
 
 fn sha(b: &[u8]) -> String {
-    sha2::Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    svc::encoding::hex(&sha2::Sha256::digest(b))
 }
 
 fn setup(
@@ -25,18 +24,14 @@ fn setup(
     artifact: Vec<u8>,
     announced_sha: Option<String>,
     announced_size: Option<usize>,
-) -> (Sandbox, MgmtServer) {
+) -> (Sandbox, HttpsServer) {
     let sb = Sandbox::new(&format!("{name}-{front:?}"));
-    let srv = MgmtServer::start_behind(&sb.root.join("tls"), front);
-    sb.write_credentials(&srv.url);
+    let srv = HttpsServer::start_behind(&sb.root.join("tls"), front);
+    sb.write_credentials(srv.base_url());
     sb.install_fake_server();
     let size = announced_size.unwrap_or(artifact.len());
     let sha = announced_sha.unwrap_or_else(|| sha(&artifact));
-    srv.state
-        .lock()
-        .unwrap()
-        .files
-        .insert("/artifacts/svc-server".into(), artifact);
+    srv.add(ARTIFACT, artifact, Behavior::Normal);
     srv.set_answer(json!({
         "poll_interval_secs": 1,
         "config": {"agent": {}},
@@ -45,7 +40,7 @@ fn setup(
     (sb, srv)
 }
 
-fn spawn(sb: &Sandbox, srv: &MgmtServer) -> std::process::Child {
+fn spawn(sb: &Sandbox, srv: &HttpsServer) -> std::process::Child {
     sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap())])
 }
 
@@ -82,13 +77,9 @@ fn a_good_artifact_is_verified_activated_and_run(front: Front) {
     // The artifact lives on the app itself: its request carries the machine's identity,
     // as every request to the app does (docs/protocol.md).
     let get = srv
-        .state
-        .lock()
-        .unwrap()
-        .seen
-        .iter()
-        .find(|s| s.path == "/artifacts/svc-server")
-        .cloned()
+        .requests(ARTIFACT)
+        .into_iter()
+        .next()
         .expect("the artifact was requested");
     assert_eq!(
         get.header("authorization"),
@@ -174,19 +165,11 @@ fn a_cut_download_is_resumed_not_restarted(front: Front) {
     let bytes = svc_server_bytes();
     let half = bytes.len() / 2;
     let (sb, srv) = setup(front, "upd-resume", bytes, None, None);
-    srv.state.lock().unwrap().cut_next_download_at = Some(half);
+    srv.next(ARTIFACT, Behavior::Cut(half as u64));
     let mut agent = spawn(&sb, &srv);
     let want = format!("../cache/svc-server-{}", env!("CARGO_PKG_VERSION"));
     wait_for("the new link", 120, || link(&sb) == want);
-    let gets: Vec<_> = srv
-        .state
-        .lock()
-        .unwrap()
-        .seen
-        .iter()
-        .filter(|s| s.path == "/artifacts/svc-server")
-        .cloned()
-        .collect();
+    let gets = srv.requests(ARTIFACT);
     assert!(gets.len() >= 2, "{gets:?}");
     let resumed = gets
         .iter()
@@ -208,18 +191,11 @@ fn a_cut_download_is_resumed_not_restarted(front: Front) {
 
 fn a_missing_artifact_is_asked_for_once_not_in_a_storm(front: Front) {
     let (sb, srv) = setup(front, "upd-404", svc_server_bytes(), None, None);
-    srv.state.lock().unwrap().files.clear();
+    srv.remove(ARTIFACT);
     let mut agent = spawn(&sb, &srv);
     wait_for("the 404 logged", 60, || sb.log().contains("HTTP 404"));
     std::thread::sleep(std::time::Duration::from_secs(5));
-    let gets = srv
-        .state
-        .lock()
-        .unwrap()
-        .seen
-        .iter()
-        .filter(|s| s.path == "/artifacts/svc-server")
-        .count();
+    let gets = srv.requests(ARTIFACT).len();
     assert_eq!(gets, 1, "{}", sb.log());
     assert!(leftovers(&sb).is_empty(), "{:?}", leftovers(&sb));
     assert!(

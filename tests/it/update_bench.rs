@@ -2,15 +2,15 @@
 //! download + verify of a 256 MiB artifact over loopback HTTPS, against the floor
 //! `curl -s --cacert CA URL | sha256sum`, and the downloader's peak memory (VmHWM of a child
 //! process doing the update) against its idle peak.
-use crate::common::tls;
+use crate::common::https;
 use crate::update_support;
 
 use std::process::Command;
 use std::time::Instant;
 
+use https::{Behavior, HttpsServer};
 use svc::paths::Paths;
 use svc::update::{Artifact, Engine};
-use tls::{Behavior, HttpsServer};
 use update_support::*;
 
 const SIZE: usize = 256 * 1024 * 1024;
@@ -58,7 +58,7 @@ fn bench_download_verify_256mib() {
     server.add("/big", body.clone(), Behavior::Normal);
     let url = server.url("/big");
     let a = artifact("svc-server", "2.0.0", &url, &body);
-    let ca = tls::test_ca().ca_file.clone();
+    let ca = crate::common::testca::test_ca().ca_file.clone();
     let mib = SIZE as f64 / 1048576.0;
 
     // The floor's two halves, to read it honestly: transfer alone, and hashing alone

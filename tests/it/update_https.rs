@@ -1,13 +1,13 @@
 //! The update engine against a real HTTPS server on loopback with a test CA: the good path
 //! and every way a download or a file can be bad. Each failure must leave the old binary
 //! active and intact, nothing of the new version cached, and say why.
-use crate::common::tls;
+use crate::common::https;
 use crate::update_support;
 
 use std::time::Duration;
 
+use https::{Behavior, HttpsServer};
 use svc::update::{Engine, Outcome, UpdateError, VersionRecords};
-use tls::{Behavior, HttpsServer};
 use update_support::*;
 
 const NAME: &str = "svc-server";
@@ -217,19 +217,23 @@ fn connection_cut_at_half_resumes_with_range() {
     let f = setup("resume");
     let body = fake_binary(NAME, "2.0.0", "ok", 1_000_000);
     let half = body.len() as u64 / 2;
-    f.server.add("/r", body.clone(), Behavior::CutOnceAt(half));
+    f.server.add("/r", body.clone(), Behavior::Normal);
+    f.server.next("/r", Behavior::Cut(half));
     let a = artifact(NAME, "2.0.0", &f.server.url("/r"), &body);
     f.updater().update(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".into(), body.clone()));
     let reqs = f.server.requests("/r");
     assert_eq!(reqs.len(), 2, "{reqs:?}");
-    assert!(!reqs[0].headers.contains_key("range"));
+    assert!(reqs[0].header("range").is_none());
     assert_eq!(
-        reqs[1].headers.get("range").map(String::as_str),
+        reqs[1].header("range"),
         Some(format!("bytes={half}-").as_str()),
         "resumed from the .part length, not restarted"
     );
-    assert_eq!(reqs[1].headers.get("if-range"), Some(&f.server.etag("/r")));
+    assert_eq!(
+        reqs[1].header("if-range"),
+        Some(f.server.etag("/r").as_str())
+    );
 }
 
 #[test]
@@ -237,8 +241,7 @@ fn a_link_that_keeps_dropping_is_resumed_after_a_restart() {
     let f = setup("resume-later");
     let body = fake_binary(NAME, "2.0.0", "ok", 1_000_000);
     let third = body.len() as u64 / 3;
-    f.server
-        .add("/d", body.clone(), Behavior::CutAlwaysAt(third));
+    f.server.add("/d", body.clone(), Behavior::Cut(third));
     let a = artifact(NAME, "2.0.0", &f.server.url("/d"), &body);
     let err = f.updater().update(&a).unwrap_err();
     assert!(matches!(err, UpdateError::Network { .. }), "{err}");
@@ -254,7 +257,7 @@ fn a_link_that_keeps_dropping_is_resumed_after_a_restart() {
     let reqs = f.server.requests("/d");
     assert_eq!(reqs.len(), before + 1);
     assert_eq!(
-        reqs[before].headers.get("range").map(String::as_str),
+        reqs[before].header("range"),
         Some(format!("bytes={third}-").as_str())
     );
     assert!(no_part(&f.paths, NAME, "2.0.0"));
@@ -264,7 +267,11 @@ fn a_link_that_keeps_dropping_is_resumed_after_a_restart() {
 fn not_found_fails_at_once_with_one_request() {
     let f = setup("404");
     let body = fake_binary(NAME, "2.0.0", "ok", 0);
-    f.server.add("/missing", body.clone(), Behavior::NotFound);
+    f.server.add(
+        "/missing",
+        body.clone(),
+        Behavior::Status(404, vec![], "404 Not Found".into()),
+    );
     let a = artifact(NAME, "2.0.0", &f.server.url("/missing"), &body);
     let err = f.updater().update(&a).unwrap_err();
     assert!(
@@ -365,8 +372,8 @@ fn pinned_url_is_checked_conditionally() {
     let reqs = f.server.requests("/pin");
     assert_eq!(reqs.len(), 2);
     assert_eq!(
-        reqs[1].headers.get("if-none-match"),
-        Some(&f.server.etag("/pin"))
+        reqs[1].header("if-none-match"),
+        Some(f.server.etag("/pin").as_str())
     );
     // The file is rebuilt at the same URL: downloaded again, a new version, old one kept.
     let body2 = fake_binary(NAME, "9.9.10", "ok", 10);
@@ -490,32 +497,15 @@ fn file_urls_work_and_unknown_schemes_do_not() {
 /// before it is made.
 #[test]
 fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
-    use std::io::{Read, Write};
     let f = setup("redirect-downgrade");
     let body = fake_binary(NAME, "9.9.9", "ok", 0);
     f.server.add("/real", body.clone(), Behavior::Normal);
     // The plain hop: redirects back to https, and counts who came by.
-    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let plain_url = format!("http://{}/hop", plain.local_addr().unwrap());
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    {
-        let (hits, back) = (hits.clone(), f.server.url("/real"));
-        std::thread::spawn(move || {
-            for mut s in plain.incoming().flatten() {
-                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let mut buf = [0u8; 2048];
-                let _ = s.read(&mut buf);
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 302 Found\r\nLocation: {back}\r\nContent-Length: 0\r\n\r\n"
-                );
-                // Keep-alive: the client ends the connection, not this server.
-                std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
-            }
-        });
-    }
+    let plain = HttpsServer::start_plain();
+    let plain_url = plain.url("/hop");
+    plain.set_behavior("/hop", Behavior::redirect(&f.server.url("/real")));
     f.server
-        .add("/pin", Vec::new(), Behavior::Redirect(plain_url.clone()));
+        .add("/pin", Vec::new(), Behavior::redirect(&plain_url));
     let mut a = artifact(NAME, "", &f.server.url("/pin"), &body);
     a.sha256 = None;
     a.size = None;
@@ -524,11 +514,7 @@ fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
         err.to_string().contains("plain http"),
         "a downgrade must be named: {err}"
     );
-    assert_eq!(
-        hits.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "the plain http hop was contacted"
-    );
+    assert_eq!(plain.connections(), 0, "the plain http hop was contacted");
     f.untouched("9.9.9");
 }
 
@@ -539,9 +525,9 @@ fn a_download_redirected_within_https_is_followed() {
     let body = fake_binary(NAME, "2.0.0", "ok", 1000);
     f.server.add("/cdn/file", body.clone(), Behavior::Normal);
     f.server
-        .add("/a", Vec::new(), Behavior::Redirect(f.server.url("/b")));
+        .add("/a", Vec::new(), Behavior::redirect(&f.server.url("/b")));
     f.server
-        .add("/b", Vec::new(), Behavior::Redirect("/cdn/file".into()));
+        .add("/b", Vec::new(), Behavior::redirect("/cdn/file"));
     let a = artifact(NAME, "2.0.0", &f.server.url("/a"), &body);
     f.updater().update(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".to_string(), body));

@@ -3,15 +3,15 @@
 //! `SVC_CRASH_AT=<point>` and is SIGKILLed there. Then, before anything else runs, the link
 //! must point at a complete, verified binary (old or new); and a fresh run must converge to
 //! the target.
-use crate::common::tls;
+use crate::common::https;
 use crate::update_support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
+use https::{Behavior, HttpsServer};
 use svc::paths::Paths;
 use svc::update::{Artifact, Engine, Outcome, VersionRecords, CRASH_POINTS};
-use tls::{Behavior, HttpsServer};
 use update_support::*;
 
 /// Not a test: the body of the child process. Runs only when re-executed by
@@ -132,7 +132,7 @@ fn crash_at_every_point_then_converge() {
             if *point == "download-half" {
                 let resumed = reqs[before..]
                     .iter()
-                    .any(|r| r.headers.get("range").is_some_and(|v| v != "bytes=0-"));
+                    .any(|r| r.header("range").is_some_and(|v| v != "bytes=0-"));
                 assert!(
                     resumed,
                     "{name}: the re-run did not resume with Range: {reqs:?}"

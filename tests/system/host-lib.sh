@@ -86,36 +86,20 @@ PY
 # usb-storage device on the xhci bus, or device_del. Records its PID in $LAB_WORK/host.pids
 # and logs every command and QEMU's reply to $LAB_WORK/host-usb.log.
 host_usb_media() {
-    python3 - "$LAB_WORK" > "$LAB_WORK/host-usb.log" 2>&1 <<'PY' &
-import os, re, signal, socket, sys, time
+    python3 - "$LAB_WORK" "$(dirname "${BASH_SOURCE[0]}")" > "$LAB_WORK/host-usb.log" 2>&1 <<'PY' &
+import os, re, signal, sys, time
 work = sys.argv[1]
+sys.path.insert(0, os.path.abspath(sys.argv[2]))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import hmp
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-def reply(s):
-    out = b""
-    while not out.endswith(b"(qemu) "):
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        out += chunk
-    return re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", out).decode(errors="replace")
 def monitor(cmds):
-    os.chdir(work)  # a relative socket path: no sun_path length limit on deep folders
-    for _ in range(150):
-        try:
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(10)
-            s.connect("monitor.sock")
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
+    s = hmp.connect(work)
+    if s is None:
         print("no QEMU monitor at", os.path.join(work, "monitor.sock"), flush=True)
         return
-    reply(s)
     for c in cmds:
-        s.sendall((c + "\n").encode())
-        # QEMU echoes the command as typed (a character at a time); its answer follows.
-        answer = reply(s).replace("(qemu) ", "").rsplit(c, 1)[-1].strip()
+        answer = hmp.command(s, c)
         print(c, "->", answer or "(no output: done)", flush=True)
     s.close()
 done = 0

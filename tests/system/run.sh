@@ -16,6 +16,8 @@
 #   <name>.after.sh  makes it a power-cut scenario: the main phase must print @@POWERCUT@@ on
 #                    the console (lab_powercut), the harness kills qemu, boots the same disk
 #                    again and runs <name>.after.sh.
+#   <name>.final.sh  a third boot: the after phase too ends with @@POWERCUT@@, the harness boots
+#                    again and runs <name>.final.sh (phase "final").
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
@@ -23,6 +25,17 @@
 # (host-lib.sh: host_usb_media).
 # `# lab-needs: data-disk` adds a blank ext4 disk labelled svcdata as /dev/vdc (the data
 # partition of the read-only-root scenarios, which make the root read-only themselves).
+# `# lab-needs: slot-b` adds a second root disk, "slot B" of an A/B pair: another
+# copy-on-write overlay of the guest image, attached after the other disks (/dev/vdd with a
+# data disk). A phase picks the root of the next boot as a boot loader's slot variable
+# would: `@@SLOT@@ a|b` on its console (lab-lib.sh: lab_boot_slot); slot A (/dev/vda) until
+# one does. The kernel command line says which slot booted (svc.lab.slot=a|b).
+#
+# `run.sh --snapshot DIR` boots the guest once and saves it, up and idle, into DIR; with
+# LAB_SNAPSHOT=DIR, each scenario's main phase restores that guest (seconds) instead of
+# booting (about 40 s under TCG), unless it needs other devices (usb, data-disk, slot-b) or says
+# `# lab-needs: fresh-boot`. Waits for DIR/status when the snapshot is still being made. An
+# after phase always boots: that boot is what a power-cut scenario tests.
 #
 # Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
 # --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
@@ -40,6 +53,13 @@ for c in qemu-system-x86_64 qemu-img mke2fs debugfs; do
     command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs the prerequisites)"
 done
 
+# `run.sh --snapshot DIR` saves an up and idle guest into DIR instead (make_snapshot).
+snapshot_dir=""
+if [ "${1:-}" = --snapshot ]; then
+    snapshot_dir="${2:?--snapshot needs a folder}"
+    set --
+fi
+
 # Scenarios to run.
 if [ $# -gt 0 ]; then
     scenarios=("$@")
@@ -47,13 +67,14 @@ else
     scenarios=()
     for f in "$here"/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after) continue ;; esac
+        case "$b" in *.host|*.after|*.final) continue ;; esac
         scenarios+=("$b")
     done
 fi
 [ ${#scenarios[@]} -gt 0 ] || die "no scenarios found in $here/scenarios"
 
-# Binaries.
+# Binaries (none for a snapshot).
+[ -n "$snapshot_dir" ] && LAB_AGENT=/bin/true LAB_SERVER=/bin/true
 if [ -z "${LAB_AGENT:-}" ] || [ -z "${LAB_SERVER:-}" ]; then
     log "building static binaries"
     mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
@@ -66,6 +87,7 @@ fi
 # the same source stamped with another version, in a target folder of their own so that
 # the main build stays cached.
 LAB_V2=""
+[ -n "$snapshot_dir" ] && scenarios=()
 for s in "${scenarios[@]}"; do
     f="$s"; [ -f "$f" ] || f="$here/scenarios/$s.sh"
     grep -q '^# lab-needs: v2' "$f" 2>/dev/null && LAB_V2=1
@@ -73,7 +95,7 @@ done
 if [ -n "$LAB_V2" ]; then
     log "building the 0.2.0 binaries for the update scenarios"
     mapfile -t built_v2 < <(CARGO_TARGET_DIR="$root/target/lab-v2" SVC_BUILD_VERSION=0.2.0 \
-        "$root/scripts/build-static.sh" x86_64 --profile dist)
+        "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
     [ ${#built_v2[@]} -eq 2 ] || die "the 0.2.0 build did not report two binaries"
     LAB_V2="${built_v2[0]} ${built_v2[1]}"
 fi
@@ -101,28 +123,53 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
     done < "$f"
 }
 
-# boot WORK PHASE TIMEOUT POWERCUT: boots the scenario's disks once. Sets boot_result to
-# poweroff, powercut or timeout, and boot_wall to the seconds qemu ran.
-boot() {
-    local work="$1" phase="$2" limit="$3" powercut="$4"
-    local console="$work/console-$phase.log" start=$SECONDS data_drive=()
+# machine WORK PHASE [SLOT]: the guest machine's qemu arguments, into the array qargs. A
+# boot, the snapshot and a restore all use this one definition: a saved guest restores only
+# into the machine it was saved from. SLOT: boot from slot A's root (/dev/vda, the default)
+# or slot B's (the last virtio disk, with `lab-needs: slot-b`).
+# no_timer_check: on a loaded host a TCG guest's kernel can miss its IO-APIC timer check and
+# panic before userspace ("IO-APIC + timer doesn't work!"), as cloud images also avoid.
+machine() {
+    local work="$1" phase="$2" slot="${3:-a}" data_drive=() slot_drive=()
+    local rootdev=/dev/vda letters=(a b c d e)
     [ -f "$work/data.img" ] && data_drive=(-drive "file=$work/data.img,format=raw,if=virtio")
-    : > "$console"
+    if [ -f "$work/root-b.qcow2" ]; then
+        slot_drive=(-drive "file=$work/root-b.qcow2,format=qcow2,if=virtio")
+        [ "$slot" = b ] && rootdev="/dev/vd${letters[$((2 + ${#data_drive[@]} / 2))]}"
+    fi
     local monitor=(-monitor none)
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
-    qemu-system-x86_64 -accel tcg -smp 2 -m 1024 \
-        -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot \
-        -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 panic=-1 svc.lab.phase=$phase" \
-        -drive "file=$work/root.qcow2,format=qcow2,if=virtio" \
-        -drive "file=$work/lab.img,format=raw,if=virtio" \
-        "${data_drive[@]}" \
-        -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
-        -device virtio-rng-pci \
-        -serial "file:$console" > "$work/qemu-$phase.log" 2>&1 &
+    [ "$usb" = snapshot ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off")
+    # shellcheck disable=SC2054 # qemu's own commas
+    qargs=(-accel tcg -smp 2 -m 1024
+        -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot
+        -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
+        -append "console=ttyS0 root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot"
+        -drive "file=$work/root.qcow2,format=qcow2,if=virtio"
+        -drive "file=$work/lab.img,format=raw,if=virtio"
+        "${data_drive[@]}" "${slot_drive[@]}"
+        -netdev user,id=n0 -device virtio-net-pci,netdev=n0
+        -device virtio-rng-pci
+        -serial "file:$work/console-$phase.log")
+}
+
+# boot WORK PHASE TIMEOUT POWERCUT [SLOT [STATE]]: boots the scenario's disks once (from
+# SLOT, default a), or with STATE restores the saved guest onto them. Sets boot_result to poweroff, powercut or timeout,
+# boot_wall to the seconds qemu ran and boot_start to the seconds until the runner started.
+boot() {
+    local work="$1" phase="$2" limit="$3" powercut="$4" slot="${5:-a}" state="${6:-}"
+    local console="$work/console-$phase.log" start=$SECONDS incoming=()
+    : > "$console"
+    machine "$work" "$phase" "$slot"
+    [ -n "$state" ] && incoming=(-incoming "exec:cat '$state'")
+    qemu-system-x86_64 "${qargs[@]}" "${incoming[@]}" > "$work/qemu-$phase.log" 2>&1 &
     local qpid=$!
-    boot_result=poweroff
+    boot_result=poweroff; boot_start=""; local end=""
     while kill -0 "$qpid" 2>/dev/null; do
+        if [ -z "$boot_start" ] && grep -q '@@LAB-START@@' "$console"; then
+            boot_start=$((SECONDS - start))
+        fi
+        if [ -z "$end" ] && grep -q '@@LAB-END@@' "$console"; then end=$SECONDS; fi
         if [ "$powercut" = 1 ] && grep -q '@@POWERCUT@@' "$console"; then
             kill -KILL "$qpid" 2>/dev/null || true
             boot_result=powercut
@@ -137,6 +184,68 @@ boot() {
     done
     wait "$qpid" 2>/dev/null || true
     boot_wall=$((SECONDS - start))
+    boot_down=""
+    if [ -n "$end" ]; then boot_down=$((SECONDS - end)); fi
+}
+
+# hmp WORK COMMAND: one command to the guest's QEMU monitor ($WORK/monitor.sock); prints
+# QEMU's answer.
+hmp() { python3 "$here/hmp.py" "$1" "$2"; }
+
+# make_snapshot DIR: boots the guest once with a waiting runner (guest/snapshot-wait.sh)
+# and saves it, up and idle, into DIR: root.qcow2 (its disk) and state (its memory and
+# devices). Scenarios then restore it instead of booting (see LAB_SNAPSHOT above). Writes
+# DIR/status: "ok" or "failed: REASON".
+make_snapshot() {
+    local dir="$1" start=$SECONDS reason=""
+    mkdir -p "$dir/stage"
+    cp "$here/guest/snapshot-wait.sh" "$dir/stage/guest-run.sh"
+    mke2fs -q -t ext4 -d "$dir/stage" -L labwait "$dir/lab.img" 512M > /dev/null
+    qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$dir/root.qcow2"
+    usb=snapshot; machine "$dir" main; usb=0
+    : > "$dir/console-main.log"
+    qemu-system-x86_64 "${qargs[@]}" > "$dir/qemu.log" 2>&1 &
+    local qpid=$!
+    while ! grep -q '@@LAB-READY@@' "$dir/console-main.log"; do
+        if ! kill -0 "$qpid" 2>/dev/null; then reason="qemu exited before the guest was up"; break; fi
+        if [ $((SECONDS - start)) -ge 600 ]; then reason="the guest was not up within 600 s"; break; fi
+        sleep 0.5
+    done
+    if [ -z "$reason" ]; then
+        # Not stopped first: a guest saved as stopped restores stopped. The migration ends
+        # with the guest stopped and its disks flushed, so disk and memory agree.
+        hmp "$dir" "migrate -d \"exec:cat > $dir/state\"" > /dev/null
+        while :; do
+            local st
+            st="$(hmp "$dir" "info migrate" | sed -n 's/^Migration status: *//p' | tr -d '\r')"
+            case "$st" in
+                completed) break ;;
+                failed|cancelled|"") reason="saving the guest failed (migration status '${st:-none}')"; break ;;
+            esac
+            if [ $((SECONDS - start)) -ge 900 ]; then reason="saving the guest took over 900 s"; break; fi
+            sleep 0.5
+        done
+    fi
+    # quit, not kill: the disk's last metadata is written on the way out.
+    [ -z "$reason" ] && hmp "$dir" quit > /dev/null 2>&1
+    local waited=0
+    while kill -0 "$qpid" 2>/dev/null && [ $waited -lt 60 ]; do sleep 0.5; waited=$((waited + 1)); done
+    kill -KILL "$qpid" 2>/dev/null || true
+    wait "$qpid" 2>/dev/null || true
+    if [ -n "$reason" ]; then
+        echo "failed: $reason; console: $(tail -n 5 "$dir/console-main.log" | tr '\n' ' ')" > "$dir/status"
+        return 1
+    fi
+    rm -f "$dir/lab.img"
+    echo "ok $((SECONDS - start)) s, $(($(stat -c %s "$dir/state") / 1048576)) MiB saved" > "$dir/status"
+}
+
+# next_slot PHASE: the slot the phase asked the next boot to use (its last @@SLOT@@ line), or
+# the one it booted from.
+next_slot() {
+    local s
+    s="$(grep -ao '@@SLOT@@ [ab]' "$work/console-$1.log" 2>/dev/null | tail -n1 | cut -d' ' -f2 || true)"
+    echo "${s:-$slot_now}"
 }
 
 # field FILE KEY: a key=value from a timing file.
@@ -144,7 +253,7 @@ field() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1 || true; }
 
 report_failure() {
     local work="$1" ph
-    for ph in main after; do
+    for ph in main after final; do
         [ -d "$work/out/$ph" ] || [ -f "$work/console-$ph.log" ] || continue
         echo "---- $ph: scenario log"
         cat "$work/out/$ph/log.txt" 2>/dev/null || echo "(none on the lab disk)"
@@ -157,6 +266,13 @@ report_failure() {
     done
     echo "---- run folder kept: $work"
 }
+
+if [ -n "$snapshot_dir" ]; then
+    make_snapshot "$snapshot_dir" || true
+    cat "$snapshot_dir/status"
+    grep -q '^ok' "$snapshot_dir/status"
+    exit
+fi
 
 passed=0; failed=0
 for name in "${scenarios[@]}"; do
@@ -172,6 +288,7 @@ for name in "${scenarios[@]}"; do
         echo "FAIL $name: no such scenario ($script)"; failed=$((failed + 1)); continue
     fi
     after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
+    final="$sdir/$name.final.sh"; third=0; [ "$powercut" = 1 ] && [ -f "$final" ] && third=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
     usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
@@ -183,6 +300,7 @@ for name in "${scenarios[@]}"; do
     cp "$here/guest/guest-run.sh" "$here/guest/lab-lib.sh" "$stage/"
     cp "$script" "$stage/scenario.sh"
     [ "$powercut" = 1 ] && cp "$after" "$stage/after.sh"
+    [ "$third" = 1 ] && cp "$final" "$stage/final.sh"
     cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
     echo "$name" > "$stage/name"
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
@@ -194,7 +312,7 @@ for name in "${scenarios[@]}"; do
         cp $LAB_V2 "$stage/share/v2/"
     fi
 
-    reason=""; after_result=""
+    reason=""; after_result=""; state=""; main_start=""; main_down=""
     if [ -f "$hook" ]; then
         log "$name: host hook"
         if ! LAB_WORK="$work" LAB_SHARE="$stage/share" bash "$hook" > "$work/host-hook.log" 2>&1; then
@@ -205,16 +323,47 @@ for name in "${scenarios[@]}"; do
     fi
 
     if [ -z "$reason" ]; then
+        # A scenario with the standard machine restores the saved guest when there is one;
+        # one with other devices (USB, a data disk, slot B) or marked fresh-boot boots.
+        state=""
+        if [ -n "${LAB_SNAPSHOT:-}" ] && [ "$usb" = 0 ] && ! grep -q -E '^# lab-needs: (data-disk|slot-b)' "$script" \
+            && ! grep -q '^# lab-needs: fresh-boot' "$script"; then
+            waited=0
+            while [ ! -f "$LAB_SNAPSHOT/status" ] && [ $waited -lt 1800 ]; do sleep 1; waited=$((waited + 1)); done
+            if grep -q '^ok' "$LAB_SNAPSHOT/status" 2>/dev/null; then
+                state="$LAB_SNAPSHOT/state"
+                # After the wait: the restored guest takes this as its clock.
+                date +%s > "$stage/host-epoch"
+            else
+                log "$name: WARNING: no saved guest ($(cat "$LAB_SNAPSHOT/status" 2>/dev/null || echo 'not made')); booting"
+            fi
+        fi
         mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" 512M > /dev/null
-        qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root.qcow2"
+        if [ -n "$state" ]; then
+            qemu-img create -q -f qcow2 -b "$LAB_SNAPSHOT/root.qcow2" -F qcow2 "$work/root.qcow2"
+        else
+            qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root.qcow2"
+        fi
         if grep -q '^# lab-needs: data-disk' "$script"; then
             mke2fs -q -t ext4 -L svcdata "$work/data.img" 256M > /dev/null
         fi
-        log "$name: booting (main phase, limit ${limit}s)"
-        boot "$work" main "$limit" "$powercut"; main_result=$boot_result; main_wall=$boot_wall
+        if grep -q '^# lab-needs: slot-b' "$script"; then
+            qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root-b.qcow2"
+        fi
+        slot_now=a; final_result=""
+        how=booting; [ -n "$state" ] && how="restoring the saved guest"
+        log "$name: $how (main phase, limit ${limit}s)"
+        boot "$work" main "$limit" "$powercut" a "$state"; main_result=$boot_result; main_wall=$boot_wall
+        main_start=$boot_start; main_down=$boot_down
         if [ "$powercut" = 1 ] && [ "$main_result" = powercut ]; then
-            log "$name: power cut after ${main_wall}s; booting again (after phase)"
-            boot "$work" after "$limit" 0; after_result=$boot_result
+            slot_now="$(next_slot main)"
+            log "$name: power cut after ${main_wall}s; booting again (after phase, slot $slot_now)"
+            boot "$work" after "$limit" "$third" "$slot_now"; after_result=$boot_result
+            if [ "$third" = 1 ] && [ "$after_result" = powercut ]; then
+                slot_now="$(next_slot after)"
+                log "$name: power cut after ${boot_wall}s; booting again (final phase, slot $slot_now)"
+                boot "$work" final "$limit" 0 "$slot_now"; final_result=$boot_result
+            fi
         fi
         # rdump refuses an existing target folder: $work/out is made by it.
         debugfs -R "rdump /out $work" "$work/lab.img" > /dev/null 2>&1 || true
@@ -226,7 +375,12 @@ for name in "${scenarios[@]}"; do
             elif [ "$main_result" != powercut ] && [ "$rc_main" != 0 ]; then reason="main phase rc=$rc_main"
             elif [ "$main_result" != powercut ]; then reason="main phase passed but never asked for the power cut"
             elif [ "$after_result" = timeout ]; then reason="after phase timed out after ${limit}s"
-            elif [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 0 ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
+            elif [ "$third" = 1 ] && [ "$after_result" != powercut ]; then reason="after phase passed but never asked for the power cut"
+            elif [ "$third" = 1 ] && [ "$final_result" = timeout ]; then reason="final phase timed out after ${limit}s"
+            elif [ "$third" = 1 ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
+                reason="final phase rc=$(cat "$work/out/final/rc" 2>/dev/null || echo none)"
             fi
         else
             if [ "$main_result" = timeout ]; then reason="timed out after ${limit}s"
@@ -242,19 +396,24 @@ for name in "${scenarios[@]}"; do
     kill_host_pids "$work"
 
     detail=""
-    for ph in main after; do
+    for ph in main after final; do
         [ -f "$work/console-$ph.log" ] || continue
         # Boot time: the guest's uptime when the runner started (from the console, which
         # survives a power cut); scenario time from the lab disk when the phase finished.
         up="$(sed -n "s/.*@@LAB-START@@ .* uptime=\([0-9.]*\).*/\1/p" "$work/console-$ph.log" | head -n1 || true)"
         sc="$(field "$work/out/$ph/timing.txt" scenario_s)"
-        detail="$detail${detail:+; }$ph: boot ${up:-?}s${sc:+, scenario ${sc}s}"
+        if [ "$ph" = main ] && [ -n "$state" ]; then
+            # A restored guest's uptime counts the saved boot: the host's clock says more.
+            detail="$detail${detail:+; }$ph: restored ${main_start:-?}s${sc:+, scenario ${sc}s}${main_down:+, off ${main_down}s}"
+        else
+            detail="$detail${detail:+; }$ph: boot ${up:-?}s${sc:+, scenario ${sc}s}"
+        fi
     done
     detail="$detail, wall $((SECONDS - t_start))s"
     if [ -z "$reason" ]; then
         echo "PASS $name ($detail)"
         passed=$((passed + 1))
-        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/lab.img" "$work/data.img"
+        [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/root-b.qcow2" "$work/lab.img" "$work/data.img"
     else
         echo "FAIL $name: $reason ($detail)"
         report_failure "$work"

@@ -24,7 +24,7 @@ SVC_AGENT_BINARY = $(@D)/svc-agent
 else
 # A pinned commit of the sources (the release's), vendored at download time by the cargo
 # package infrastructure, so that the build itself is offline.
-SVC_AGENT_VERSION = 9def82f33936a7af6f52819b9ab84f57bad40aff
+SVC_AGENT_VERSION = 7135e1231d719b34830d2f42163e68fbeb03332b
 SVC_AGENT_INSTALLED_VERSION = 0.1.0
 SVC_AGENT_SITE = https://github.com/svc-agent/svc-agent.git
 SVC_AGENT_SITE_METHOD = git

@@ -11,7 +11,7 @@ PV = "${SVC_BASE_VERSION}+git"
 
 SRC_URI = "git://github.com/svc-agent/svc-agent.git;protocol=https;branch=main"
 # A fixed commit (never AUTOREV): parsing needs no network and a build is exact.
-SRCREV = "9def82f33936a7af6f52819b9ab84f57bad40aff"
+SRCREV = "7135e1231d719b34830d2f42163e68fbeb03332b"
 
 inherit cargo cargo-update-recipe-crates
 

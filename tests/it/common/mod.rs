@@ -1,5 +1,4 @@
-pub mod mgmt;
+pub mod https;
 pub mod nginx;
 pub mod sandbox;
 pub mod testca;
-pub mod tls;

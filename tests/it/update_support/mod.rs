@@ -98,9 +98,7 @@ pub fn fake_binary(name: &str, version: &str, behavior: &str, pad: usize) -> Vec
     b
 }
 
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+pub use svc::encoding::hex;
 
 pub fn sha256_hex(b: &[u8]) -> String {
     hex(&Sha256::digest(b))

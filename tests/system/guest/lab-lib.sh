@@ -118,11 +118,13 @@ CONF
 lab_ap_down() { kill "$(cat "/run/ap-$1.pid")"; }
 lab_ap_up() { ip netns exec "$1" hostapd -B -P "/run/ap-$1.pid" "/tmp/ap-$1.conf" >> "/tmp/ap-$1.log"; }
 
-# lab_phone_join SSID PSK: the phone (wlan1 in namespace "phone") joins a WPA2-only (RSN,
-# CCMP) network as a phone does, waits until it is associated, and takes 10.42.0.50/24 (the
-# hotspot's subnet).
-lab_phone_join() {
-    cat > /tmp/phone.conf <<CONF
+# lab_phone_start SSID PSK [NAME]: the phone (wlan1 in namespace "phone") starts joining a
+# WPA2-only (RSN, CCMP) network as a phone does: /tmp/NAME.conf, its log /tmp/NAME.log
+# (NAME: phone). lab_phone_cli ARGS...: wpa_cli on the phone. lab_phone_associated: whether it
+# is associated now. lab_phone_stop: its supplicant stopped.
+lab_phone_start() {
+    local name="${3:-phone}"
+    cat > "/tmp/$name.conf" <<CONF
 ctrl_interface=/run/wpa_supplicant-phone
 network={
     ssid="$1"
@@ -132,9 +134,21 @@ network={
     pairwise=CCMP
 }
 CONF
-    ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
-    lab_wait 120 "the phone associated with $1" sh -c \
-        'ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED'
+    ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c "/tmp/$name.conf" -P /run/phone-wpa.pid -f "/tmp/$name.log"
+}
+lab_phone_cli() { ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 "$@"; }
+lab_phone_associated() { lab_phone_cli status | grep -q wpa_state=COMPLETED; }
+lab_phone_stop() {
+    kill "$(cat /run/phone-wpa.pid)"
+    lab_wait 20 "phone supplicant stopped" sh -c '! kill -0 $(cat /run/phone-wpa.pid)'
+    rm -f /run/phone-wpa.pid
+}
+
+# lab_phone_join SSID PSK: the phone joins, waits until it is associated, and takes
+# 10.42.0.50/24 (the hotspot's subnet).
+lab_phone_join() {
+    lab_phone_start "$1" "$2"
+    lab_wait 120 "the phone associated with $1" lab_phone_associated
     ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
 }
 
@@ -159,28 +173,37 @@ LAB_RO_STATE=/data/svc
 LAB_RO_CREDS=/data/etc
 LAB_RO_AGENT=/usr/lib/svc-agent/svc-agent
 
-# lab_ro_image AGENT_BINARY: turns the running guest into a read-only image with
-# SVC_STATE_DIR=/data/svc, as meta-svc or the Buildroot package make it (docs/packaging.md):
-# the image's agent in /usr/lib/svc-agent, the unit and the drop-in filled in from
-# dist/svc-agent-data-partition.conf.in, /data on the svcdata disk, /var/lib/lab bind-mounted
-# from it (the file:// management directory), root read-only in fstab. Then makes the
-# running root read-only too. Nothing is started.
-lab_ro_image() {
-    local share=/lab/share unitdir=/usr/lib/systemd/system
-    install -D -m 0755 "$1" "$LAB_RO_AGENT"
-    install -D -m 0644 "$share/svc-agent.service" "$unitdir/svc-agent.service"
-    mkdir -p "$unitdir/svc-agent.service.d" /data /var/lib/lab
+# lab_ro_layout ROOT AGENT_BINARY ROOT_DEVICE: the data-partition image layout with
+# SVC_STATE_DIR=/data/svc under ROOT ("" for the running system), as meta-svc or the Buildroot
+# package make it (docs/packaging.md): the image's agent in /usr/lib/svc-agent, the unit and
+# the drop-in filled in from dist/svc-agent-data-partition.conf.in, the unit enabled, /data on
+# the svcdata disk, /var/lib/lab bind-mounted from it (the file:// management directory), the
+# root (ROOT_DEVICE) read-only in fstab.
+lab_ro_layout() {
+    local r="$1" share=/lab/share unitdir=/usr/lib/systemd/system
+    install -D -m 0755 "$2" "$r$LAB_RO_AGENT"
+    install -D -m 0644 "$share/svc-agent.service" "$r$unitdir/svc-agent.service"
+    # /lab: the lab disk's mount point, which the runner cannot make on a read-only root.
+    mkdir -p "$r$unitdir/svc-agent.service.d" "$r/data" "$r/var/lib/lab" "$r/etc/profile.d" \
+        "$r/etc/systemd/system/multi-user.target.wants" "$r/lab"
     sed -e "s#@STATE_DIR@#$LAB_RO_STATE#g" -e "s#@CREDENTIALS_DIR@#$LAB_RO_CREDS#g" \
         -e "s#@IMAGE_AGENT@#$LAB_RO_AGENT#g" "$share/svc-agent-data-partition.conf.in" \
-        > "$unitdir/svc-agent.service.d/data-partition.conf"
-    ln -sf "$unitdir/svc-agent.service" /etc/systemd/system/multi-user.target.wants/svc-agent.service
+        > "$r$unitdir/svc-agent.service.d/data-partition.conf"
+    ln -sf "$unitdir/svc-agent.service" "$r/etc/systemd/system/multi-user.target.wants/svc-agent.service"
     printf 'SVC_STATE_DIR=%s\nSVC_CREDENTIALS_DIR=%s\nexport SVC_STATE_DIR SVC_CREDENTIALS_DIR\n' \
-        "$LAB_RO_STATE" "$LAB_RO_CREDS" > /etc/profile.d/svc-agent.sh
-    cat > /etc/fstab <<FSTAB
-/dev/vda / ext4 ro 0 1
+        "$LAB_RO_STATE" "$LAB_RO_CREDS" > "$r/etc/profile.d/svc-agent.sh"
+    cat > "$r/etc/fstab" <<FSTAB
+$3 / ext4 ro 0 1
 LABEL=svcdata /data ext4 defaults 0 2
 /data/lab /var/lib/lab none bind,x-systemd.requires-mounts-for=/data 0 0
 FSTAB
+}
+
+# lab_ro_image AGENT_BINARY: turns the running guest (slot A, /dev/vda) into a read-only image
+# with the data-partition layout (lab_ro_layout), mounts /data and /var/lib/lab, then makes
+# the running root read-only too. Nothing is started.
+lab_ro_image() {
+    lab_ro_layout "" "$1" /dev/vda
     systemctl daemon-reload
     lab_check "the data partition is mounted" systemctl start data.mount
     mkdir -p /data/lab
@@ -215,14 +238,51 @@ lab_root_ro() {
     findmnt -no OPTIONS / | tr ',' '\n' | grep -qx ro && ! touch /.lab-rw-probe 2>/dev/null
 }
 
-# lab_ro_slot AGENT_BINARY: the other A/B slot's image, with another agent: the image's
-# binary replaced while the root is briefly writable (as booting the other slot would).
-lab_ro_slot() {
-    mount -o remount,rw /
-    install -m 0755 "$1" "$LAB_RO_AGENT.new" && mv "$LAB_RO_AGENT.new" "$LAB_RO_AGENT"
+# Slot B of an A/B pair (`# lab-needs: slot-b`): a second root disk, another overlay of the
+# guest image, after the lab and data disks.
+LAB_SLOT_B_DEV=/dev/vdd
+
+# lab_ro_install_slot AGENT_BINARY: what an A/B updater (RAUC, SWUpdate, Mender) does with a
+# new system image: writes the inactive slot B (the second root disk, never the running
+# root) with the data-partition layout and AGENT_BINARY as the image's agent. The disk is
+# unmounted again; nothing on the running system or the data partition changes.
+lab_ro_install_slot() {
+    local mnt=/run/lab-slot-b
+    lab_check "slot B ($LAB_SLOT_B_DEV) is not the running root" \
+        sh -c "[ \"\$(findmnt -no SOURCE /)\" != $LAB_SLOT_B_DEV ]"
+    mkdir -p "$mnt"
+    lab_check "mount slot B" mount -t ext4 "$LAB_SLOT_B_DEV" "$mnt"
+    lab_ro_layout "$mnt" "$1" "$LAB_SLOT_B_DEV"
+    lab_check "slot B's image agent is $("$1" version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')" \
+        cmp "$1" "$mnt$LAB_RO_AGENT"
     sync
-    lab_remount_ro
+    lab_check "unmount slot B" umount "$mnt"
 }
+
+# lab_boot_slot a|b: the slot the next boot starts from, as a boot loader's variable that the
+# A/B updater sets (the harness reads the console line; the power cut or reboot follows).
+lab_boot_slot() {
+    console "@@SLOT@@ $1"
+}
+
+# lab_booted_slot: the slot this boot came from (a or b).
+lab_booted_slot() {
+    sed -n 's/.*svc\.lab\.slot=\([ab]\).*/\1/p' /proc/cmdline
+}
+
+# lab_root_is DEVICE: the running root file system is DEVICE.
+lab_root_is() { [ "$(findmnt -no SOURCE /)" = "$1" ]; }
+
+# lab_image_agent_version: the version of the booted image's own agent.
+lab_image_agent_version() {
+    "$LAB_RO_AGENT" version --json | sed -n 's/.*"version":"\([^"]*\)".*/\1/p'
+}
+
+# lab_booted_from SLOT DEVICE: this boot came from SLOT, and its root is DEVICE.
+lab_booted_from() { [ "$(lab_booted_slot)" = "$1" ] && lab_root_is "$2"; }
+
+# lab_image_agent_is VERSION: the booted image's own agent is VERSION.
+lab_image_agent_is() { [ "$(lab_image_agent_version)" = "$1" ]; }
 
 # lab_ro_credentials MGMT_DIR: the credentials on the data partition (0600), as the portal
 # or a factory step writes them there.

@@ -47,35 +47,18 @@ echo "lab-page-$(lab_run_id)" > "$www/index.html"
 python3 -m http.server 8080 --bind "$ap_ip" --directory "$www" > /tmp/http.log 2>&1 &
 lab_wait 30 "HTTP server on $ap_ip:8080" curl -fsS "http://$ap_ip:8080/"
 
-phone_conf() { # phone_conf PSK FILE: a WPA2-only (RSN, CCMP) client profile
-    cat > "$2" <<CONF
-ctrl_interface=/run/wpa_supplicant-phone
-network={
-    ssid="$ssid"
-    psk="$1"
-    key_mgmt=WPA-PSK
-    proto=RSN
-    pairwise=CCMP
-}
-CONF
-}
-phone_cli() { ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 "$@"; }
-phone_stop() { kill "$(cat /run/phone-wpa.pid)"; lab_wait 20 "phone supplicant stopped" sh -c '! kill -0 $(cat /run/phone-wpa.pid)'; rm -f /run/phone-wpa.pid; }
-
 # A phone with the wrong password must be refused.
-phone_conf "wrong-$(lab_run_id)" /tmp/phone-wrong.conf
-ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone-wrong.conf -P /run/phone-wpa.pid -f /tmp/phone-wrong.log
+lab_phone_start "$ssid" "wrong-$(lab_run_id)" phone-wrong
 lab_wait 90 "wrong-password phone refused (WRONG_KEY)" grep -q 'reason=WRONG_KEY' /tmp/phone-wrong.log
-if phone_cli status | grep -q wpa_state=COMPLETED; then lab_fail "wrong-password phone associated"; fi
-phone_stop
+if lab_phone_associated; then lab_fail "wrong-password phone associated"; fi
+lab_phone_stop
 
 # The right password gets in over WPA2 and reaches the page.
-phone_conf "$psk" /tmp/phone.conf
 t0=$(ms)
-ip netns exec phone wpa_supplicant -B -i wlan1 -D nl80211 -c /tmp/phone.conf -P /run/phone-wpa.pid -f /tmp/phone.log
-lab_wait 90 "phone associated" sh -c "ip netns exec phone wpa_cli -p /run/wpa_supplicant-phone -i wlan1 status | grep -q wpa_state=COMPLETED"
+lab_phone_start "$ssid" "$psk"
+lab_wait 90 "phone associated" lab_phone_associated
 lab_log "phone associated in $(( $(ms) - t0 )) ms (informational)"
-status="$(phone_cli status)"
+status="$(lab_phone_cli status)"
 echo "$status"
 lab_check "phone uses WPA2-PSK" grep -q '^key_mgmt=WPA2-PSK' <<<"$status"
 lab_check "phone uses CCMP" grep -q '^pairwise_cipher=CCMP' <<<"$status"
@@ -87,4 +70,4 @@ lab_check "the page was served to the phone's address" grep -q '10.42.0.50' /tmp
 t0=$(ms)
 lab_check "hotspot goes down" nmcli connection down lab-hotspot
 lab_log "hotspot down in $(( $(ms) - t0 )) ms (informational)"
-phone_stop
+lab_phone_stop

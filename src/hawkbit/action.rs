@@ -1,0 +1,258 @@
+//! The action being carried out and what has been told to the server about it:
+//! `state_dir/hawkbit-action.json`, written atomically under `update::StateLock`, so that a
+//! power cut anywhere ends in feedback that matches what runs (the record says which action
+//! and versions; the version records say what happened to them; the next poll reports it).
+//!
+//! The feedback rule is one pure function, [`due`], over the record and the version records.
+use crate::paths::Paths;
+use crate::update::{StateLock, VersionRecords};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// How far the server has been told, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Stage {
+    /// Accepted; nothing sent yet.
+    New,
+    /// `proceeding` sent (with how many of the targets run).
+    Proceeding,
+    /// `downloaded` sent: every target is verified and active, probation still running.
+    Downloaded,
+    /// `closed` sent, with success or failure: the action is over for this agent.
+    Closed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ActionRecord {
+    pub id: String,
+    /// `(name, version)` of each target.
+    pub targets: Vec<(String, String)>,
+    pub stage: Stage,
+    /// Targets counted as running at the last `proceeding` sent.
+    #[serde(default)]
+    pub progress: u32,
+    /// Set when the action was refused before it began (a hostile or unusable deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// What the server is to be told now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Feedback {
+    /// `proceeding`, `cnt` of `of` targets running.
+    Proceeding { cnt: u32, of: u32 },
+    /// Every target activated; at least one still in probation.
+    Downloaded,
+    /// The new versions run and passed probation.
+    Success,
+    /// A target was rolled back or refused: why, and what runs now.
+    Failure(String),
+}
+
+impl Feedback {
+    pub(crate) fn stage(&self) -> Stage {
+        match self {
+            Feedback::Proceeding { .. } => Stage::Proceeding,
+            Feedback::Downloaded => Stage::Downloaded,
+            Feedback::Success | Feedback::Failure(_) => Stage::Closed,
+        }
+    }
+
+    /// The DDI feedback document (`POST deploymentBase/{id}/feedback`).
+    pub(crate) fn document(&self, id: &str) -> serde_json::Value {
+        let (execution, finished, details, progress) = match self {
+            Feedback::Proceeding { cnt, of } => (
+                "proceeding",
+                "none",
+                format!("{cnt} of {of} running"),
+                Some((cnt, of)),
+            ),
+            Feedback::Downloaded => (
+                "downloaded",
+                "none",
+                "verified and activated; in probation".to_string(),
+                None,
+            ),
+            Feedback::Success => (
+                "closed",
+                "success",
+                "running and through probation".to_string(),
+                None,
+            ),
+            Feedback::Failure(why) => ("closed", "failure", why.clone(), None),
+        };
+        let mut result = serde_json::json!({ "finished": finished });
+        if let Some((cnt, of)) = progress {
+            result["progress"] = serde_json::json!({"cnt": cnt, "of": of});
+        }
+        serde_json::json!({
+            "id": id,
+            "status": {"execution": execution, "result": result, "details": [details]},
+        })
+    }
+}
+
+/// Where each target stands, read from the version records (the engine's truth).
+fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool, String> {
+    let rec = versions.get(name).cloned().unwrap_or_default();
+    let running = rec.current.as_deref().unwrap_or("none");
+    if rec.bad.iter().any(|b| b == version) {
+        return Err(format!(
+            "{name} {version} was rolled back (it failed its probation); {name} {running} runs"
+        ));
+    }
+    if let Some(r) = rec.refused.as_ref().filter(|r| r.version == version) {
+        return Err(format!(
+            "{name} {version} was refused: {}; {name} {running} runs",
+            r.reason
+        ));
+    }
+    // Ok(true): active and through probation; Ok(false): not yet.
+    Ok(rec.current.as_deref() == Some(version) && rec.probation.as_deref() != Some(version))
+}
+
+/// The feedback due now for `rec`, given the version records; `None` when the server knows
+/// all there is to know.
+pub(crate) fn due(rec: &ActionRecord, versions: &VersionRecords) -> Option<Feedback> {
+    if rec.stage == Stage::Closed {
+        return None;
+    }
+    if let Some(why) = &rec.refused {
+        return Some(Feedback::Failure(why.clone()));
+    }
+    let of = rec.targets.len() as u32;
+    let mut done = 0u32;
+    let mut active = 0u32;
+    for (name, version) in &rec.targets {
+        match state_of(versions, name, version) {
+            Err(why) => return Some(Feedback::Failure(why)),
+            Ok(true) => done += 1,
+            Ok(false) => {
+                let r = versions.get(name);
+                if r.and_then(|r| r.current.as_deref()) == Some(version.as_str()) {
+                    active += 1;
+                }
+            }
+        }
+    }
+    let fb = if done == of {
+        Feedback::Success
+    } else if done + active == of {
+        Feedback::Downloaded
+    } else {
+        Feedback::Proceeding { cnt: done, of }
+    };
+    let advances = fb.stage() > rec.stage
+        || matches!(fb, Feedback::Proceeding { cnt, .. } if rec.stage == Stage::Proceeding && cnt > rec.progress);
+    advances.then_some(fb)
+}
+
+pub(crate) fn path(paths: &Paths) -> PathBuf {
+    paths.state_dir().join("hawkbit-action.json")
+}
+
+/// The record; a missing file is none, an unreadable one is set aside and counted as none
+/// (the server offers the action again, and the version records say what ran).
+pub(crate) fn load(paths: &Paths) -> Option<ActionRecord> {
+    let p = path(paths);
+    let bytes = std::fs::read(&p).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            crate::warn!(super::SUB, "{} is corrupt ({e}); set aside", p.display());
+            let _ = std::fs::rename(&p, p.with_extension("json.corrupt"));
+            None
+        }
+    }
+}
+
+/// Writes the record atomically; the lock is the token that the caller holds it.
+pub(crate) fn save(paths: &Paths, rec: &ActionRecord, _held: &StateLock) -> Result<(), String> {
+    let p = path(paths);
+    let bytes = serde_json::to_vec_pretty(rec).map_err(|e| e.to_string())?;
+    crate::fsutil::atomic_write(&p, &bytes, 0o644)
+        .map_err(|e| format!("writing {}: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::update::NameRecord;
+
+    fn rec(stage: Stage) -> ActionRecord {
+        ActionRecord {
+            id: "7".into(),
+            targets: vec![("svc-server".into(), "2.0.0".into())],
+            stage,
+            progress: 0,
+            refused: None,
+        }
+    }
+
+    fn versions(current: &str, probation: Option<&str>, bad: &[&str]) -> VersionRecords {
+        let mut v = VersionRecords::default();
+        *v.entry("svc-server") = NameRecord {
+            current: Some(current.into()),
+            probation: probation.map(str::to_string),
+            bad: bad.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        v
+    }
+
+    #[test]
+    fn success_only_after_probation() {
+        let r = rec(Stage::New);
+        assert_eq!(
+            due(&r, &versions("1.0.0", None, &[])),
+            Some(Feedback::Proceeding { cnt: 0, of: 1 })
+        );
+        assert_eq!(
+            due(&r, &versions("2.0.0", Some("2.0.0"), &[])),
+            Some(Feedback::Downloaded)
+        );
+        assert_eq!(
+            due(
+                &rec(Stage::Downloaded),
+                &versions("2.0.0", Some("2.0.0"), &[])
+            ),
+            None,
+            "nothing new to say while the probation runs"
+        );
+        assert_eq!(
+            due(&rec(Stage::Downloaded), &versions("2.0.0", None, &[])),
+            Some(Feedback::Success)
+        );
+    }
+
+    #[test]
+    fn a_rollback_is_a_failure_naming_what_runs() {
+        let fb = due(
+            &rec(Stage::Downloaded),
+            &versions("1.0.0", None, &["2.0.0"]),
+        )
+        .unwrap();
+        let Feedback::Failure(why) = &fb else {
+            panic!("{fb:?}")
+        };
+        assert!(
+            why.contains("rolled back") && why.contains("svc-server 1.0.0 runs"),
+            "{why}"
+        );
+        assert_eq!(
+            due(&rec(Stage::Closed), &versions("1.0.0", None, &["2.0.0"])),
+            None
+        );
+    }
+
+    #[test]
+    fn documents_follow_the_ddi_feedback_shape() {
+        let d = Feedback::Proceeding { cnt: 1, of: 2 }.document("7");
+        assert_eq!(d["status"]["execution"], "proceeding");
+        assert_eq!(d["status"]["result"]["progress"]["of"], 2);
+        let d = Feedback::Failure("x".into()).document("7");
+        assert_eq!(d["status"]["result"]["finished"], "failure");
+        assert_eq!(d["status"]["details"][0], "x");
+    }
+}

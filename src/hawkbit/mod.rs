@@ -1,0 +1,471 @@
+//! The Eclipse hawkBit backend (docs/hawkbit.md): the agent speaks hawkBit's DDI API as a
+//! second implementation of [`protocol::Transport`], so the daemon loop, the poll schedule
+//! (`protocol::backoff`, one retry rule), the update engine (`update`: the verified,
+//! resumable download, activation, probation, rollback) and the one HTTP client
+//! (`http`: deadline, caps, no redirects on control requests, TLS verified) serve both
+//! backends. This module only translates:
+//!
+//! - a poll is `GET {server}/{tenant}/controller/v1/{controllerId}` with `If-None-Match`;
+//!   `config.polling.sleep` becomes the poll interval; 429 and 5xx are retried by the agent's
+//!   rule (a `Retry-After` honoured as a floor);
+//! - a `deploymentBase` link is fetched and checked whole (`ddi`); its chunks become the
+//!   engine's targets, with the deployment's sha256 and size;
+//! - feedback is derived from the engine's version records by one rule (`action::due`) and
+//!   sent before each poll: `proceeding`, `downloaded`, and `closed` + `success` only once
+//!   probation has passed, `failure` with the reason after a rollback or a refused deployment.
+pub(crate) mod action;
+pub(crate) mod ddi;
+
+use crate::config::model::HawkbitSettings;
+use crate::http;
+use crate::paths::Paths;
+use crate::protocol::https::{exchange_capped, header, http_error, timeout_secs};
+use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
+use crate::update::{StateLock, VersionRecords};
+use action::{ActionRecord, Feedback, Stage};
+use serde_json::Value;
+
+pub(crate) const SUB: &str = "hawkbit";
+/// Most bytes of the token file.
+const MAX_TOKEN_BYTES: u64 = 4096;
+
+/// Reads the DDI token (`Paths::hawkbit_token`): one line of printable ASCII. A file others
+/// may read is made 0600 first; the token is registered with the log scrubber before any
+/// check, and no error quotes it.
+pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
+    use std::io::Read;
+    let p = paths.hawkbit_token();
+    let mut bytes = Vec::new();
+    std::fs::File::open(&p)
+        .and_then(|f| f.take(MAX_TOKEN_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read the hawkBit token file {}: {e}", p.display()))?;
+    crate::credentials::tighten_mode(&p);
+    let text = String::from_utf8_lossy(&bytes);
+    let token = text.trim();
+    if !token.is_empty() {
+        crate::logging::register_secret(token);
+    }
+    if bytes.len() as u64 > MAX_TOKEN_BYTES {
+        return Err(format!(
+            "the hawkBit token file {} is larger than {MAX_TOKEN_BYTES} bytes",
+            p.display()
+        ));
+    }
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "the hawkBit token file {} must hold one token of printable ASCII without spaces",
+            p.display()
+        ));
+    }
+    Ok(token.to_string())
+}
+
+/// The DDI client of one controller.
+pub struct HawkbitTransport {
+    paths: Paths,
+    server: String,
+    /// `{server}/{tenant}/controller/v1/{controllerId}`.
+    base: String,
+    identity: http::Identity,
+    last_bytes: (u64, u64),
+}
+
+impl std::fmt::Debug for HawkbitTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HawkbitTransport({})", self.base)
+    }
+}
+
+impl HawkbitTransport {
+    /// The backend for `settings`, with the token from its file.
+    pub fn connect(paths: &Paths, settings: &HawkbitSettings) -> Result<Self, ProtocolError> {
+        let token = load_token(paths).map_err(ProtocolError::Setup)?;
+        Ok(Self::with_token(paths, settings, &token))
+    }
+
+    fn with_token(paths: &Paths, settings: &HawkbitSettings, token: &str) -> Self {
+        let server = settings.server_url.trim_end_matches('/').to_string();
+        let base = format!(
+            "{server}/{}/controller/v1/{}",
+            settings.tenant, settings.controller_id
+        );
+        let scheme = settings.auth.scheme();
+        let identity = http::Identity {
+            origin: http::origin_of(&server).to_string(),
+            headers: vec![("Authorization", format!("{scheme} {token}"))],
+        };
+        HawkbitTransport {
+            paths: paths.clone(),
+            server,
+            base,
+            identity,
+            last_bytes: (0, 0),
+        }
+    }
+
+    /// The token header for the server's origin, for the engine's artifact downloads (hawkBit
+    /// serves artifacts to the same authentication as the DDI resources; the engine sends it
+    /// to that origin only).
+    pub fn identity(&self) -> http::Identity {
+        self.identity.clone()
+    }
+
+    /// A GET of one of the server's own resources: the token on it, JSON asked for, and by
+    /// the control-request policy no redirect followed.
+    fn get(&self, url: &str) -> http::Request {
+        http::get(url, timeout_secs())
+            .header("Accept", "application/hal+json, application/json")
+            .identity(Some(self.identity.clone()))
+    }
+
+    /// Sends `fb` for action `id`. A 404 or 410 means the server has dropped the action
+    /// (cancelled, or closed already): nothing more to tell.
+    fn send_feedback(&mut self, id: &str, fb: &Feedback) -> Result<(), ProtocolError> {
+        let url = format!("{}/deploymentBase/{id}/feedback", self.base);
+        let body = serde_json::to_vec(&fb.document(id)).unwrap_or_default();
+        let sent = body.len() as u64;
+        let req = http::post(&url, body, timeout_secs())
+            .header("Content-Type", "application/json")
+            .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.0 += sent;
+        self.last_bytes.1 += a.body.len() as u64;
+        match a.status {
+            200..=299 | 404 | 410 => Ok(()),
+            _ => Err(http_error(a.status, &a.headers, &a.body)),
+        }
+    }
+
+    /// Tells the server what it does not know yet about the current action, and records
+    /// that it was told. Runs before every poll; a feedback that fails is sent again next
+    /// time (the record moves on only after the server took it).
+    fn report(&mut self) {
+        let Some(rec) = action::load(&self.paths) else {
+            return;
+        };
+        let mut versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        // A new agent is on probation while the boot guard's record names it: the same
+        // meaning as svc-server's `probation`, so one rule serves both.
+        if let Some(boot) = crate::update::rollback::load_boot(&self.paths) {
+            versions.entry("svc-agent").probation = Some(boot.version);
+        }
+        let Some(fb) = action::due(&rec, &versions) else {
+            return;
+        };
+        match self.send_feedback(&rec.id, &fb) {
+            Ok(()) => {
+                crate::info!(SUB, "action {}: told the server {fb:?}", rec.id);
+                let mut next = rec;
+                next.stage = fb.stage();
+                if let Feedback::Proceeding { cnt, .. } = fb {
+                    next.progress = cnt;
+                }
+                self.save(&next);
+            }
+            Err(e) => crate::warn!(SUB, "action {}: feedback not sent ({e}); retried", rec.id),
+        }
+    }
+
+    fn save(&self, rec: &ActionRecord) {
+        let saved = StateLock::acquire(&self.paths)
+            .map_err(|e| e.to_string())
+            .and_then(|lock| action::save(&self.paths, rec, &lock));
+        if let Err(e) = saved {
+            crate::error!(SUB, "action {}: {e}", rec.id);
+        }
+    }
+
+    /// `PUT configData`: what the machine runs and what it is, in the attribute names SWUpdate
+    /// devices use (`hw_boardname`, `sw_version`; gooseBit registers a device by them) and
+    /// ours. Sent when the server asks (the base names the resource); hawkBit stops asking
+    /// once it has them. Our own URL, never the link's.
+    fn send_config_data(&mut self) -> Result<(), ProtocolError> {
+        let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        let current = |name: &str| {
+            versions
+                .get(name)
+                .and_then(|r| r.current.clone())
+                .unwrap_or_else(|| "none".into())
+        };
+        let doc = serde_json::json!({
+            "mode": "merge",
+            "data": config_data(&current("svc-agent"), &current("svc-server")),
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::put(&format!("{}/configData", self.base), body, timeout_secs())
+            .header("Content-Type", "application/json")
+            .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if (200..300).contains(&a.status) {
+            Ok(())
+        } else {
+            Err(http_error(a.status, &a.headers, &a.body))
+        }
+    }
+
+    /// The server asks to stop an action (`cancelAction`): accepted (`closed` + `success`)
+    /// while none of its targets is active yet, and the targets are withdrawn, so the
+    /// engine's download (or a staged version) is dropped; rejected (`rejected`) once a
+    /// target is active: the action goes on to its probation and its own report. `true`:
+    /// accepted, the action is over.
+    fn cancel(&mut self, link: &str) -> Result<bool, ProtocolError> {
+        let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        let (cancel_id, stop) = ddi::parse_cancel(&a.body).map_err(ProtocolError::BadAnswer)?;
+        // Activation happens on the loop's thread, the one polling here (this transport
+        // holds no polls on another), so "active" cannot change until the answer is applied.
+        let rec = action::load(&self.paths).filter(|r| r.id == stop);
+        let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        let active = rec.as_ref().is_some_and(|r| {
+            r.targets.iter().any(|(name, version)| {
+                versions.get(name).and_then(|v| v.current.as_deref()) == Some(version.as_str())
+            })
+        });
+        let (execution, finished, why) = if active {
+            (
+                "rejected",
+                "none",
+                format!("action {stop} is already active; it runs on to its probation"),
+            )
+        } else {
+            (
+                "closed",
+                "success",
+                format!("action {stop} stopped before activation"),
+            )
+        };
+        let doc = serde_json::json!({
+            "id": cancel_id,
+            "status": {"execution": execution, "result": {"finished": finished}, "details": [why]},
+        });
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = http::post(
+            &format!("{}/cancelAction/{cancel_id}/feedback", self.base),
+            body,
+            timeout_secs(),
+        )
+        .header("Content-Type", "application/json")
+        .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        if !(200..300).contains(&a.status) {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        crate::info!(SUB, "cancel {cancel_id}: {why}");
+        if active {
+            return Ok(false);
+        }
+        // Over for this agent: a deployment of that id offered again is not taken.
+        let over = ActionRecord {
+            id: stop,
+            targets: rec.map(|r| r.targets).unwrap_or_default(),
+            stage: Stage::Closed,
+            progress: 0,
+            refused: None,
+        };
+        self.save(&over);
+        Ok(true)
+    }
+
+    /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
+    /// for this agent (the server has not caught up yet), or one to wait for.
+    fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
+        let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES).map_err(|e| match e {
+            ProtocolError::BadAnswer(m) => ProtocolError::BadAnswer(format!("deploymentBase: {m}")),
+            e => e,
+        })?;
+        self.last_bytes.1 += a.body.len() as u64;
+        if a.status != 200 {
+            return Err(http_error(a.status, &a.headers, &a.body));
+        }
+        let known = action::load(&self.paths);
+        let d = match ddi::parse_deployment(&a.body, &self.server) {
+            Ok(d) => d,
+            Err(why) => {
+                // Refused whole: nothing reaches the engine. The server hears why, once.
+                if let Some(id) = ddi::action_id(&a.body) {
+                    if known.as_ref().map(|r| r.id.as_str()) != Some(id.as_str()) {
+                        self.save(&ActionRecord {
+                            id,
+                            targets: Vec::new(),
+                            stage: Stage::New,
+                            progress: 0,
+                            refused: Some(format!("refused by svc-agent: {why}")),
+                        });
+                        self.report();
+                    }
+                }
+                return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
+            }
+        };
+        let fresh = match known {
+            Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
+                return Ok(None)
+            }
+            Some(r) if r.id == d.id => false,
+            _ => {
+                self.save(&ActionRecord {
+                    id: d.id.clone(),
+                    targets: d.wanted(),
+                    stage: Stage::New,
+                    progress: 0,
+                    refused: None,
+                });
+                crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
+                true
+            }
+        };
+        if d.download == ddi::Handling::Skip || d.update == ddi::Handling::Skip || d.window_closed {
+            crate::info!(
+                SUB,
+                "action {}: the server asks to wait (download {:?}, update {:?}, window closed: {})",
+                d.id,
+                d.download,
+                d.update,
+                d.window_closed
+            );
+            return Ok(None);
+        }
+        if fresh {
+            // The server hears at once that the action was taken.
+            self.report();
+        }
+        Ok(Some(PollAnswer {
+            targets: d.targets,
+            ..PollAnswer::default()
+        }))
+    }
+}
+
+/// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running
+/// build's), architecture, and the SWUpdate names gooseBit and hawkBit UIs show.
+fn config_data(agent: &str, server: &str) -> serde_json::Value {
+    let agent = if agent == "none" {
+        env!("SVC_VERSION")
+    } else {
+        agent
+    };
+    serde_json::json!({
+        "hw_boardname": crate::update::this_target(),
+        "sw_version": server,
+        "svc_agent_version": agent,
+        "svc_server_version": server,
+        "arch": std::env::consts::ARCH,
+        "os": std::env::consts::OS,
+    })
+}
+
+impl Transport for HawkbitTransport {
+    /// `status` is not sent: hawkBit learns what runs from the feedback, which comes from
+    /// the version records on disk (they outlive a power cut; a status in memory does not).
+    fn poll(&mut self, _status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        self.last_bytes = (0, 0);
+        self.report();
+        let mut req = self.get(&self.base);
+        if let Some(tag) = etag {
+            req = req.header("If-None-Match", tag);
+        }
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        let header_bytes: u64 = a
+            .headers
+            .iter()
+            .map(|(k, v)| (k.len() + v.len() + 4) as u64)
+            .sum();
+        self.last_bytes.1 += a.body.len() as u64 + header_bytes;
+        match a.status {
+            304 => return Ok(PollOutcome::NotModified),
+            200 => {}
+            _ => return Err(http_error(a.status, &a.headers, &a.body)),
+        }
+        let new_etag = header(&a.headers, "etag").map(str::to_string);
+        let base = ddi::parse_base(&a.body, &self.server).map_err(ProtocolError::BadAnswer)?;
+        if let Some(p) = &base.sleep_problem {
+            crate::warn!(SUB, "{p}; the poll interval stays as it was");
+        }
+        if base.wants_config_data {
+            // Not fatal to the poll: the deployment below does not depend on it, and the
+            // server asks again next time.
+            if let Err(e) = self.send_config_data() {
+                crate::warn!(SUB, "configData not sent ({e}); sent again when asked");
+            }
+        }
+        if !base.unsupported.is_empty() {
+            crate::debug!(SUB, "not acted on yet: {}", base.unsupported.join(", "));
+        }
+        let canceled = match &base.cancel {
+            Some(link) => self.cancel(link)?,
+            None => false,
+        };
+        let mut answer = match &base.deployment {
+            Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
+            _ => PollAnswer::default(),
+        };
+        answer.poll_interval_secs = base.sleep_secs;
+        Ok(PollOutcome::Changed {
+            answer: Box::new(answer),
+            etag: new_etag,
+        })
+    }
+
+    fn send_logs(&mut self, _batch: &[u8]) -> Result<(), ProtocolError> {
+        Err(ProtocolError::Setup(
+            "hawkBit has no log channel (docs/hawkbit.md)".into(),
+        ))
+    }
+
+    fn resolve_url(&self, url: &str) -> String {
+        url.to_string()
+    }
+
+    fn last_poll_bytes(&self) -> (u64, u64) {
+        self.last_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::HawkbitAuth;
+
+    #[test]
+    fn the_token_is_read_tightened_and_never_quoted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("svc-hb-token-{}", std::process::id()));
+        let paths = Paths::new(&dir);
+        let p = paths.hawkbit_token();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "s3cr3t-token-value\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(load_token(&paths).unwrap(), "s3cr3t-token-value");
+        assert_eq!(crate::credentials::file_mode(&p), Some(0o600));
+        std::fs::write(&p, "two words-secret-xyz").unwrap();
+        let e = load_token(&paths).unwrap_err();
+        assert!(!e.contains("words-secret"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        assert!(load_token(&paths).unwrap_err().contains("cannot read"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn debug_names_the_resource_not_the_token() {
+        let s = HawkbitSettings {
+            server_url: "https://hb.example/".into(),
+            tenant: "DEFAULT".into(),
+            controller_id: "dev-1".into(),
+            auth: HawkbitAuth::GatewayToken,
+            extra: Default::default(),
+        };
+        let t = HawkbitTransport::with_token(&Paths::new("/x"), &s, "tok-123");
+        assert_eq!(
+            format!("{t:?}"),
+            "HawkbitTransport(https://hb.example/DEFAULT/controller/v1/dev-1)"
+        );
+        assert_eq!(t.identity.headers[0].1, "GatewayToken tok-123");
+        assert_eq!(t.identity.origin, "https://hb.example");
+    }
+}

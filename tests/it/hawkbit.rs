@@ -1,0 +1,428 @@
+//! The hawkBit backend against the DDI test server (`ddi_server.rs`) and the real update
+//! engine: what the server is told, and when, and that a hostile answer reaches nothing.
+//! Each poll uses a new transport, as after a restart or a power cut: everything the backend
+//! knows between polls is on disk.
+use crate::ddi_server::{DdiServer, CONTROLLER, TENANT, TOKEN};
+use crate::update_support::*;
+use serde_json::json;
+use svc::hawkbit::HawkbitTransport;
+use svc::paths::Paths;
+use svc::protocol::{PollAnswer, PollOutcome, ProtocolError, Target, Transport};
+use svc::update::{Artifact, Engine, Outcome, VersionRecords};
+
+const NAME: &str = "svc-server";
+
+struct Fixture {
+    paths: Paths,
+    ddi: DdiServer,
+    old_body: Vec<u8>,
+}
+
+fn setup(test: &str) -> Fixture {
+    let paths = sandbox(&format!("hawkbit-{test}"));
+    let old_body = install_old(&paths, NAME, "1.0.0");
+    let token = paths.device("/etc/svc-hawkbit.token");
+    svc::fsutil::atomic_write(&token, format!("{TOKEN}\n").as_bytes(), 0o600).unwrap();
+    Fixture {
+        paths,
+        ddi: DdiServer::start(),
+        old_body,
+    }
+}
+
+impl Fixture {
+    /// A new transport from a config read by the validator, as the agent would make it.
+    fn transport(&self) -> HawkbitTransport {
+        let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
+            "server_url": self.ddi.url(), "tenant": TENANT,
+            "controller_id": CONTROLLER, "auth": "target-token"}}}});
+        let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
+        HawkbitTransport::connect(&self.paths, cfg.agent.agent.hawkbit.as_ref().unwrap()).unwrap()
+    }
+
+    fn poll(&self, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        self.transport().poll(&serde_json::Value::Null, etag)
+    }
+
+    fn answer(&self) -> (PollAnswer, Option<String>) {
+        match self.poll(None).unwrap() {
+            PollOutcome::Changed { answer, etag } => (*answer, etag),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn install(&self, t: &Target) -> Outcome {
+        self.try_install(t).unwrap()
+    }
+
+    fn try_install(&self, t: &Target) -> Result<Outcome, svc::update::UpdateError> {
+        // As the daemon will: the token header on downloads from the server's origin.
+        let a = Artifact {
+            name: NAME.into(),
+            version: t.version.clone(),
+            url: t.url.clone(),
+            sha256: t.sha256.clone(),
+            size: t.size,
+            signature: t.signature.clone(),
+            identity: Some(self.transport().identity()),
+        };
+        Engine::new(self.paths.clone(), test_opts()).update(&a)
+    }
+
+    fn artifact_requests(&self) -> usize {
+        let s = self.ddi.state.lock().unwrap();
+        s.requests
+            .iter()
+            .filter(|(_, p, _)| p.starts_with("/artifacts/"))
+            .count()
+    }
+}
+
+#[test]
+fn success_is_reported_only_after_probation() {
+    let f = setup("success");
+    let body = fake_binary(NAME, "2.0.0", "ok", 200_000);
+    f.ddi
+        .deploy("17", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let (answer, etag) = f.answer();
+    assert_eq!(answer.poll_interval_secs, Some(300), "config.polling.sleep");
+    let target = answer.targets.server.expect("svc-server offered");
+    assert_eq!(target.sha256.as_deref(), Some(sha256_hex(&body).as_str()));
+    assert!(answer.targets.agent.is_none() && answer.config.is_none());
+    assert_eq!(f.ddi.feedback_steps(), ["proceeding/none"]);
+    assert_eq!(f.ddi.feedback()[0].0, "17");
+
+    assert!(matches!(f.install(&target), Outcome::Activated { .. }));
+    // Activated and on probation: "downloaded", never "closed" yet. The base is unchanged.
+    assert_eq!(f.poll(etag.as_deref()).unwrap(), PollOutcome::NotModified);
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "downloaded/none"]
+    );
+    f.poll(etag.as_deref()).unwrap();
+    assert_eq!(f.ddi.feedback().len(), 2, "nothing new while on probation");
+
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    let (answer, _) = f.answer();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "downloaded/none", "closed/success"]
+    );
+    assert!(answer.targets.server.is_none(), "the action is over");
+    f.answer();
+    assert_eq!(f.ddi.feedback().len(), 3, "closed is said once");
+    // Every DDI request carried the token, and only in its header.
+    let s = f.ddi.state.lock().unwrap();
+    for (_, path, headers) in s
+        .requests
+        .iter()
+        .filter(|(_, p, _)| !p.starts_with("/artifacts/"))
+    {
+        assert!(!path.contains(TOKEN));
+        assert!(headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == &format!("TargetToken {TOKEN}")));
+    }
+}
+
+#[test]
+fn a_rollback_is_a_failure_naming_what_runs() {
+    let f = setup("rollback");
+    let body = fake_binary(NAME, "2.0.0", "exit1", 1000);
+    f.ddi
+        .deploy("18", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    f.poll(None).unwrap();
+    // The agent's probation rule rolls back (what agent::updates does on crashes).
+    svc::update::rollback(&f.paths, NAME).unwrap();
+    f.poll(None).unwrap();
+    let fb = f.ddi.feedback();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "downloaded/none", "closed/failure"]
+    );
+    let why = fb[2].1["status"]["details"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("2.0.0 was rolled back") && why.contains("svc-server 1.0.0 runs"),
+        "{why}"
+    );
+    assert_eq!(active(&f.paths, NAME).1, f.old_body);
+}
+
+#[test]
+fn hostile_deployments_reach_nothing_and_are_reported_once() {
+    let f = setup("hostile");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    let good = f.ddi.chunk(NAME, "2.0.0", &body);
+    let away = good.replace("127.0.0.1", "localhost");
+    let cases = [
+        (
+            "31",
+            good.replace("\"sha256\": \"", "\"sha256\": \"zz"),
+            "not 64 hex",
+        ),
+        (
+            "32",
+            good.replace("\"name\": \"svc-server\"", "\"name\": \"kernel\""),
+            "unknown chunk",
+        ),
+        ("33", away, "points away"),
+        (
+            "34",
+            good.replace("\"size\": ", "\"size\": 0, \"x\": "),
+            "no size",
+        ),
+    ];
+    for (i, (id, chunk, why)) in cases.iter().enumerate() {
+        f.ddi.deploy(id, &format!("[{chunk}]"));
+        let e = f.poll(None).unwrap_err();
+        assert!(
+            matches!(&e, ProtocolError::BadAnswer(m) if m.contains(why)),
+            "{id}: {e}"
+        );
+        // The server drops an action closed as failed; one that has not caught up yet
+        // offers it again: still refused, and not told twice.
+        f.ddi.deploy(id, &format!("[{chunk}]"));
+        f.poll(None).unwrap_err();
+        let fb = f.ddi.feedback();
+        assert_eq!(fb.len(), i + 1, "{id}: {:?}", f.ddi.feedback_steps());
+        assert_eq!(fb[i].0, *id);
+        assert_eq!(fb[i].1["status"]["result"]["finished"], "failure");
+        assert!(fb[i].1["status"]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains(why));
+    }
+    assert_eq!(f.artifact_requests(), 0, "nothing was downloaded");
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+    assert!(!f.paths.cache_dir().join("svc-server-2.0.0.part").exists());
+}
+
+#[test]
+fn huge_and_malformed_answers_are_errors_not_applied() {
+    let f = setup("huge");
+    let huge = format!("{{\"config\": {{}}, \"pad\": \"{}\"}}", "x".repeat(2 << 20));
+    f.ddi.state.lock().unwrap().queued.extend([
+        (200, vec![], huge.into_bytes()),
+        (200, vec![], b"<html>".to_vec()),
+    ]);
+    let e = f.poll(None).unwrap_err();
+    assert!(
+        matches!(&e, ProtocolError::BadAnswer(m) if m.contains("larger than")),
+        "{e}"
+    );
+    let e = f.poll(None).unwrap_err();
+    assert!(
+        matches!(&e, ProtocolError::BadAnswer(m) if m.contains("not a DDI")),
+        "{e}"
+    );
+    // A base whose deploymentBase link leaves the server.
+    let other =
+        json!({"_links": {"deploymentBase": {"href": "http://localhost:1/x/deploymentBase/1"}}});
+    f.ddi
+        .state
+        .lock()
+        .unwrap()
+        .queued
+        .push_back((200, vec![], other.to_string().into_bytes()));
+    let e = f.poll(None).unwrap_err();
+    assert!(
+        matches!(&e, ProtocolError::BadAnswer(m) if m.contains("points away")),
+        "{e}"
+    );
+    assert!(f.ddi.feedback().is_empty());
+}
+
+#[test]
+fn throttling_and_server_errors_follow_the_agents_retry_rule() {
+    let f = setup("throttle");
+    f.ddi.state.lock().unwrap().queued.extend([
+        (
+            429,
+            vec![("Retry-After".to_string(), "7".to_string())],
+            vec![],
+        ),
+        (429, vec![], vec![]),
+        (503, vec![], b"maintenance".to_vec()),
+    ]);
+    for (status, after) in [(429, Some(7)), (429, None), (503, None)] {
+        match f.poll(None).unwrap_err() {
+            ProtocolError::Http {
+                status: s,
+                retry_after_secs,
+                ..
+            } => assert_eq!((s, retry_after_secs), (status, after)),
+            e => panic!("{e}"),
+        }
+    }
+    assert!(matches!(f.poll(None).unwrap(), PollOutcome::Changed { .. }));
+}
+
+#[test]
+fn a_wrong_token_is_refused_and_never_quoted() {
+    let f = setup("token");
+    svc::fsutil::atomic_write(
+        &f.paths.device("/etc/svc-hawkbit.token"),
+        b"wrong-token-value-123",
+        0o600,
+    )
+    .unwrap();
+    let e = f.poll(None).unwrap_err();
+    assert!(matches!(e, ProtocolError::Http { status: 401, .. }), "{e}");
+    assert!(!e.to_string().contains("wrong-token-value-123"));
+    std::fs::remove_file(f.paths.device("/etc/svc-hawkbit.token")).unwrap();
+    let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
+        "server_url": f.ddi.url(), "tenant": TENANT, "controller_id": CONTROLLER, "auth": "target-token"}}}});
+    let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
+    let e =
+        HawkbitTransport::connect(&f.paths, cfg.agent.agent.hawkbit.as_ref().unwrap()).unwrap_err();
+    assert!(e.to_string().contains("svc-hawkbit.token"), "{e}");
+}
+
+#[test]
+fn a_cut_artifact_download_resumes_with_range() {
+    let f = setup("resume");
+    let body = fake_binary(NAME, "2.0.0", "ok", 600_000);
+    f.ddi
+        .deploy("40", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    f.ddi.state.lock().unwrap().cut_after.push_back(250_000);
+    let target = f.answer().0.targets.server.unwrap();
+    assert!(matches!(f.install(&target), Outcome::Activated { .. }));
+    assert_eq!(active(&f.paths, NAME).1, body);
+    let ranges = f.ddi.state.lock().unwrap().ranges.clone();
+    assert!(
+        ranges
+            .iter()
+            .any(|r| r.starts_with("bytes=") && r != "bytes=0-"),
+        "{ranges:?}"
+    );
+    let rec = VersionRecords::load(&f.paths).unwrap();
+    assert_eq!(rec.get(NAME).unwrap().probation.as_deref(), Some("2.0.0"));
+}
+
+#[test]
+fn feedback_the_server_did_not_take_is_sent_again_after_a_restart() {
+    let f = setup("refeed");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    f.ddi
+        .deploy("50", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    // The success is due; the server fails to take it twice (a restart between each poll:
+    // a new transport every time). It is told once it answers.
+    f.ddi.state.lock().unwrap().fail_feedback = 2;
+    f.poll(None).unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(f.ddi.feedback_steps(), ["proceeding/none"]);
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "closed/success"]
+    );
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(f.paths.state_dir().join("hawkbit-action.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["stage"], "closed");
+}
+
+#[test]
+fn config_data_is_sent_when_the_server_asks() {
+    let f = setup("configdata");
+    f.answer();
+    assert!(
+        f.ddi.state.lock().unwrap().config_data.is_empty(),
+        "not asked"
+    );
+    f.ddi.state.lock().unwrap().ask_config = true;
+    f.answer();
+    f.answer();
+    let docs = f.ddi.state.lock().unwrap().config_data.clone();
+    assert_eq!(docs.len(), 1, "sent once, when asked: {docs:?}");
+    let d = &docs[0];
+    assert_eq!(d["mode"], "merge");
+    assert_eq!(d["data"]["svc_server_version"], "1.0.0");
+    assert_eq!(d["data"]["sw_version"], "1.0.0");
+    assert_eq!(d["data"]["arch"], std::env::consts::ARCH);
+    assert!(d["data"]["svc_agent_version"].is_string());
+}
+
+#[test]
+fn bytes_that_do_not_match_the_deployments_hash_are_refused_and_reported() {
+    let f = setup("wronghash");
+    let body = fake_binary(NAME, "2.0.0", "ok", 5000);
+    let chunk = f.ddi.chunk(NAME, "2.0.0", &body);
+    // The server describes other bytes than it serves: a well-formed, wrong sha256.
+    let wrong = sha256_hex(b"something else");
+    f.ddi.deploy(
+        "60",
+        &format!("[{}]", chunk.replace(&sha256_hex(&body), &wrong)),
+    );
+    let target = f.answer().0.targets.server.unwrap();
+    let e = f.try_install(&target).unwrap_err();
+    assert!(e.to_string().contains("sha256"), "{e}");
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "closed/failure"]
+    );
+    let why = f.ddi.feedback()[1].1["status"]["details"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("svc-server 2.0.0 was refused") && why.contains("svc-server 1.0.0 runs"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_cancel_is_accepted_before_activation_and_rejected_after() {
+    let f = setup("cancel");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    f.ddi
+        .deploy("70", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    assert!(f.answer().0.targets.server.is_some());
+    // Before activation: accepted, the target withdrawn, nothing activated.
+    f.ddi.state.lock().unwrap().cancel = Some(("900".into(), "70".into()));
+    let (answer, _) = f.answer();
+    assert!(answer.targets.server.is_none(), "{answer:?}");
+    let cf = f.ddi.state.lock().unwrap().cancel_feedback.clone();
+    assert_eq!(cf.len(), 1);
+    assert_eq!(cf[0].0, "900");
+    assert_eq!(cf[0].1["status"]["execution"], "closed");
+    assert_eq!(cf[0].1["status"]["result"]["finished"], "success");
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.0");
+    // The stopped action offered again by a server that has not caught up: not taken.
+    f.ddi
+        .deploy("70", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    assert!(f.answer().0.targets.server.is_none());
+
+    // After activation: rejected; the action goes on and reports for itself.
+    f.ddi
+        .deploy("71", &format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body)));
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    f.ddi.state.lock().unwrap().cancel = Some(("901".into(), "71".into()));
+    let (answer, _) = f.answer();
+    assert!(answer.targets.server.is_some(), "the action goes on");
+    let cf = f.ddi.state.lock().unwrap().cancel_feedback.clone();
+    assert_eq!(cf.len(), 2);
+    assert_eq!(cf[1].1["status"]["execution"], "rejected");
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    f.answer();
+    let steps: Vec<String> = f
+        .ddi
+        .feedback()
+        .iter()
+        .filter(|(id, _)| id == "71")
+        .map(|(_, d)| d["status"]["execution"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(steps, ["proceeding", "downloaded", "closed"]);
+}
