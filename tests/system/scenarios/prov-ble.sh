@@ -49,6 +49,27 @@ addr=$(busctl get-property org.bluez "/org/bluez/$dev" org.bluez.Adapter1 Addres
 lab_log "$dev (the machine) is $addr"
 
 rm -f /etc/svc.json
+# Memory with BLE disabled and with BLE up, in this guest, one after the other, otherwise the
+# same (DPP on so that both have something to provision with; the hotspot off): each run's PSS
+# once its channels are up, then SIGTERM (the enrollee stops, the GATT service unregisters).
+lab_wait 60 "NetworkManager's wpa_supplicant has a control socket for wlan0" test -S /run/wpa_supplicant/wlan0
+mem_run() { # BLE(true|false) -> /tmp/pss-BLE (KiB)
+    printf '{"hotspot_enabled": false, "dpp_enabled": true, "ble_enabled": %s, "offline_timeout_secs": 600}\n' "$1" > /etc/svc-defaults.json
+    svc-agent provision > "/tmp/mem-$1.log" 2>&1 &
+    local p=$!
+    lab_wait 120 "provisioning with ble_enabled=$1: DPP listening" grep -q "DPP: listening" "/tmp/mem-$1.log"
+    if [ "$1" = true ]; then
+        lab_wait 120 "provisioning with ble_enabled=true: the Improv service registered" grep -q "BLE: Improv service registered on /org/bluez/$dev" /tmp/mem-true.log
+    fi
+    sleep 3
+    awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" > "/tmp/pss-$1"
+    kill -TERM "$p"
+    wait "$p" || true
+}
+mem_run false
+mem_run true
+lab_check "no BLE without ble_enabled" sh -c '! grep -q "BLE" /tmp/mem-false.log'
+rm -rf /opt/svc/dpp
 cat > /etc/svc-defaults.json <<JSON
 {"hotspot_enabled": false, "ble_enabled": true, "check_url": "http://192.168.200.1:8080/",
  "offline_timeout_secs": 600}
@@ -118,6 +139,11 @@ rpc(frame(0xA0))
 r = read("8004")
 rpc(frame(0xA0, hmac.new(secret.encode(), r[3:19], hashlib.sha256).digest()))
 expect("the label secret's answer: authorized", "8001", b"\x02")
+# An RPC Improv does not define (a portal form it has no equivalent of, such as the
+# machine's credentials): unknown RPC, nothing changes.
+rpc(frame(0x7F, b'{"cloud": {}}'))
+expect("an unknown RPC: unknown RPC", "8002", b"\x02")
+expect("...and still authorized", "8001", b"\x02")
 rpc(frame(4))
 print("last scan result:", read("8004"), flush=True)
 # The portal's bad inputs, over BLE: each refused (invalid RPC) and nothing provisioned.
@@ -167,3 +193,4 @@ t_prov=$(awk '/^PROVISIONED/ {print $2}' /tmp/client.log)
 lab_log "figure: provisioning start to Improv service registered: $(( t_up - t_start )) ms"
 lab_log "figure: BLE submit (Wi-Fi settings written) to provisioned read over GATT (online): $(( t_prov - t_submit )) ms"
 lab_log "figure: provisioning PSS with the Improv BLE service up: $pss KiB (RSS $rss KiB)"
+lab_log "figure: provisioning PSS, DPP on, BLE disabled: $(cat /tmp/pss-false) KiB; BLE up: $(cat /tmp/pss-true) KiB"
