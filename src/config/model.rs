@@ -308,6 +308,8 @@ pub struct ProvisioningAttributes {
     pub hotspot_enabled: Option<bool>,
     /// The Wi-Fi Easy Connect (DPP) enrollee (default off).
     pub dpp_enabled: Option<bool>,
+    /// Improv Wi-Fi over BLE through BlueZ (default off); independent of the hotspot.
+    pub ble_enabled: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

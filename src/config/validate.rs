@@ -1386,6 +1386,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
         at.model = a.string("model", false, r);
         at.hotspot_enabled = a.boolean("hotspot_enabled", r);
         at.dpp_enabled = a.boolean("dpp_enabled", r);
+        at.ble_enabled = a.boolean("ble_enabled", r);
         at.extra = a.extra(
             &[
                 "hotspot_password",
@@ -1400,6 +1401,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
                 "model",
                 "hotspot_enabled",
                 "dpp_enabled",
+                "ble_enabled",
             ],
             r,
         );

@@ -16,6 +16,7 @@ pub(crate) struct Settings {
     pub model: String,
     pub hotspot_enabled: bool,
     pub dpp_enabled: bool,
+    pub ble_enabled: bool,
 }
 
 impl Default for Settings {
@@ -33,6 +34,7 @@ impl Default for Settings {
             model: String::new(),
             hotspot_enabled: true,
             dpp_enabled: false,
+            ble_enabled: false,
         }
     }
 }
@@ -75,6 +77,9 @@ pub(crate) fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Set
     if let Some(v) = layer.dpp_enabled {
         base.dpp_enabled = v;
     }
+    if let Some(v) = layer.ble_enabled {
+        base.ble_enabled = v;
+    }
     base
 }
 
@@ -92,13 +97,13 @@ pub(crate) fn hotspot_password_problem(pw: &str) -> Option<&'static str> {
 }
 
 /// Why provisioning cannot run with these settings, if it cannot: with the hotspot on, its
-/// password must be fit (`hotspot_password_problem`); with it off, DPP must be on (or there
+/// password must be fit (`hotspot_password_problem`); with it off, DPP or BLE must be on (or there
 /// would be no way to hand the machine a network).
 pub(crate) fn startup_problem(s: &Settings) -> Option<&'static str> {
     if s.hotspot_enabled {
         hotspot_password_problem(&s.hotspot_password)
-    } else if !s.dpp_enabled {
-        Some("the hotspot and DPP are both disabled (hotspot_enabled, dpp_enabled): nothing to provision with")
+    } else if !s.dpp_enabled && !s.ble_enabled {
+        Some("the hotspot, DPP and BLE are all disabled (hotspot_enabled, dpp_enabled, ble_enabled): nothing to provision with")
     } else {
         None
     }
@@ -148,7 +153,10 @@ mod tests {
         let mut s = Settings::default();
         assert!(startup_problem(&s).is_some(), "no hotspot password");
         s.hotspot_enabled = false;
-        assert!(startup_problem(&s).unwrap().contains("both disabled"));
+        assert!(startup_problem(&s).unwrap().contains("all disabled"));
+        s.ble_enabled = true;
+        assert_eq!(startup_problem(&s), None, "BLE alone needs no hotspot");
+        s.ble_enabled = false;
         s.dpp_enabled = true;
         assert_eq!(
             startup_problem(&s),

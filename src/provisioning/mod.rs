@@ -2,12 +2,14 @@
 //!
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
+pub(crate) mod ble;
 pub(crate) mod check;
 pub(crate) mod conflicts;
 pub(crate) mod defaults;
 pub(crate) mod dns;
 pub(crate) mod dpp;
 pub(crate) mod driver;
+pub mod improv;
 pub(crate) mod nm;
 pub mod portal;
 pub mod portal_http;

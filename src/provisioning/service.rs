@@ -262,6 +262,8 @@ pub(crate) struct Service {
     last_mode: Option<Mode>,
     /// The DPP enrollee's thread, when `dpp_enabled`.
     dpp: Option<DppThread>,
+    /// The Improv BLE thread, when `ble_enabled`.
+    ble: Option<super::ble::BleThread>,
     /// A network handed over (portal or DPP) was tried in this run.
     user_network_joined: bool,
     /// What stood in the hotspot's way at the last look (`conflicts::check`), and when.
@@ -295,6 +297,7 @@ impl Service {
     ) -> Service {
         let saved = saved_user_networks(&backend.connections_dir);
         let dpp_enabled = settings.dpp_enabled;
+        let ble_enabled = settings.ble_enabled;
         let mut driver = Provisioning::new(paths.clone(), backend, settings, 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
@@ -304,6 +307,14 @@ impl Service {
         let (tx, rx) = sync_channel(ACTIVITY_QUEUE);
         let pending = Arc::new(Mutex::new(None));
         let dpp = dpp_enabled.then(|| DppThread::spawn(paths.clone(), Arc::clone(&pending)));
+        let visible = Arc::new(Mutex::new(Vec::new()));
+        let ble = ble_enabled.then(|| {
+            super::ble::BleThread::spawn(
+                super::ble::dir(&paths).join("label-secret"),
+                Arc::clone(&pending),
+                Arc::clone(&visible),
+            )
+        });
         Service {
             paths,
             driver,
@@ -311,12 +322,13 @@ impl Service {
             tx,
             rx,
             pending,
-            visible: Arc::new(Mutex::new(Vec::new())),
+            visible,
             steps: Arc::new(Mutex::new(Vec::new())),
             forced: Arc::new(AtomicBool::new(false)),
             started: Instant::now(),
             last_mode: None,
             dpp,
+            ble,
             user_network_joined: false,
             conflicts: Vec::new(),
             conflicts_checked: None,
@@ -353,6 +365,9 @@ impl Service {
             if let Some(d) = &self.dpp {
                 d.want.store(mode != Mode::Online, Ordering::SeqCst);
             }
+            if let Some(b) = &self.ble {
+                b.want.store(mode != Mode::Online, Ordering::SeqCst);
+            }
             had_hotspot |= matches!(mode, Mode::Hotspot { .. }) || self.user_network_joined;
             if until_online && had_hotspot && mode == Mode::Online {
                 return true;
@@ -361,6 +376,7 @@ impl Service {
         }
         self.stop_portal();
         drop(self.dpp.take());
+        drop(self.ble.take());
         self.driver.status().mode == Mode::Online
     }
 
@@ -537,12 +553,15 @@ impl Service {
         self.set_step("network", &format!("joining {}", net.ssid));
         crate::info!(
             "provisioning",
-            "state: joining {:?} (portal or DPP)",
+            "state: joining {:?} (portal, DPP or BLE)",
             net.ssid
         );
         self.stop_portal();
         let now = self.now();
         let joined = self.driver.join(&profile, now);
+        if let Some(b) = &self.ble {
+            b.joined(&profile.ssid, joined);
+        }
         self.user_network_joined = true;
         self.set_step(
             "network",

@@ -453,6 +453,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "/agent/agent-provisioning/attributes",
+        "{\"ble_enabled\": \"on\"}",
+        "/agent/agent-provisioning/attributes/ble_enabled",
+        "boolean",
+    ),
+    (
+        "/agent/agent-provisioning/attributes",
         "{\"hotspot_enabled\": \"no\"}",
         "/agent/agent-provisioning/attributes/hotspot_enabled",
         "boolean",
@@ -1697,6 +1703,7 @@ fn generated_agent(rng: &mut Rng) -> Value {
         field(rng, &mut at, "roaming_mode", &bools);
         field(rng, &mut at, "hotspot_enabled", &bools);
         field(rng, &mut at, "dpp_enabled", &bools);
+        field(rng, &mut at, "ble_enabled", &bools);
         if rng.chance(30) {
             at.insert("networks".into(), networks(rng));
         }

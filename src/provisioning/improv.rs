@@ -1,0 +1,579 @@
+//! Improv Wi-Fi over BLE: the protocol and its authorization, as pure code (bytes in, bytes
+//! and decisions out). Spec: the Improv BLE service (`00467768-6228-2272-4663-277478268000`),
+//! RPC frames `command, length, data, checksum` (the low byte of the sum of the others),
+//! possibly split over several GATT writes of 20 bytes.
+//!
+//! The BlueZ GATT application that carries these bytes is `ble.rs`; this module is the part
+//! every transport shares.
+//!
+//! Authorization (Improv's "authorization required" state, which the spec leaves to a button):
+//! a vendor RPC, `AUTHORIZE` (0xA0). With no data it answers a fresh 128-bit nonce; with 32
+//! bytes it expects `HMAC-SHA256(label secret, nonce)` (one try per nonce, constant-time
+//! compare). After `MAX_FAILURES` wrong answers it refuses every try for `LOCKOUT_SECS`. An
+//! authorization lapses after `AUTHORIZED_SECS` without a command (the spec's advice). The
+//! label secret therefore never crosses the air; the Wi-Fi pass key does (Improv carries it in
+//! clear): docs/security.md.
+
+use super::portal::NetworkInput;
+use sha2::{Digest, Sha256};
+
+pub(crate) const SERVICE_UUID: &str = "00467768-6228-2272-4663-277478268000";
+pub(crate) const CHAR_STATE: &str = "00467768-6228-2272-4663-277478268001";
+pub(crate) const CHAR_ERROR: &str = "00467768-6228-2272-4663-277478268002";
+pub(crate) const CHAR_RPC_COMMAND: &str = "00467768-6228-2272-4663-277478268003";
+pub(crate) const CHAR_RPC_RESULT: &str = "00467768-6228-2272-4663-277478268004";
+pub(crate) const CHAR_CAPABILITIES: &str = "00467768-6228-2272-4663-277478268005";
+
+pub(crate) const CMD_WIFI_SETTINGS: u8 = 0x01;
+pub(crate) const CMD_IDENTIFY: u8 = 0x02;
+pub(crate) const CMD_DEVICE_INFO: u8 = 0x03;
+pub(crate) const CMD_SCAN: u8 = 0x04;
+/// Vendor command: the label-secret challenge (see the module comment).
+pub(crate) const CMD_AUTHORIZE: u8 = 0xA0;
+
+pub(crate) const AUTHORIZED_SECS: u64 = 60;
+pub(crate) const MAX_FAILURES: u32 = 5;
+pub(crate) const LOCKOUT_SECS: u64 = 300;
+/// The largest frame: command, length, 255 bytes of data, checksum.
+const MAX_FRAME: usize = 258;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum State {
+    AuthorizationRequired = 0x01,
+    Authorized = 0x02,
+    Provisioning = 0x03,
+    Provisioned = 0x04,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum ErrorCode {
+    None = 0x00,
+    InvalidRpc = 0x01,
+    UnknownRpc = 0x02,
+    UnableToConnect = 0x03,
+    NotAuthorized = 0x04,
+    #[allow(dead_code)] // In the protocol's table; every error here has a precise code.
+    Unknown = 0xFF,
+}
+
+/// Reassembles RPC frames from GATT writes; never holds more than one frame.
+#[derive(Default)]
+pub(crate) struct Assembler {
+    buf: Vec<u8>,
+}
+
+impl Assembler {
+    /// A complete frame once its length is in, or an error for a frame that cannot be one.
+    pub(crate) fn push(&mut self, write: &[u8]) -> Option<Result<Vec<u8>, ErrorCode>> {
+        if self.buf.len() + write.len() > MAX_FRAME {
+            self.buf.clear();
+            return Some(Err(ErrorCode::InvalidRpc));
+        }
+        self.buf.extend_from_slice(write);
+        let need = 3 + usize::from(*self.buf.get(1)?);
+        match self.buf.len() {
+            n if n < need => None,
+            n if n == need => Some(Ok(std::mem::take(&mut self.buf))),
+            _ => {
+                self.buf.clear();
+                Some(Err(ErrorCode::InvalidRpc))
+            }
+        }
+    }
+}
+
+fn checksum(b: &[u8]) -> u8 {
+    b.iter().fold(0u8, |a, &x| a.wrapping_add(x))
+}
+
+/// `command, len, data, checksum` → `(command, data)`.
+pub(crate) fn parse_frame(f: &[u8]) -> Result<(u8, &[u8]), ErrorCode> {
+    if f.len() < 3 || f.len() != 3 + usize::from(f[1]) {
+        return Err(ErrorCode::InvalidRpc);
+    }
+    let (body, sum) = f.split_at(f.len() - 1);
+    if checksum(body) != sum[0] {
+        return Err(ErrorCode::InvalidRpc);
+    }
+    Ok((f[0], &body[2..]))
+}
+
+/// An RPC result: `command, len, (len, bytes)*, checksum`. Strings past 255 bytes in all are
+/// left out (the frame's length byte bounds them).
+pub(crate) fn encode_result(cmd: u8, strings: &[&[u8]]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for s in strings {
+        let s = &s[..s.len().min(255)];
+        if data.len() + 1 + s.len() > 255 {
+            break;
+        }
+        data.push(s.len() as u8);
+        data.extend_from_slice(s);
+    }
+    let mut out = vec![cmd, data.len() as u8];
+    out.extend_from_slice(&data);
+    out.push(checksum(&out));
+    out
+}
+
+/// `ssid_len, ssid, psk_len, psk`, checked by the portal's rules.
+pub(crate) fn parse_wifi_settings(data: &[u8]) -> Result<NetworkInput, String> {
+    let take = |d: &[u8], at: usize| -> Option<(Vec<u8>, usize)> {
+        let n = usize::from(*d.get(at)?);
+        Some((d.get(at + 1..at + 1 + n)?.to_vec(), at + 1 + n))
+    };
+    let (ssid, next) = take(data, 0).ok_or("malformed Wi-Fi settings")?;
+    let (psk, end) = take(data, next).ok_or("malformed Wi-Fi settings")?;
+    if end != data.len() {
+        return Err("malformed Wi-Fi settings".into());
+    }
+    let ssid = String::from_utf8(ssid).map_err(|_| "the SSID is not UTF-8")?;
+    let psk = String::from_utf8(psk).map_err(|_| "the pass key is not UTF-8")?;
+    crate::config::validate::check_ssid(&ssid).map_err(str::to_string)?;
+    crate::config::validate::check_psk(&psk).map_err(str::to_string)?;
+    Ok(NetworkInput { ssid, psk })
+}
+
+pub(crate) fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(msg)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What the transport must do after a write.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// Set (and notify) Current State.
+    State(State),
+    /// Set (and notify) Error State.
+    Error(ErrorCode),
+    /// Set (and notify) RPC Result.
+    Result(Vec<u8>),
+    /// Blink, beep: the Identify command.
+    Identify,
+    /// Save and join this network (the portal's path); report back with `joined`.
+    Join(NetworkInput),
+}
+
+/// What a session needs from the device.
+pub(crate) struct Device {
+    /// `firmware, version, hardware, device name`.
+    pub info: [String; 4],
+    /// `(ssid, rssi, secured)`.
+    pub networks: Vec<(String, i32, bool)>,
+}
+
+/// One device's Improv state: the label secret, the authorization, the failures.
+pub(crate) struct Session {
+    secret: Vec<u8>,
+    state: State,
+    authorized_at: u64,
+    failures: u32,
+    locked_until: u64,
+    nonce: Option<[u8; 16]>,
+}
+
+impl Session {
+    /// `secret`: the per-device label secret (as printed, its bytes).
+    pub(crate) fn new(secret: &[u8]) -> Session {
+        Session {
+            secret: secret.to_vec(),
+            state: State::AuthorizationRequired,
+            authorized_at: 0,
+            failures: 0,
+            locked_until: 0,
+            nonce: None,
+        }
+    }
+
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// Time passes: an unused authorization lapses.
+    pub(crate) fn tick(&mut self, now: u64) -> Vec<Output> {
+        if self.state == State::Authorized
+            && now.saturating_sub(self.authorized_at) >= AUTHORIZED_SECS
+        {
+            self.state = State::AuthorizationRequired;
+            return vec![Output::State(self.state)];
+        }
+        Vec::new()
+    }
+
+    /// One complete frame (from `Assembler`). `nonce`: 16 fresh random bytes, used when
+    /// the frame asks for a challenge.
+    pub(crate) fn handle(
+        &mut self,
+        frame: &[u8],
+        now: u64,
+        dev: &Device,
+        nonce: [u8; 16],
+    ) -> Vec<Output> {
+        let (cmd, data) = match parse_frame(frame) {
+            Ok(x) => x,
+            Err(e) => return vec![Output::Error(e)],
+        };
+        let mut out = vec![Output::Error(ErrorCode::None)];
+        if self.state == State::Authorized {
+            self.authorized_at = now;
+        }
+        match cmd {
+            CMD_IDENTIFY => out.push(Output::Identify),
+            CMD_DEVICE_INFO => {
+                let i: Vec<&[u8]> = dev.info.iter().map(|s| s.as_bytes()).collect();
+                out.push(Output::Result(encode_result(cmd, &i)));
+            }
+            CMD_AUTHORIZE => self.authorize(data, now, nonce, &mut out),
+            CMD_SCAN | CMD_WIFI_SETTINGS if self.state != State::Authorized => {
+                out = vec![Output::Error(ErrorCode::NotAuthorized)];
+            }
+            CMD_SCAN => {
+                for (ssid, rssi, secured) in &dev.networks {
+                    let rssi = rssi.to_string();
+                    let auth: &[u8] = if *secured { b"YES" } else { b"NO" };
+                    out.push(Output::Result(encode_result(
+                        cmd,
+                        &[ssid.as_bytes(), rssi.as_bytes(), auth],
+                    )));
+                }
+                out.push(Output::Result(encode_result(cmd, &[])));
+            }
+            CMD_WIFI_SETTINGS => match parse_wifi_settings(data) {
+                Ok(net) => {
+                    self.state = State::Provisioning;
+                    out.push(Output::State(self.state));
+                    out.push(Output::Join(net));
+                }
+                Err(_) => out = vec![Output::Error(ErrorCode::InvalidRpc)],
+            },
+            _ => out = vec![Output::Error(ErrorCode::UnknownRpc)],
+        }
+        out
+    }
+
+    fn authorize(&mut self, data: &[u8], now: u64, fresh: [u8; 16], out: &mut Vec<Output>) {
+        if now < self.locked_until {
+            *out = vec![Output::Error(ErrorCode::NotAuthorized)];
+            return;
+        }
+        if data.is_empty() {
+            self.nonce = Some(fresh);
+            out.push(Output::Result(encode_result(CMD_AUTHORIZE, &[&fresh])));
+            return;
+        }
+        // One try per nonce: a wrong answer (or none asked for) uses it up.
+        let ok = self
+            .nonce
+            .take()
+            .is_some_and(|n| ct_eq(&hmac_sha256(&self.secret, &n), data));
+        if !ok {
+            self.failures += 1;
+            if self.failures >= MAX_FAILURES {
+                self.failures = 0;
+                self.locked_until = now + LOCKOUT_SECS;
+            }
+            *out = vec![Output::Error(ErrorCode::NotAuthorized)];
+            return;
+        }
+        self.failures = 0;
+        if self.state == State::AuthorizationRequired {
+            self.state = State::Authorized;
+            out.push(Output::State(self.state));
+        }
+        self.authorized_at = now;
+    }
+
+    /// The network from `Output::Join` was tried. Online: provisioned, and the result
+    /// carries `redirect` (may be empty). Not: back to authorized, "unable to connect".
+    pub(crate) fn joined(&mut self, online: bool, now: u64, redirect: &str) -> Vec<Output> {
+        if self.state != State::Provisioning {
+            return Vec::new();
+        }
+        if online {
+            self.state = State::Provisioned;
+            let r: &[&[u8]] = if redirect.is_empty() {
+                &[]
+            } else {
+                &[redirect.as_bytes()]
+            };
+            vec![
+                Output::State(self.state),
+                Output::Result(encode_result(CMD_WIFI_SETTINGS, r)),
+            ]
+        } else {
+            self.state = State::Authorized;
+            self.authorized_at = now;
+            vec![
+                Output::State(self.state),
+                Output::Error(ErrorCode::UnableToConnect),
+            ]
+        }
+    }
+}
+
+/// GATT writes as a fuzzer sends them (each chunk: one length byte, then that many bytes,
+/// at most 20) through the assembler and an unauthorized session. Returns how many networks
+/// the session would join (0 unless the label secret's HMAC was guessed: the fuzz target
+/// asserts it) and checks the assembler never holds more than one frame.
+pub fn fuzz_writes(data: &[u8]) -> usize {
+    let mut a = Assembler::default();
+    let mut s = Session::new(b"fuzz-label-secret");
+    let dev = Device {
+        info: Default::default(),
+        networks: vec![("n".into(), -50, true)],
+    };
+    let (mut joins, mut rest, mut now) = (0, data, 0u64);
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = usize::from(n % 21).min(tail.len());
+        let (w, tail) = tail.split_at(n);
+        rest = tail;
+        now += 1;
+        if let Some(Ok(frame)) = a.push(w) {
+            let out = s.handle(&frame, now, &dev, [7; 16]);
+            joins += out.iter().filter(|o| matches!(o, Output::Join(_))).count();
+        }
+        assert!(a.buf.len() <= MAX_FRAME);
+        s.tick(now);
+    }
+    joins
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(cmd: u8, data: &[u8]) -> Vec<u8> {
+        let mut f = vec![cmd, data.len() as u8];
+        f.extend_from_slice(data);
+        f.push(checksum(&f));
+        f
+    }
+
+    fn wifi(ssid: &[u8], psk: &[u8]) -> Vec<u8> {
+        let mut d = vec![ssid.len() as u8];
+        d.extend_from_slice(ssid);
+        d.push(psk.len() as u8);
+        d.extend_from_slice(psk);
+        frame(CMD_WIFI_SETTINGS, &d)
+    }
+
+    fn dev() -> Device {
+        Device {
+            info: [
+                "svc-agent".into(),
+                "0.1.0".into(),
+                "x86_64".into(),
+                "lab".into(),
+            ],
+            networks: vec![("home".into(), -40, true)],
+        }
+    }
+
+    const N: [u8; 16] = [3; 16];
+
+    fn authorized(s: &mut Session, now: u64) {
+        s.handle(&frame(CMD_AUTHORIZE, &[]), now, &dev(), N);
+        let mac = hmac_sha256(b"label-secret-1", &N);
+        let out = s.handle(&frame(CMD_AUTHORIZE, &mac), now, &dev(), N);
+        assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+    }
+
+    #[test]
+    fn the_fuzz_entry_never_joins_without_authorization() {
+        for seed in ["wifi", "scan"] {
+            let p = format!("{}/fuzz/seeds/improv/{seed}", env!("CARGO_MANIFEST_DIR"));
+            assert_eq!(fuzz_writes(&std::fs::read(p).unwrap()), 0);
+        }
+        assert_eq!(fuzz_writes(&[]), 0);
+        assert_eq!(fuzz_writes(&[20; 1000]), 0);
+    }
+
+    #[test]
+    fn hmac_matches_rfc4231_case_2() {
+        let m = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            crate::encoding::hex(&m),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn frames_split_over_writes_are_reassembled_and_bad_ones_refused() {
+        let f = wifi(b"home network", b"a long pass key of many bytes");
+        assert!(f.len() > 20);
+        let mut a = Assembler::default();
+        assert_eq!(a.push(&f[..20]), None);
+        assert_eq!(a.push(&f[20..]), Some(Ok(f.clone())));
+        // Checksum, length and trailing bytes.
+        let mut bad = f.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(parse_frame(&bad), Err(ErrorCode::InvalidRpc));
+        assert_eq!(parse_frame(&[1, 5, 0]), Err(ErrorCode::InvalidRpc));
+        let mut long = f.clone();
+        long.push(0);
+        assert_eq!(a.push(&long), Some(Err(ErrorCode::InvalidRpc)));
+        // Oversized: never buffered past one frame.
+        for _ in 0..12 {
+            let _ = a.push(&[
+                0x01, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ]);
+        }
+        assert!(a.buf.len() <= MAX_FRAME);
+    }
+
+    #[test]
+    fn nothing_is_provisioned_or_scanned_without_authorization() {
+        let mut s = Session::new(b"label-secret-1");
+        let out = s.handle(&wifi(b"home", b"password-1"), 0, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        let out = s.handle(&frame(CMD_SCAN, &[]), 0, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        // Identify and device info are allowed (the spec's clients ask before authorizing).
+        let out = s.handle(&frame(CMD_IDENTIFY, &[]), 0, &dev(), N);
+        assert!(out.contains(&Output::Identify));
+        // An answer without a challenge, a replayed answer, a wrong secret: refused.
+        let mac = hmac_sha256(b"label-secret-1", &N);
+        let out = s.handle(&frame(CMD_AUTHORIZE, &mac), 0, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        s.handle(&frame(CMD_AUTHORIZE, &[]), 0, &dev(), N);
+        let wrong = hmac_sha256(b"label-secret-2", &N);
+        let out = s.handle(&frame(CMD_AUTHORIZE, &wrong), 0, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        let out = s.handle(&frame(CMD_AUTHORIZE, &mac), 0, &dev(), N);
+        assert_eq!(
+            out,
+            vec![Output::Error(ErrorCode::NotAuthorized)],
+            "nonce used up"
+        );
+        assert_eq!(s.state(), State::AuthorizationRequired);
+    }
+
+    #[test]
+    fn guessing_the_secret_is_locked_out() {
+        let mut s = Session::new(b"label-secret-1");
+        for _ in 0..MAX_FAILURES {
+            s.handle(&frame(CMD_AUTHORIZE, &[]), 10, &dev(), N);
+            s.handle(&frame(CMD_AUTHORIZE, &[0; 32]), 10, &dev(), N);
+        }
+        // The right answer is refused while locked, even with a fresh challenge.
+        let out = s.handle(&frame(CMD_AUTHORIZE, &[]), 11, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        let mac = hmac_sha256(b"label-secret-1", &N);
+        let out = s.handle(&frame(CMD_AUTHORIZE, &mac), 11, &dev(), N);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        authorized(&mut s, 10 + LOCKOUT_SECS);
+    }
+
+    #[test]
+    fn an_authorized_phone_provisions_and_gets_the_redirect() {
+        let mut s = Session::new(b"label-secret-1");
+        authorized(&mut s, 100);
+        let out = s.handle(&frame(CMD_SCAN, &[]), 101, &dev(), N);
+        assert_eq!(
+            out[1],
+            Output::Result(encode_result(CMD_SCAN, &[b"home", b"-40", b"YES"]))
+        );
+        assert_eq!(
+            out.last(),
+            Some(&Output::Result(vec![CMD_SCAN, 0, CMD_SCAN]))
+        );
+        let out = s.handle(
+            &wifi(b"home \"$(reboot)\"", b"p'ss; rm -rf /"),
+            102,
+            &dev(),
+            N,
+        );
+        let want = NetworkInput {
+            ssid: "home \"$(reboot)\"".into(),
+            psk: "p'ss; rm -rf /".into(),
+        };
+        assert_eq!(out.last(), Some(&Output::Join(want)), "kept literally");
+        assert_eq!(s.state(), State::Provisioning);
+        let out = s.joined(false, 110, "");
+        assert_eq!(out[1], Output::Error(ErrorCode::UnableToConnect));
+        assert_eq!(s.state(), State::Authorized);
+        s.handle(&wifi(b"home", b"password-1"), 111, &dev(), N);
+        let out = s.joined(true, 120, "http://10.0.0.5/");
+        assert_eq!(out[0], Output::State(State::Provisioned));
+        assert_eq!(
+            out[1],
+            Output::Result(encode_result(CMD_WIFI_SETTINGS, &[b"http://10.0.0.5/"]))
+        );
+    }
+
+    #[test]
+    fn an_unused_authorization_lapses() {
+        let mut s = Session::new(b"label-secret-1");
+        authorized(&mut s, 0);
+        assert!(s.tick(AUTHORIZED_SECS - 1).is_empty());
+        s.handle(&frame(CMD_IDENTIFY, &[]), 30, &dev(), N);
+        assert!(
+            s.tick(AUTHORIZED_SECS + 1).is_empty(),
+            "a command renews it"
+        );
+        assert_eq!(
+            s.tick(30 + AUTHORIZED_SECS),
+            vec![Output::State(State::AuthorizationRequired)]
+        );
+    }
+
+    /// The portal's bad-input scenario, over Improv: each is refused and changes nothing.
+    #[test]
+    fn the_portals_bad_inputs_are_refused_over_improv_too() {
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("short pass key", wifi(b"home", b"short")),
+            ("empty SSID", wifi(b"", b"password-1")),
+            ("SSID over 32 bytes", wifi(&[b'a'; 33], b"password-1")),
+            ("invalid UTF-8 SSID", wifi(b"\xff\xfe", b"password-1")),
+            (
+                "control byte in the pass key",
+                wifi(b"home", b"pass\nword-1"),
+            ),
+            ("pass key of 64 non-hex", wifi(b"home", &[b'z'; 64])),
+            ("truncated settings", frame(CMD_WIFI_SETTINGS, &[4, b'h'])),
+            ("trailing bytes", {
+                let mut f = wifi(b"home", b"password-1");
+                f.pop();
+                f.push(0);
+                f.push(0);
+                f
+            }),
+            ("unknown command", frame(0x7f, &[])),
+        ];
+        for (what, f) in cases {
+            let mut s = Session::new(b"label-secret-1");
+            authorized(&mut s, 0);
+            let mut a = Assembler::default();
+            let out = match a.push(&f) {
+                Some(Ok(frame)) => s.handle(&frame, 1, &dev(), N),
+                Some(Err(e)) => vec![Output::Error(e)],
+                None => vec![],
+            };
+            assert!(
+                !out.iter().any(|o| matches!(o, Output::Join(_))),
+                "{what}: {out:?}"
+            );
+            assert_eq!(s.state(), State::Authorized, "{what}");
+        }
+    }
+}
