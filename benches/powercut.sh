@@ -25,7 +25,8 @@ code="$(git rev-parse HEAD:src HEAD:tests HEAD:Cargo.toml HEAD:Cargo.lock | sha2
 if ! git diff --quiet HEAD -- src tests Cargo.toml Cargo.lock; then
     code="$code-dirty-$(git diff HEAD -- src tests Cargo.toml Cargo.lock | sha256sum | cut -c1-12)"
 fi
-export SVC_CAMPAIGN_CUTS="$cuts" SVC_CAMPAIGN_SEED="$seed" SVC_CAMPAIGN_RECORD="$(realpath "$record")" \
+record_path="$(realpath "$record")"
+export SVC_CAMPAIGN_CUTS="$cuts" SVC_CAMPAIGN_SEED="$seed" SVC_CAMPAIGN_RECORD="$record_path" \
     SVC_CAMPAIGN_CODE="$code"
 echo "powercut: record $SVC_CAMPAIGN_RECORD, code $code" >&2
 # The run uses copies of the test binary and of the agent: a build in this tree during a long
@@ -36,5 +37,6 @@ snap="target/powercut/bin-$code"
 mkdir -p "$snap"
 cp "$exe" "$snap/it"
 cp target/debug/svc-agent "$snap/svc-agent"
-export SVC_CAMPAIGN_AGENT="$(realpath "$snap/svc-agent")"
+agent_path="$(realpath "$snap/svc-agent")"
+export SVC_CAMPAIGN_AGENT="$agent_path"
 exec "$snap/it" powercut_campaign::power_cut_campaign_full --ignored --exact --nocapture --test-threads=1

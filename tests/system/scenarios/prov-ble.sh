@@ -40,7 +40,13 @@ for try in 1 2 3; do
     kill "$btvirt"; wait "$btvirt" || true; sleep 3
 done
 [ "$(ctrls)" = 2 ] || lab_fail "two virtual controllers"
-hcis() { ls /sys/class/bluetooth | grep -E '^hci[0-9]+$' | sort -V; }
+# Controllers only (hci0, hci1), not their connections (hci0:11).
+hcis() {
+    for d in /sys/class/bluetooth/hci*; do
+        b=${d##*/}
+        case "$b" in hci|hci*[!0-9]*) ;; *) echo "$b" ;; esac
+    done | sort -V
+}
 dev=$(hcis | sed -n 1p); cli=$(hcis | sed -n 2p)
 lab_log "ok: two virtual controllers: $dev (the machine) and $cli (the client)"
 btmgmt --index "${cli#hci}" power on > /dev/null
