@@ -99,7 +99,10 @@ else
 	done
 	b=target/x86_64-unknown-linux-musl/dist/svc-agent
 	sz=$(stat -c %s "$b")
-	if [ "$sz" -lt 4194304 ]; then ok "x86_64 svc-agent $sz B < 4 MiB"; else bad "x86_64 svc-agent $sz B >= 4 MiB"; fi
+	# A bound that catches growth nobody meant: 4 MiB until session 7, when BLE provisioning
+	# through BlueZ's D-Bus API (zbus, +0.9 MB) and the hawkBit backend with SWUpdate images
+	# (+0.2 MB) took the binary to 4.23 MB (BENCHMARKS.md, "Binary sizes").
+	if [ "$sz" -lt 4718592 ]; then ok "x86_64 svc-agent $sz B < 4.5 MiB"; else bad "x86_64 svc-agent $sz B >= 4.5 MiB"; fi
 	a=target/aarch64-unknown-linux-musl/dist/svc-agent
 	if qemu-aarch64-static "$a" version --json | grep -q '"target":"aarch64-unknown-linux-musl"'; then
 		ok "aarch64 svc-agent version --json under qemu"
