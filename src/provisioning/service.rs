@@ -461,6 +461,19 @@ impl Service {
         let mode = self.driver.status().mode.clone();
         let kind = |m: &Mode| std::mem::discriminant(m);
         if self.last_mode.as_ref().map(kind) == Some(kind(&mode)) {
+            // A hotspot NetworkManager failed at first (another server held port 53) and
+            // brought up on a retry: the portal that found no address then tries again each
+            // tick, once, until it listens.
+            if matches!(mode, Mode::Hotspot { .. })
+                && self.portal.is_none()
+                && self.listen_portal(1)
+            {
+                crate::info!(
+                    "provisioning",
+                    "portal: listening at last on http://{}/",
+                    super::dns::HOTSPOT_ADDR
+                );
+            }
             return;
         }
         self.last_mode = Some(mode.clone());
@@ -489,28 +502,34 @@ impl Service {
     }
 
     fn start_portal(&mut self) {
+        // The address appears when NetworkManager has the hotspot up: retry briefly.
+        if !self.listen_portal(15) {
+            crate::error!(
+                "provisioning",
+                "portal: cannot listen on {}:{PORTAL_PORT} (tried again while the hotspot is up)",
+                super::dns::HOTSPOT_ADDR
+            );
+        }
+    }
+
+    /// Starts the portal unless it runs: up to `attempts` binds, a second apart. `true`
+    /// when it runs now.
+    fn listen_portal(&mut self, attempts: u32) -> bool {
         if self.portal.is_some() {
-            return;
+            return true;
         }
         let addr = format!("{}:{PORTAL_PORT}", super::dns::HOTSPOT_ADDR);
-        let Ok(addr) = addr.parse() else { return };
-        let actions = self.actions();
-        // The address appears when NetworkManager has the hotspot up: retry briefly.
-        let mut actions = Some(actions);
-        for _ in 0..15 {
-            let Some(a) = actions.take() else { break };
-            match Portal::start(addr, self.paths.clone(), Box::new(a)) {
-                Ok(p) => {
-                    self.portal = Some(p);
-                    return;
-                }
-                Err(_) => {
-                    actions = Some(self.actions());
-                    std::thread::sleep(Duration::from_secs(1));
-                }
+        let Ok(addr) = addr.parse() else { return false };
+        for i in 0..attempts {
+            if i > 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            if let Ok(p) = Portal::start(addr, self.paths.clone(), Box::new(self.actions())) {
+                self.portal = Some(p);
+                return true;
             }
         }
-        crate::error!("provisioning", "portal: cannot listen on {addr}");
+        false
     }
 
     fn actions(&self) -> Actions {
