@@ -109,21 +109,8 @@ fn the_daemon_applies_a_config_chunk_and_reports_success_once_applied() {
     let ddi = DdiServer::start();
     let sb = Sandbox::new("hb-config-daemon");
     sb.install_fake_server();
-    let paths = Paths::new(&sb.root);
     let first = json!({"agent": {"svc-agent": {"hawkbit": hawkbit_section(&ddi)}}});
-    svc::fsutil::atomic_write(
-        &sb.root.join("opt/svc/config.json"),
-        first.to_string().as_bytes(),
-        0o600,
-    )
-    .unwrap();
-    svc::fsutil::atomic_write(
-        &paths.device("/etc/svc-hawkbit.token"),
-        format!("{TOKEN}\n").as_bytes(),
-        0o600,
-    )
-    .unwrap();
-    ddi.state.lock().unwrap().sleep = "00:00:01".into();
+    crate::hawkbit_daemon::on_hawkbit(&sb, &ddi, &first);
     // The new config keeps the hawkBit section (without it the agent would go back to its
     // management app) and adds a module.
     let new = json!({

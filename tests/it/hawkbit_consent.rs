@@ -155,32 +155,7 @@ fn a_confirmation_document_for_another_action_is_refused() {
 #[test]
 fn the_daemon_waits_for_the_command_and_shows_the_action_in_its_status() {
     let ddi = DdiServer::start();
-    let sb = Sandbox::new("hb-consent-daemon");
-    let paths = Paths::new(&sb.root);
-    let old = fake_binary(NAME, "1.0.0", "hang", 0);
-    let src = sb.root.join("src-1.0.0");
-    std::fs::write(&src, &old).unwrap();
-    let a =
-        crate::update_support::artifact(NAME, "1.0.0", &format!("file://{}", src.display()), &old);
-    svc::update::Engine::new(paths.clone(), crate::update_support::test_opts())
-        .update(&a)
-        .unwrap();
-    let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
-        "server_url": ddi.url(), "tenant": TENANT,
-        "controller_id": CONTROLLER, "auth": "target-token"}}}});
-    svc::fsutil::atomic_write(
-        &sb.root.join("opt/svc/config.json"),
-        cfg.to_string().as_bytes(),
-        0o600,
-    )
-    .unwrap();
-    svc::fsutil::atomic_write(
-        &paths.device("/etc/svc-hawkbit.token"),
-        format!("{TOKEN}\n").as_bytes(),
-        0o600,
-    )
-    .unwrap();
-    ddi.state.lock().unwrap().sleep = "00:00:01".into();
+    let sb = crate::hawkbit_daemon::machine("hb-consent-daemon", &ddi);
     let body = fake_binary(NAME, "2.0.0", "hang", 1000);
     ddi.ask_consent(
         "71",

@@ -14,7 +14,7 @@ const NAME: &str = "svc-server";
 
 /// A machine with svc-server `1.0.0` (a build that keeps running), the hawkBit section in
 /// its cached config and the token in its 0600 file; no management app credentials.
-fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
+pub(crate) fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
     let sb = Sandbox::new(test);
     let paths = Paths::new(&sb.root);
     let body = fake_binary(NAME, "1.0.0", "hang", 0);
@@ -27,6 +27,13 @@ fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
     let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
         "server_url": ddi.url(), "tenant": TENANT,
         "controller_id": CONTROLLER, "auth": "target-token"}}}});
+    on_hawkbit(&sb, ddi, &cfg);
+    sb
+}
+
+/// Caches `cfg` as the machine's config, writes the token file (0600) and makes the DDI
+/// server ask for a poll every second.
+pub(crate) fn on_hawkbit(sb: &Sandbox, ddi: &DdiServer, cfg: &serde_json::Value) {
     svc::fsutil::atomic_write(
         &sb.root.join("opt/svc/config.json"),
         cfg.to_string().as_bytes(),
@@ -34,13 +41,12 @@ fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
     )
     .unwrap();
     svc::fsutil::atomic_write(
-        &paths.device("/etc/svc-hawkbit.token"),
+        &Paths::new(&sb.root).device("/etc/svc-hawkbit.token"),
         format!("{TOKEN}\n").as_bytes(),
         0o600,
     )
     .unwrap();
     ddi.state.lock().unwrap().sleep = "00:00:01".into();
-    sb
 }
 
 fn steps(ddi: &DdiServer, id: &str) -> Vec<String> {
