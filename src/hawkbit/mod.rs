@@ -140,18 +140,33 @@ impl HawkbitTransport {
             .identity(Some(self.identity.clone()))
     }
 
+    /// Sends `doc` as JSON to one of the server's own resources (`POST`, or `PUT` with
+    /// `put`), with the token, and counts the bytes both ways. The caller judges the status.
+    fn send_json(
+        &mut self,
+        put: bool,
+        url: &str,
+        doc: &Value,
+    ) -> Result<crate::protocol::https::Answer, ProtocolError> {
+        let body = serde_json::to_vec(doc).unwrap_or_default();
+        self.last_bytes.0 += body.len() as u64;
+        let req = if put {
+            http::put(url, body, timeout_secs())
+        } else {
+            http::post(url, body, timeout_secs())
+        }
+        .header("Content-Type", "application/json")
+        .identity(Some(self.identity.clone()));
+        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        self.last_bytes.1 += a.body.len() as u64;
+        Ok(a)
+    }
+
     /// Sends `fb` for action `id`. A 404 or 410 means the server has dropped the action
     /// (cancelled, or closed already): nothing more to tell.
     fn send_feedback(&mut self, id: &str, fb: &Feedback) -> Result<(), ProtocolError> {
         let url = format!("{}/deploymentBase/{id}/feedback", self.base);
-        let body = serde_json::to_vec(&fb.document(id)).unwrap_or_default();
-        let sent = body.len() as u64;
-        let req = http::post(&url, body, timeout_secs())
-            .header("Content-Type", "application/json")
-            .identity(Some(self.identity.clone()));
-        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
-        self.last_bytes.0 += sent;
-        self.last_bytes.1 += a.body.len() as u64;
+        let a = self.send_json(false, &url, &fb.document(id))?;
         match a.status {
             200..=299 | 404 | 410 => Ok(()),
             _ => Err(http_error(a.status, &a.headers, &a.body)),
@@ -234,13 +249,8 @@ impl HawkbitTransport {
             "mode": "merge",
             "data": config_data(&current("svc-agent"), &current("svc-server")),
         });
-        let body = serde_json::to_vec(&doc).unwrap_or_default();
-        self.last_bytes.0 += body.len() as u64;
-        let req = http::put(&format!("{}/configData", self.base), body, timeout_secs())
-            .header("Content-Type", "application/json")
-            .identity(Some(self.identity.clone()));
-        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
-        self.last_bytes.1 += a.body.len() as u64;
+        let url = format!("{}/configData", self.base);
+        let a = self.send_json(true, &url, &doc)?;
         if (200..300).contains(&a.status) {
             Ok(())
         } else {
@@ -286,16 +296,8 @@ impl HawkbitTransport {
             "id": cancel_id,
             "status": {"execution": execution, "result": {"finished": finished}, "details": [why]},
         });
-        let body = serde_json::to_vec(&doc).unwrap_or_default();
-        self.last_bytes.0 += body.len() as u64;
-        let req = http::post(
-            &format!("{}/cancelAction/{cancel_id}/feedback", self.base),
-            body,
-            timeout_secs(),
-        )
-        .header("Content-Type", "application/json")
-        .identity(Some(self.identity.clone()));
-        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        let url = format!("{}/cancelAction/{cancel_id}/feedback", self.base);
+        let a = self.send_json(false, &url, &doc)?;
         if !(200..300).contains(&a.status) {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
@@ -371,16 +373,8 @@ impl HawkbitTransport {
             "confirmation": decision.word(),
             "details": [format!("{} by {by} on the device", decision.word())],
         });
-        let body = serde_json::to_vec(&doc).unwrap_or_default();
-        self.last_bytes.0 += body.len() as u64;
-        let req = http::post(
-            &format!("{}/confirmationBase/{}/feedback", self.base, d.id),
-            body,
-            timeout_secs(),
-        )
-        .header("Content-Type", "application/json")
-        .identity(Some(self.identity.clone()));
-        let a = exchange_capped(req, ddi::MAX_DDI_BYTES)?;
+        let url = format!("{}/confirmationBase/{}/feedback", self.base, d.id);
+        let a = self.send_json(false, &url, &doc)?;
         if !(200..300).contains(&a.status) {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
