@@ -401,15 +401,7 @@ impl Release {
                 "version {version:?}: use only letters, digits and . _ + -"
             ));
         }
-        let artifact = Artifact {
-            name,
-            version,
-            url: String::new(),
-            sha256: Some(hex(&Sha256::digest(&bytes))),
-            size: Some(bytes.len() as u64),
-            signature: None,
-            identity: None,
-        };
+        let artifact = unsigned_artifact(name, version, &bytes);
         Ok(Release {
             artifact,
             target,
@@ -732,15 +724,7 @@ fn swu(o: &Opts, kp: &Ed25519KeyPair) -> R<PathBuf> {
         if let Err(report) = svc::config::parse_value(&value) {
             return Err(format!("config {shown} is not valid:\n{report}"));
         }
-        let mut a = Artifact {
-            name: "config".into(),
-            version,
-            url: String::new(),
-            sha256: Some(hex(&Sha256::digest(&bytes))),
-            size: Some(bytes.len() as u64),
-            signature: None,
-            identity: None,
-        };
+        let mut a = unsigned_artifact("config".into(), version, &bytes);
         a.signature = Some(verify::base64_encode(
             kp.sign(&a.signed_message(&target)).as_ref(),
         ));
@@ -775,4 +759,18 @@ fn swu(o: &Opts, kp: &Ed25519KeyPair) -> R<PathBuf> {
     svc::fsutil::atomic_write(&out, &bytes, 0o644)
         .map_err(|e| format!("writing {}: {e}", out.display()))?;
     Ok(out)
+}
+
+/// What the engine checks of `bytes` released as `name` `version`: their sha256 and size,
+/// before any signature; no URL yet.
+fn unsigned_artifact(name: String, version: String, bytes: &[u8]) -> Artifact {
+    Artifact {
+        name,
+        version,
+        url: String::new(),
+        sha256: Some(hex(&Sha256::digest(bytes))),
+        size: Some(bytes.len() as u64),
+        signature: None,
+        identity: None,
+    }
 }
