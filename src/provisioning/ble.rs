@@ -632,22 +632,8 @@ fn ble_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provisioning::improv::tests::{frame, wifi};
     use crate::provisioning::improv::{hmac_sha256, CMD_AUTHORIZE, CMD_WIFI_SETTINGS};
-
-    fn frame(cmd: u8, data: &[u8]) -> Vec<u8> {
-        let mut f = vec![cmd, data.len() as u8];
-        f.extend_from_slice(data);
-        f.push(f.iter().fold(0u8, |a, &x| a.wrapping_add(x)));
-        f
-    }
-
-    fn wifi(ssid: &[u8], psk: &[u8]) -> Vec<u8> {
-        let mut d = vec![ssid.len() as u8];
-        d.extend_from_slice(ssid);
-        d.push(psk.len() as u8);
-        d.extend_from_slice(psk);
-        frame(CMD_WIFI_SETTINGS, &d)
-    }
 
     fn dev() -> improv::Device {
         improv::Device {

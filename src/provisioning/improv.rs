@@ -359,17 +359,19 @@ pub fn fuzz_writes(data: &[u8]) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn frame(cmd: u8, data: &[u8]) -> Vec<u8> {
+    /// A client's frame: command, length, data, checksum (also for `ble`'s tests).
+    pub(crate) fn frame(cmd: u8, data: &[u8]) -> Vec<u8> {
         let mut f = vec![cmd, data.len() as u8];
         f.extend_from_slice(data);
         f.push(checksum(&f));
         f
     }
 
-    fn wifi(ssid: &[u8], psk: &[u8]) -> Vec<u8> {
+    /// A client's Wi-Fi settings frame.
+    pub(crate) fn wifi(ssid: &[u8], psk: &[u8]) -> Vec<u8> {
         let mut d = vec![ssid.len() as u8];
         d.extend_from_slice(ssid);
         d.push(psk.len() as u8);
