@@ -37,11 +37,14 @@ pub(crate) fn install() -> std::io::Result<()> {
     let (read, write) = UnixStream::pair()?;
     read.set_nonblocking(true)?;
     write.set_nonblocking(true)?;
+    // One write end for all four, kept open for the process's life in `waker` (a set
+    // `OnceLock` is never dropped), so the handlers may hold its raw fd: no dup per signal
+    // (eight system calls before svc-server's start, BENCHMARKS.md, fast start).
+    let write = f.waker.get_or_init(|| write);
     for sig in [SIGTERM, SIGINT, SIGHUP, SIGCHLD] {
-        signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        signal_hook::low_level::pipe::register_raw(sig, write.as_raw_fd())?;
     }
     let _ = f.wake.set(read);
-    let _ = f.waker.set(write);
     Ok(())
 }
 

@@ -112,6 +112,8 @@ pub(crate) struct Agent {
     server_update: updates::Track,
     agent_update: updates::Track,
     provisioning: provisioning::Runner,
+    /// The credentials file as read by `new`, until `load_rest` takes it into use.
+    pending: Option<LoadedCredentials>,
 }
 
 /// What identifies one version of a file without reading it: a rename over it changes the
@@ -241,13 +243,16 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 impl Agent {
-    /// Loads credentials and the cached config; nothing here needs the network.
+    /// What svc-server's start needs, and no more (BENCHMARKS.md, fast start): the
+    /// credentials (the app's address names svc-server's module registry) and the cached
+    /// config (fast start's own switch and `disable_subsystem` live in it). The rest (the
+    /// update engine, the backend the config names, the cached answer, the host's details,
+    /// the log line naming the app) is `load_rest`'s, which runs right after svc-server's
+    /// start with fast start and before everything else without. Nothing here needs the
+    /// network.
     pub(crate) fn new(paths: Paths) -> Agent {
         let loaded = LoadedCredentials::read(&paths);
-        loaded.log();
-        let (app, transport, credentials_stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         let config = cache::load_config(&paths).map(|(cfg, _)| cfg);
-        let cached = cache::load_answer(&paths);
         let fast_start = policy::fast_start(
             config
                 .as_ref()
@@ -255,17 +260,16 @@ impl Agent {
             std::env::var("SVC_AGENT_FAST_START").ok().as_deref(),
         );
         let server = svc_server::ServerManager::new(&paths)
-            .with_app(app.as_ref().map(|c| c.app_address.as_str()));
-        let paths_for_host = paths.clone();
-        let mut agent = Agent {
+            .with_app(loaded.creds.as_ref().map(|c| c.app_address.as_str()));
+        Agent {
             paths,
-            transport,
-            credentials: app.clone(),
-            credentials_stamp,
+            transport: None,
+            credentials: None,
+            credentials_stamp: loaded.stamp,
             credentials_changed: false,
             config,
             config_errors: Vec::new(),
-            cached,
+            cached: cache::CachedAnswer::default(),
             server,
             jitter: Jitter::from_entropy(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
@@ -281,18 +285,31 @@ impl Agent {
             fast_start,
             restart_server_requested: false,
             exit: None,
-            host: status::HostInfo::detect(&paths_for_host),
+            host: status::HostInfo::default(),
             last_status: None,
             reconnected: false,
             subsystems: serde_json::Map::new(),
-            updater: app.as_ref().map(|c| make_updater(&paths_for_host, c)),
+            updater: None,
             backend: Backend::App,
             server_update: updates::Track::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
+            pending: Some(loaded),
+        }
+    }
+
+    /// The rest of the start-up state (see `new`); once.
+    pub(crate) fn load_rest(&mut self) {
+        let Some(loaded) = self.pending.take() else {
+            return;
         };
-        agent.choose_backend();
-        agent
+        loaded.log();
+        self.updater = loaded.creds.as_ref().map(|c| make_updater(&self.paths, c));
+        self.transport = loaded.transport;
+        self.credentials = loaded.creds;
+        self.cached = cache::load_answer(&self.paths);
+        self.host = status::HostInfo::detect(&self.paths);
+        self.choose_backend();
     }
 
     /// Switches to the backend the config names, when it is not the one in use: hawkBit
@@ -394,10 +411,12 @@ impl Agent {
         if self.fast_start {
             self.start_server();
             after_server();
+            self.load_rest();
             self.apply_syscfg();
             self.apply_provisioning(false);
             return;
         }
+        self.load_rest();
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -937,16 +956,17 @@ pub(crate) fn run(paths: Paths) -> i32 {
     }
     crate::credentials::tighten_mode(&paths.credentials());
     let mut agent = Agent::new(paths.clone());
-    let shipping_credentials = agent.credentials().cloned();
-    // With fast start, svc-server starts first; the housekeeping runs right after its start
-    // and the log queue opens after that (opening a full queue takes tens of milliseconds);
-    // the lines logged meanwhile wait in memory for it.
+    // With fast start, svc-server starts first; the housekeeping runs right after its start,
+    // then the rest of the agent's state is read (`Agent::load_rest`) and the log queue opens
+    // (opening a full queue takes tens of milliseconds); the lines logged meanwhile wait in
+    // memory for it.
     let pipeline = if agent.fast_start {
         agent.start(|| housekeeping(&paths, &mut lock));
-        logs::LogPipeline::start(&paths, shipping_credentials.clone())
+        logs::LogPipeline::start(&paths, agent.credentials().cloned())
     } else {
+        agent.load_rest();
         housekeeping(&paths, &mut lock);
-        let p = logs::LogPipeline::start(&paths, shipping_credentials.clone());
+        let p = logs::LogPipeline::start(&paths, agent.credentials().cloned());
         agent.start(|| {});
         p
     };

@@ -54,9 +54,14 @@ impl ServerManager {
     fn spec(&self) -> ChildSpec {
         let config = super::cache::config_path(&self.paths);
         let home = self.svc_home();
-        let mut env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_"))
-            .collect();
+        // Sized once (the filter hides the count from `collect`): each regrowth of this
+        // vector before svc-server's start cost musl's allocator a map and an unmap
+        // (BENCHMARKS.md, fast start).
+        let vars = std::env::vars();
+        let mut env: Vec<(String, String)> = Vec::with_capacity(vars.size_hint().0 + 4);
+        env.extend(
+            vars.filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_")),
+        );
         env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE" && k != "SVC_REGISTRY");
         if let Some(r) = &self.registry {
             env.push(("SVC_REGISTRY".into(), r.clone()));
