@@ -1,7 +1,7 @@
 //! svc-server under the agent: its command line and environment. Supervision itself (process group, backoff, TERM→KILL) is
 //! `crate::supervisor`'s.
 use crate::paths::Paths;
-use crate::supervisor::{ChildSpec, Supervisor};
+use crate::supervisor::{ChildSpec, Env, Supervisor};
 use std::time::{Duration, Instant};
 
 /// How long svc-server gets between SIGTERM and SIGKILL; the unit's TimeoutStopSec is
@@ -54,29 +54,31 @@ impl ServerManager {
     fn spec(&self) -> ChildSpec {
         let config = super::cache::config_path(&self.paths);
         let home = self.svc_home();
-        // Sized once (the filter hides the count from `collect`): each regrowth of this
-        // vector before svc-server's start cost musl's allocator a map and an unmap
-        // (BENCHMARKS.md, fast start).
-        let vars = std::env::vars();
-        let mut env: Vec<(String, String)> = Vec::with_capacity(vars.size_hint().0 + 4);
-        env.extend(
-            vars.filter(|(k, _)| !k.starts_with("NOTIFY_SOCKET") && !k.starts_with("WATCHDOG_")),
-        );
-        env.retain(|(k, _)| k != "SVC_HOME" && k != "SVC_CONFIG_FILE" && k != "SVC_REGISTRY");
-        if let Some(r) = &self.registry {
-            env.push(("SVC_REGISTRY".into(), r.clone()));
+        // This process's environment with changes (std copies it once, at the spawn): without
+        // systemd's notify socket and watchdog (they are the agent's), and with svc-server's
+        // own variables set. Only the names are read here.
+        let mut remove: Vec<std::ffi::OsString> = std::env::vars_os()
+            .map(|(k, _)| k)
+            .filter(|k| {
+                let k = k.as_encoded_bytes();
+                k.starts_with(b"NOTIFY_SOCKET") || k.starts_with(b"WATCHDOG_")
+            })
+            .collect();
+        let mut set = Vec::with_capacity(4);
+        match &self.registry {
+            Some(r) => set.push(("SVC_REGISTRY".into(), r.clone())),
+            None => remove.push("SVC_REGISTRY".into()),
         }
-        env.push(("SVC_HOME".into(), home.display().to_string()));
-        env.push(("SVC_CONFIG_FILE".into(), config.display().to_string()));
+        set.push(("SVC_HOME".into(), home.display().to_string()));
+        set.push(("SVC_CONFIG_FILE".into(), config.display().to_string()));
         // Our svc-server then writes `<N>` priorities, which keep their level in our log.
-        env.retain(|(k, _)| k != "SVC_LOG_PRIORITY_PREFIX");
-        env.push(("SVC_LOG_PRIORITY_PREFIX".into(), "1".into()));
+        set.push(("SVC_LOG_PRIORITY_PREFIX".into(), "1".into()));
         ChildSpec {
             name: "svc-server".into(),
             program: self.paths.bin_link("svc-server"),
             args: vec!["--config".into(), config.display().to_string()],
             cwd: home,
-            env,
+            env: Env::Inherit { remove, set },
         }
     }
 

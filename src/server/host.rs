@@ -7,7 +7,7 @@ use super::registry::{self, Installed, Registry, RegistryError};
 use crate::config::env::{module_env, HostEnv};
 use crate::config::model::{MachineConfig, Module, ModuleType};
 use crate::config::version::Selector;
-use crate::supervisor::{ChildSpec, ChildState, Policy, Supervisor};
+use crate::supervisor::{ChildSpec, ChildState, Env, Policy, Supervisor};
 use semver::Version;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -370,7 +370,7 @@ impl ModuleHost {
                 program,
                 args: Vec::new(),
                 cwd,
-                env,
+                env: Env::Exactly(env),
             },
             version,
             data_dir,

@@ -4,7 +4,7 @@ use crate::common::sandbox::pid_alive as alive;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use svc::supervisor::{ChildEvent, ChildSpec, ChildState, Policy, Supervisor};
+use svc::supervisor::{ChildEvent, ChildSpec, ChildState, Env, Policy, Supervisor};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("svc-sup-{name}-{}", std::process::id()));
@@ -19,10 +19,10 @@ fn sh(name: &str, cwd: &std::path::Path, script: &str) -> ChildSpec {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
         cwd: cwd.to_path_buf(),
-        env: vec![
+        env: Env::Exactly(vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
             ("MARK".into(), "m1".into()),
-        ],
+        ]),
     }
 }
 
