@@ -208,6 +208,85 @@ fn fast_start_still_names_the_holder_and_sweeps_stale_temps_after_svc_server_sta
     terminate(&mut agent);
 }
 
+/// Fast start reads the cached answer, the host's details and the app's address only after
+/// svc-server's start (docs/agent.md, start-up): they are all still taken into use.
+#[test]
+fn fast_start_still_takes_the_cached_answer_and_the_host_into_use() {
+    let sb = Sandbox::new("fast-deferred");
+    sb.file_app();
+    sb.install_fake_server();
+    // The app has no answer (offline); the last run's answer is cached.
+    let cached = json!({"etag": null, "targets": {}, "poll_interval_secs": 1,
+                        "done_commands": ["earlier-1"], "last_contact": 1234});
+    std::fs::write(
+        sb.root.join("opt/svc/answer.json"),
+        serde_json::to_vec(&cached).unwrap(),
+    )
+    .unwrap();
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    wait_for("a status with the cached answer and the host", 30, || {
+        let s = sb.status();
+        s["done_commands"] == json!(["earlier-1"])
+            && s["last_contact"] == json!(1234)
+            && s["host"]["kernel"].as_str().is_some_and(|k| !k.is_empty())
+    });
+    wait_for("the app named in the log", 30, || {
+        sb.log().contains("management app: file://")
+    });
+    terminate(&mut agent);
+}
+
+/// svc-server gets the agent's environment without systemd's notify socket and watchdog
+/// variables (any name with those prefixes), with its own variables set over any the agent
+/// was given, and with everything else inherited.
+#[test]
+fn svc_server_environment_is_the_agents_with_its_own_variables() {
+    let sb = Sandbox::new("server-env");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut agent = sb.spawn_agent(&[
+        ("SVC_AGENT_FAST_START", "1"),
+        ("NOTIFY_SOCKET", "/run/systemd/notify"),
+        ("NOTIFY_SOCKET_EXTRA", "x"),
+        ("WATCHDOG_USEC", "30000000"),
+        ("WATCHDOG_PID", "1"),
+        ("SVC_HOME", "/elsewhere"),
+        ("SVC_CONFIG_FILE", "/elsewhere/config.json"),
+        ("SVC_LOG_PRIORITY_PREFIX", "0"),
+        ("SVC_TEST_INHERITED", "kept value"),
+    ]);
+    // The stand-in writes its environment before its pid.
+    wait_for("svc-server to start", 60, || !sb.fake("pids").is_empty());
+    let env = sb.fake("env");
+    let has = |line: &str| env.lines().any(|l| l == line);
+    let named = |name: &str| env.lines().any(|l| l.starts_with(&format!("{name}=")));
+    for gone in [
+        "NOTIFY_SOCKET",
+        "NOTIFY_SOCKET_EXTRA",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+    ] {
+        assert!(!named(gone), "{gone} reached svc-server: {env}");
+    }
+    let state = sb.root.join("opt/svc");
+    assert!(
+        has(&format!("SVC_HOME={}", state.join("home").display())),
+        "{env}"
+    );
+    assert!(
+        has(&format!(
+            "SVC_CONFIG_FILE={}",
+            state.join("config.json").display()
+        )),
+        "{env}"
+    );
+    assert!(has("SVC_LOG_PRIORITY_PREFIX=1"), "{env}");
+    assert!(has("SVC_TEST_INHERITED=kept value"), "{env}");
+    assert!(has("SVC_AGENT_FAST_START=1"), "{env}");
+    terminate(&mut agent);
+}
+
 #[test]
 fn disable_subsystem_stops_managing_svc_server_and_status_says_so() {
     let sb = Sandbox::new("disable");
