@@ -355,6 +355,23 @@ impl Api {
             .to_string()
     }
 
+    /// Waits (bounded) until what the device told gooseBit has each of `needles` (gooseBit
+    /// saves the state first, the feedback's details after); returns it.
+    fn wait_for_log(&self, needles: &[&str], secs: u64) -> String {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let log = self.log();
+            if needles.iter().all(|n| log.contains(n)) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "timed out waiting for {needles:?} in the device's log: {log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+
     /// Waits (bounded, generous: the machine is shared) until the device shows `field` =
     /// `value`; returns the device.
     fn wait_for(&self, field: &str, value: &str, secs: u64) -> serde_json::Value {
@@ -553,9 +570,10 @@ fn goosebit_daemon_installs_a_swu_and_reports_success_after_probation_with_a_res
     fleet
         .api
         .publish(&fleet.vendor.server_swu("2.0.0", "hang", 5 * 1024 * 1024));
-    let d = fleet.api.wait_for("last_state", "Finished", 300);
+    fleet.api.wait_for("last_state", "Finished", 300);
+    // gooseBit saves the state and the version one after the other.
+    fleet.api.wait_for("sw_version", "2.0.0", 60);
     terminate(&mut agent);
-    assert_eq!(d["sw_version"], "2.0.0", "{d}");
     assert_eq!(linked(&sb), "svc-server-2.0.0");
     let log = sb.log();
     assert!(log.contains("Eclipse hawkBit"), "{log}");
@@ -589,14 +607,12 @@ fn goosebit_daemon_rolls_back_a_crashing_swu_and_reports_failure() {
     fleet
         .api
         .publish(&fleet.vendor.server_swu("2.0.1", "exit1", 1000));
-    let d = fleet.api.wait_for("last_state", "Error", 300);
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["2.0.1 was rolled back", "svc-server 1.0.0 runs"], 60);
     terminate(&mut agent);
-    let log = fleet.api.log();
-    assert!(
-        log.contains("2.0.1 was rolled back") && log.contains("svc-server 1.0.0 runs"),
-        "{log}"
-    );
-    assert_eq!(d["sw_version"], "1.0.0", "{d}");
+    assert_eq!(fleet.api.device()["sw_version"], "1.0.0");
     assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(
         sb.log().contains("svc-server 2.0.1 activated"),
@@ -619,12 +635,10 @@ fn goosebit_daemon_refuses_a_swu_signed_by_a_stranger_and_reports_it() {
         .api
         .publish(&stranger.server_swu("2.0.2", "hang", 1000));
     fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["refused by svc-agent", "signature"], 60);
     terminate(&mut agent);
-    let log = fleet.api.log();
-    assert!(
-        log.contains("refused by svc-agent") && log.contains("signature"),
-        "{log}"
-    );
     assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(
         !sb.root.join("opt/svc/cache/swu/files").exists(),
@@ -652,8 +666,8 @@ fn goosebit_daemon_applies_a_config_swu_and_refuses_a_bad_one_whole() {
     fleet
         .api
         .publish(&fleet.vendor.config_swu("2026.11.1", &good));
-    let d = fleet.api.wait_for("last_state", "Finished", 300);
-    assert_eq!(d["sw_version"], "2026.11.1", "{d}");
+    fleet.api.wait_for("last_state", "Finished", 300);
+    fleet.api.wait_for("sw_version", "2026.11.1", 60);
     let config = sb.root.join("opt/svc/config.json");
     let kept = std::fs::read(&config).unwrap();
     assert!(String::from_utf8_lossy(&kept).contains("from-goosebit"));
@@ -671,9 +685,10 @@ fn goosebit_daemon_applies_a_config_swu_and_refuses_a_bad_one_whole() {
     );
     fleet.api.publish(&swu);
     fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["/agent/svc-server/disable_subsystem"], 60);
     terminate(&mut agent);
-    let log = fleet.api.log();
-    assert!(log.contains("/agent/svc-server/disable_subsystem"), "{log}");
     assert_eq!(std::fs::read(&config).unwrap(), kept, "the config kept");
     assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(!sb.log().contains("svc-server 3.0.0 activated"));
