@@ -15,6 +15,14 @@ const NAME: &str = "svc-server";
 /// A machine with svc-server `1.0.0` (a build that keeps running), the hawkBit section in
 /// its cached config and the token in its 0600 file; no management app credentials.
 pub(crate) fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
+    let sb = machine_on(test, &ddi.url(), CONTROLLER, TOKEN);
+    ddi.state.lock().unwrap().sleep = "00:00:01".into();
+    sb
+}
+
+/// The same machine on the DDI server at `server_url` as `controller`, its token `token`
+/// (gooseBit's tests use it with their own server).
+pub(crate) fn machine_on(test: &str, server_url: &str, controller: &str, token: &str) -> Sandbox {
     let sb = Sandbox::new(test);
     let paths = Paths::new(&sb.root);
     let body = fake_binary(NAME, "1.0.0", "hang", 0);
@@ -25,15 +33,21 @@ pub(crate) fn machine(test: &str, ddi: &DdiServer) -> Sandbox {
         .update(&a)
         .unwrap();
     let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
-        "server_url": ddi.url(), "tenant": TENANT,
-        "controller_id": CONTROLLER, "auth": "target-token"}}}});
-    on_hawkbit(&sb, ddi, &cfg);
+        "server_url": server_url, "tenant": TENANT,
+        "controller_id": controller, "auth": "target-token"}}}});
+    cache_config(&sb, &cfg, token);
     sb
 }
 
 /// Caches `cfg` as the machine's config, writes the token file (0600) and makes the DDI
 /// server ask for a poll every second.
 pub(crate) fn on_hawkbit(sb: &Sandbox, ddi: &DdiServer, cfg: &serde_json::Value) {
+    cache_config(sb, cfg, TOKEN);
+    ddi.state.lock().unwrap().sleep = "00:00:01".into();
+}
+
+/// Caches `cfg` as the machine's config and writes `token` to the token file (0600).
+fn cache_config(sb: &Sandbox, cfg: &serde_json::Value, token: &str) {
     svc::fsutil::atomic_write(
         &sb.root.join("opt/svc/config.json"),
         cfg.to_string().as_bytes(),
@@ -42,11 +56,10 @@ pub(crate) fn on_hawkbit(sb: &Sandbox, ddi: &DdiServer, cfg: &serde_json::Value)
     .unwrap();
     svc::fsutil::atomic_write(
         &Paths::new(&sb.root).device("/etc/svc-hawkbit.token"),
-        format!("{TOKEN}\n").as_bytes(),
+        format!("{token}\n").as_bytes(),
         0o600,
     )
     .unwrap();
-    ddi.state.lock().unwrap().sleep = "00:00:01".into();
 }
 
 fn steps(ddi: &DdiServer, id: &str) -> Vec<String> {

@@ -2,7 +2,14 @@
 //! by `scripts/lib/goosebit.sh` into `$GOOSEBIT_VENV`; scripts/test-cargo.sh does it). It
 //! runs on 127.0.0.1 only, its database migrated with `aerich upgrade` before the first
 //! start, everything in the test's own directory. Under CI=true a missing gooseBit fails.
-use crate::update_support::scratch;
+//!
+//! End to end: builds published as SWUpdate images by `svc-release swu`, uploaded and
+//! assigned through gooseBit's own API, taken by the real daemon (`svc-agent run`) through a
+//! relay that can cut a download; what gooseBit shows (state, version, the feedback's
+//! details) is what the device told it. One transport-level test remains: the poll times
+//! gooseBit gives before and after registration, which the daemon does not show.
+use crate::common::sandbox::*;
+use crate::update_support::{fake_binary, scratch};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,8 +48,9 @@ fn free_port() -> u16 {
 }
 
 impl GooseBit {
-    /// Migrates a fresh database and starts gooseBit; waits until it answers a DDI poll.
-    pub fn start(venv: &Path, test: &str) -> GooseBit {
+    /// Migrates a fresh database and starts gooseBit, asking devices for a poll every
+    /// `poll_time` (`HH:MM:SS`); waits until it answers a DDI poll.
+    pub fn start(venv: &Path, test: &str, poll_time: &str) -> GooseBit {
         let dir = scratch().join("goosebit").join(test);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -68,7 +76,7 @@ impl GooseBit {
                     format!("sqlite://{}/db.sqlite3", dir.display()),
                 )
                 .env("GOOSEBIT_ARTIFACTS_DIR", dir.join("artifacts"))
-                .env("GOOSEBIT_POLL_TIME", "00:01:00");
+                .env("GOOSEBIT_POLL_TIME", poll_time);
         };
         let mut migrate = Command::new(venv.join("bin/aerich"));
         migrate.arg("upgrade");
@@ -119,13 +127,14 @@ impl GooseBit {
     }
 }
 
+/// The transport alone: the daemon does not show its poll interval, this does.
 #[test]
 fn goosebit_starts_and_the_backend_reads_its_base_resource() {
     let Some(venv) = venv() else {
         eprintln!("skipped: gooseBit is not installed (GOOSEBIT_VENV)");
         return;
     };
-    let gb = GooseBit::start(&venv, "base");
+    let gb = GooseBit::start(&venv, "base", "00:01:00");
     let paths = crate::update_support::sandbox("hawkbit-goosebit-base");
     svc::fsutil::atomic_write(
         &paths.device("/etc/svc-hawkbit.token"),
@@ -247,6 +256,17 @@ impl CutRelay {
     }
 }
 
+impl CutRelay {
+    /// The artifact downloads that went through: (request head, answer's status line).
+    fn downloads(&self) -> Vec<(String, String)> {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|(h, _)| h.starts_with("GET ") && h.contains("/download "))
+            .cloned()
+            .collect()
+    }
+}
+
 fn release(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_svc-release"))
         .args(args)
@@ -279,307 +299,397 @@ impl Api {
         }
     }
 
-    fn upload(&self, file: &Path) -> String {
-        let name = file.file_name().unwrap().to_string_lossy();
-        let mut body = format!("--svcswu\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n").into_bytes();
-        body.extend_from_slice(&std::fs::read(file).unwrap());
-        body.extend_from_slice(b"\r\n--svcswu--\r\n");
-        let r = minreq::put(format!("{}/api/v1/software", self.url))
+    /// One authorized call: `200` and a JSON answer, or the test fails naming `what`.
+    fn call(&self, req: minreq::Request, what: &str) -> serde_json::Value {
+        let r = req
             .with_header("Authorization", format!("Bearer {}", self.token))
-            .with_header("Content-Type", "multipart/form-data; boundary=svcswu")
-            .with_body(body)
             .with_timeout(120)
             .send()
             .unwrap();
         assert_eq!(
             r.status_code,
             200,
-            "upload: {}",
-            r.as_str().unwrap_or_default()
-        );
-        let v: serde_json::Value = serde_json::from_slice(r.as_bytes()).unwrap();
-        v["id"].to_string()
-    }
-
-    fn assign(&self, device: &str, software: &str) {
-        let r = minreq::put(format!("{}/api/v1/devices", self.url))
-            .with_header("Authorization", format!("Bearer {}", self.token))
-            .with_header("Content-Type", "application/json")
-            .with_body(json!({"devices": [device], "software": software}).to_string())
-            .with_timeout(60)
-            .send()
-            .unwrap();
-        assert_eq!(
-            r.status_code,
-            200,
-            "assign: {}",
-            r.as_str().unwrap_or_default()
-        );
-    }
-
-    fn get(&self, path: &str) -> serde_json::Value {
-        let url = format!("{}/api/v1/devices/{path}", self.url);
-        let r = minreq::get(url.trim_end_matches('/'))
-            .with_header("Authorization", format!("Bearer {}", self.token))
-            .with_timeout(60)
-            .send()
-            .unwrap();
-        assert_eq!(
-            r.status_code,
-            200,
-            "{path}: {}",
+            "{what}: {}",
             r.as_str().unwrap_or_default()
         );
         serde_json::from_slice(r.as_bytes()).unwrap()
     }
 
+    /// Uploads the image `swu` and assigns it to the device: what an operator does to
+    /// publish a build.
+    fn publish(&self, swu: &Path) {
+        let name = swu.file_name().unwrap().to_string_lossy();
+        let mut body = format!("--svcswu\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n").into_bytes();
+        body.extend_from_slice(&std::fs::read(swu).unwrap());
+        body.extend_from_slice(b"\r\n--svcswu--\r\n");
+        let up = minreq::put(format!("{}/api/v1/software", self.url))
+            .with_header("Content-Type", "multipart/form-data; boundary=svcswu")
+            .with_body(body);
+        let id = self.call(up, "upload")["id"].to_string();
+        let assign = minreq::put(format!("{}/api/v1/devices", self.url))
+            .with_header("Content-Type", "application/json")
+            .with_body(json!({"devices": [DEVICE], "software": id}).to_string());
+        self.call(assign, "assign");
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let url = format!("{}/api/v1/devices/{path}", self.url);
+        self.call(minreq::get(url.trim_end_matches('/')), path)
+    }
+
     /// The device as the list shows it (the single-device resource fails validation once
     /// software is assigned in 0.2.12).
-    fn device(&self, device: &str) -> serde_json::Value {
+    fn device(&self) -> serde_json::Value {
         let all = self.get("");
         all["devices"]
             .as_array()
-            .and_then(|d| d.iter().find(|d| d["id"] == device).cloned())
+            .and_then(|d| d.iter().find(|d| d["id"] == DEVICE).cloned())
             .unwrap_or_default()
     }
 
     /// What the device told gooseBit (the feedback's `details`).
-    fn log(&self, device: &str) -> String {
-        self.get(&format!("{device}/log"))["log"]
+    fn log(&self) -> String {
+        self.get(&format!("{DEVICE}/log"))["log"]
             .as_str()
             .unwrap_or_default()
             .to_string()
     }
-}
 
-struct SwuRig {
-    _gb: GooseBit,
-    relay: CutRelay,
-    api: Api,
-    paths: svc::paths::Paths,
-    key: PathBuf,
-    dir: PathBuf,
-}
-
-const DEVICE: &str = "kiosk-17";
-
-impl SwuRig {
-    /// gooseBit behind the cutting relay, a device running svc-server 1.0.0 with the vendor
-    /// key of a fresh `svc-release keygen`, registered with gooseBit by its first polls.
-    fn start(venv: &Path, test: &str, cut: usize) -> SwuRig {
-        let gb = GooseBit::start(venv, test);
-        let relay = CutRelay::start(gb.port, cut);
-        let api = Api::setup(&gb);
-        let paths = crate::update_support::sandbox(&format!("hawkbit-goosebit-{test}"));
-        crate::update_support::install_old(&paths, "svc-server", "1.0.0");
-        svc::fsutil::atomic_write(
-            &paths.device("/etc/svc-hawkbit.token"),
-            b"goosebit-ignores-this-token",
-            0o600,
-        )
-        .unwrap();
-        let dir = paths.root().join("vendor");
-        std::fs::create_dir_all(&dir).unwrap();
-        let key = dir.join("vendor.key");
-        release(&["keygen", key.to_str().unwrap()]);
-        let pubkey = std::fs::read(dir.join("vendor.key.pub")).unwrap();
-        svc::fsutil::atomic_write(&paths.signing_key(), &pubkey, 0o644).unwrap();
-        let rig = SwuRig {
-            _gb: gb,
-            relay,
-            api,
-            paths,
-            key,
-            dir,
-        };
-        rig.poll();
-        rig.poll();
-        assert_eq!(rig.api.device(DEVICE)["sw_version"], "1.0.0");
-        rig
-    }
-
-    fn transport(&self) -> HawkbitTransport {
-        let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
-            "server_url": format!("http://127.0.0.1:{}", self.relay.port), "tenant": "DEFAULT",
-            "controller_id": DEVICE, "auth": "target-token"}}}});
-        let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
-        HawkbitTransport::connect(&self.paths, cfg.agent.agent.hawkbit.as_ref().unwrap())
-            .unwrap()
-            .with_download_options(crate::update_support::test_opts().download)
-    }
-
-    fn poll(&self) -> svc::protocol::PollAnswer {
-        match self
-            .transport()
-            .poll(&serde_json::Value::Null, None)
-            .unwrap()
-        {
-            PollOutcome::Changed { answer, .. } => *answer,
-            other => panic!("{other:?}"),
+    /// Waits (bounded) until what the device told gooseBit has each of `needles` (gooseBit
+    /// saves the state first, the feedback's details after); returns it.
+    fn wait_for_log(&self, needles: &[&str], secs: u64) -> String {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let log = self.log();
+            if needles.iter().all(|n| log.contains(n)) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "timed out waiting for {needles:?} in the device's log: {log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
         }
     }
 
-    /// A signed `.swu` of a fake svc-server, made by the release tool, uploaded and assigned.
-    fn publish(&self, version: &str, behavior: &str, pad: usize) -> PathBuf {
+    /// Waits (bounded, generous: the machine is shared) until the device shows `field` =
+    /// `value`; returns the device.
+    fn wait_for(&self, field: &str, value: &str, secs: u64) -> serde_json::Value {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let d = self.device();
+            if d[field] == value {
+                return d;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "timed out waiting for {field} = {value}: {d}; log: {}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+}
+
+/// The vendor: a key made by `svc-release keygen`, and builds published as `.swu`.
+struct Vendor {
+    dir: PathBuf,
+    key: PathBuf,
+}
+
+impl Vendor {
+    fn new(dir: PathBuf, name: &str) -> Vendor {
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join(format!("{name}.key"));
+        release(&["keygen", key.to_str().unwrap()]);
+        Vendor { dir, key }
+    }
+
+    fn public_key(&self) -> Vec<u8> {
+        let mut p = self.key.clone().into_os_string();
+        p.push(".pub");
+        std::fs::read(p).unwrap()
+    }
+
+    /// A fake svc-server `version` (`fake_binary`'s `behavior`, `pad` bytes more) as a signed
+    /// `.swu` made by `svc-release swu`.
+    fn server_swu(&self, version: &str, behavior: &str, pad: usize) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let bin = self.dir.join(format!("svc-server-{version}"));
-        std::fs::write(
-            &bin,
-            crate::update_support::fake_binary("svc-server", version, behavior, pad),
-        )
-        .unwrap();
+        std::fs::write(&bin, fake_binary("svc-server", version, behavior, pad)).unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let swu = self.dir.join(format!("svc-server-{version}.swu"));
+        let key = self.key.to_str().unwrap();
+        release(&["swu", "--key", key, "--out", path_str(&swu), path_str(&bin)]);
+        swu
+    }
+
+    /// The machine config `cfg` as version `version` of a signed `.swu` made by `svc-release
+    /// swu --config` (which validates it as the agent does).
+    fn config_swu(&self, version: &str, cfg: &serde_json::Value) -> PathBuf {
+        let file = self.dir.join(format!("config-{version}.json"));
+        std::fs::write(&file, serde_json::to_vec_pretty(cfg).unwrap()).unwrap();
+        let swu = self.dir.join(format!("config-{version}.swu"));
         release(&[
             "swu",
             "--key",
             self.key.to_str().unwrap(),
             "--out",
-            swu.to_str().unwrap(),
-            bin.to_str().unwrap(),
+            path_str(&swu),
+            "--config",
+            path_str(&file),
+            "--config-version",
+            version,
+            "--target",
+            svc::update::this_target(),
         ]);
-        let id = self.api.upload(&swu);
-        self.api.assign(DEVICE, &id);
         swu
     }
 
-    fn install(&self, t: &svc::protocol::Target) -> svc::update::Outcome {
-        let a = svc::update::Artifact {
-            name: "svc-server".into(),
-            version: t.version.clone(),
-            url: t.url.clone(),
-            sha256: t.sha256.clone(),
-            size: t.size,
-            signature: t.signature.clone(),
-            identity: Some(self.transport().identity()),
+    /// An image written without the release tool's checks (a vendor's own script), each file
+    /// (name in `sw-description`, version, bytes) signed with the vendor key: what gets a
+    /// config the agent refuses past the signature to the validator.
+    fn hand_made_swu(&self, out: &str, files: &[(&str, &str, Vec<u8>)]) -> PathBuf {
+        use rustls::pki_types::{pem::PemObject, PrivateKeyDer};
+        use svc::update::swu;
+        let pem = std::fs::read(&self.key).unwrap();
+        let PrivateKeyDer::Pkcs8(der) = PrivateKeyDer::from_pem_slice(&pem).unwrap() else {
+            panic!("svc-release keygen writes PKCS#8");
         };
-        svc::update::Engine::new(self.paths.clone(), crate::update_support::test_opts())
-            .update(&a)
-            .unwrap()
+        let kp = aws_lc_rs::signature::Ed25519KeyPair::from_pkcs8(der.secret_pkcs8_der()).unwrap();
+        let images: Vec<swu::Image> = files
+            .iter()
+            .map(|(name, version, bytes)| {
+                let a = svc::update::Artifact {
+                    name: name.to_string(),
+                    version: version.to_string(),
+                    url: String::new(),
+                    sha256: Some(crate::update_support::sha256_hex(bytes)),
+                    size: Some(bytes.len() as u64),
+                    signature: None,
+                    identity: None,
+                };
+                let sig = kp.sign(&a.signed_message(svc::update::this_target()));
+                swu::Image {
+                    filename: name.to_string(),
+                    name: name.to_string(),
+                    version: version.to_string(),
+                    sha256: a.sha256.clone().unwrap(),
+                    signature: Some(svc::update::verify::base64_encode(sig.as_ref())),
+                }
+            })
+            .collect();
+        let desc = swu::sw_description(files[0].1, svc::update::this_target(), &images);
+        let mut entries: Vec<(&str, &[u8])> = vec![("sw-description", desc.as_bytes())];
+        entries.extend(files.iter().map(|(n, _, b)| (*n, b.as_slice())));
+        let mut bytes = Vec::new();
+        swu::write_newc(&mut bytes, &entries).unwrap();
+        let swu = self.dir.join(out);
+        std::fs::write(&swu, bytes).unwrap();
+        swu
     }
 }
 
+const DEVICE: &str = "kiosk-17";
+
+/// gooseBit asking for a poll every second, behind a relay that cuts the first artifact
+/// download after `cut` bytes, with its first user, and a vendor.
+struct Fleet {
+    _gb: GooseBit,
+    relay: CutRelay,
+    api: Api,
+    vendor: Vendor,
+}
+
+impl Fleet {
+    fn start(venv: &Path, test: &str, cut: usize) -> Fleet {
+        let gb = GooseBit::start(venv, test, "00:00:01");
+        let relay = CutRelay::start(gb.port, cut);
+        let api = Api::setup(&gb);
+        let vendor = Vendor::new(
+            scratch().join("goosebit").join(test).join("vendor"),
+            "vendor",
+        );
+        Fleet {
+            _gb: gb,
+            relay,
+            api,
+            vendor,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.relay.port)
+    }
+
+    /// The hawkBit section of the device's config (a new config must keep it).
+    fn hawkbit_section(&self) -> serde_json::Value {
+        json!({"server_url": self.url(), "tenant": "DEFAULT", "controller_id": DEVICE,
+               "auth": "target-token"})
+    }
+
+    /// A machine running svc-server 1.0.0 (a build that keeps running) with the vendor's
+    /// public key and gooseBit (through the relay) in its cached config; its daemon started
+    /// with `env`, and registered with gooseBit (`PUT configData`) before this returns.
+    fn device(&self, test: &str, env: &[(&str, &str)]) -> (Sandbox, Child) {
+        let sb = crate::hawkbit_daemon::machine_on(
+            test,
+            &self.url(),
+            DEVICE,
+            "goosebit-ignores-this-token",
+        );
+        let paths = svc::paths::Paths::new(&sb.root);
+        svc::fsutil::atomic_write(&paths.signing_key(), &self.vendor.public_key(), 0o644).unwrap();
+        let agent = sb.spawn_agent(env);
+        self.api.wait_for("sw_version", "1.0.0", 120);
+        (sb, agent)
+    }
+}
+
+fn linked(sb: &Sandbox) -> String {
+    std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A signed svc-server build: uploaded to gooseBit, assigned, downloaded by the daemon
+/// through a relay that cuts the download after 1 MiB (resumed with `Range` + `If-Range`,
+/// gooseBit answers `206`), taken out of the image and checked, activated; gooseBit hears
+/// `closed` + `success` only after the probation passed.
 #[test]
-fn goosebit_swu_is_verified_activated_and_closed_after_probation_with_a_resumed_download() {
+fn goosebit_daemon_installs_a_swu_and_reports_success_after_probation_with_a_resumed_download() {
     let Some(venv) = venv() else {
         eprintln!("skipped: gooseBit is not installed (GOOSEBIT_VENV)");
         return;
     };
-    let rig = SwuRig::start(&venv, "swu-ok", 1024 * 1024);
-    rig.publish("2.0.0", "ok", 5 * 1024 * 1024);
-    // The poll takes the action: the engine downloads the .swu from gooseBit (cut after
-    // 1 MiB by the relay, resumed with Range), checks gooseBit's sha1, takes svc-server out
-    // and checks it against sw-description's sha256 and the vendor signature.
-    let answer = rig.poll();
-    let t = answer
-        .targets
-        .server
-        .expect("svc-server taken out of the .swu");
-    assert_eq!(t.version, "2.0.0");
-    assert!(
-        t.url.starts_with("file://") && t.signature.is_some(),
-        "{t:?}"
-    );
-    let log = rig.relay.log.lock().unwrap().clone();
-    let downloads: Vec<_> = log
-        .iter()
-        .filter(|(h, _)| h.starts_with("GET ") && h.contains("/download "))
-        .collect();
+    let fleet = Fleet::start(&venv, "daemon-ok", 1024 * 1024);
+    let (sb, mut agent) = fleet.device("gb-daemon-ok", &[("SVC_AGENT_PROBATION_SECS", "4")]);
+    fleet
+        .api
+        .publish(&fleet.vendor.server_swu("2.0.0", "hang", 5 * 1024 * 1024));
+    fleet.api.wait_for("last_state", "Finished", 300);
+    // gooseBit saves the state and the version one after the other.
+    fleet.api.wait_for("sw_version", "2.0.0", 60);
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-2.0.0");
+    let log = sb.log();
+    assert!(log.contains("Eclipse hawkBit"), "{log}");
+    // `success` came after the probation passed, never before.
+    let passed = log.find("passed its probation").expect("probation passed");
+    let told = log.find("told the server Success").expect("success logged");
+    assert!(passed < told, "{log}");
+    let downloads = fleet.relay.downloads();
     assert_eq!(downloads.len(), 2, "one cut, one resumed: {downloads:?}");
-    let resumed = downloads
+    let (head, status) = downloads
         .iter()
         .find(|(h, _)| h.to_ascii_lowercase().contains("\r\nrange: bytes="))
         .expect("a Range request");
+    assert!(status.contains(" 206 "), "gooseBit serves ranges: {status}");
     assert!(
-        resumed.1.contains(" 206 "),
-        "gooseBit serves ranges: {}",
-        resumed.1
+        head.to_ascii_lowercase().contains("\r\nif-range: "),
+        "{head}"
     );
-    assert!(resumed.0.to_ascii_lowercase().contains("\r\nif-range: "));
-
-    assert!(matches!(
-        rig.install(&t),
-        svc::update::Outcome::Activated { .. }
-    ));
-    rig.poll();
-    assert_eq!(
-        rig.api.device(DEVICE)["last_state"],
-        "Running",
-        "downloaded, in probation"
-    );
-    svc::update::end_server_probation(&rig.paths, "2.0.0").unwrap();
-    rig.poll();
-    let d = rig.api.device(DEVICE);
-    assert_eq!(d["last_state"], "Finished", "{d}");
-    assert_eq!(d["sw_version"], "2.0.0");
-    let answer = rig.poll();
-    assert!(answer.targets.server.is_none(), "the action is over");
 }
 
+/// A build that crashes: the daemon's probation rolls it back, gooseBit shows `Error` with
+/// the reason, and the version that runs (`sw_version`, sent as `configData`).
 #[test]
-fn goosebit_swu_that_crashes_is_rolled_back_and_reported_as_failure() {
+fn goosebit_daemon_rolls_back_a_crashing_swu_and_reports_failure() {
     let Some(venv) = venv() else {
         eprintln!("skipped: gooseBit is not installed (GOOSEBIT_VENV)");
         return;
     };
-    let rig = SwuRig::start(&venv, "swu-crash", usize::MAX);
-    rig.publish("2.0.1", "exit1", 1000);
-    let t = rig.poll().targets.server.expect("offered");
-    assert!(matches!(
-        rig.install(&t),
-        svc::update::Outcome::Activated { .. }
-    ));
-    rig.poll();
-    // The agent's probation rule rolls back the crashing build (agent::updates).
-    svc::update::rollback(&rig.paths, "svc-server").unwrap();
-    rig.poll();
-    let d = rig.api.device(DEVICE);
-    assert_eq!(d["last_state"], "Error", "{d}");
-    let log = rig.api.log(DEVICE);
+    let fleet = Fleet::start(&venv, "daemon-crash", usize::MAX);
+    let (sb, mut agent) = fleet.device("gb-daemon-crash", &[]);
+    fleet
+        .api
+        .publish(&fleet.vendor.server_swu("2.0.1", "exit1", 1000));
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["2.0.1 was rolled back", "svc-server 1.0.0 runs"], 60);
+    terminate(&mut agent);
+    assert_eq!(fleet.api.device()["sw_version"], "1.0.0");
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(
-        log.contains("2.0.1 was rolled back") && log.contains("svc-server 1.0.0 runs"),
-        "{log}"
-    );
-    assert_eq!(
-        crate::update_support::active(&rig.paths, "svc-server").0,
-        "1.0.0"
+        sb.log().contains("svc-server 2.0.1 activated"),
+        "it did run"
     );
 }
 
+/// An image whose signature is not the vendor's: gooseBit takes it, the daemon refuses it
+/// whole, says why, and keeps nothing of it.
 #[test]
-fn goosebit_swu_signed_by_a_stranger_is_refused_and_reported() {
+fn goosebit_daemon_refuses_a_swu_signed_by_a_stranger_and_reports_it() {
     let Some(venv) = venv() else {
         eprintln!("skipped: gooseBit is not installed (GOOSEBIT_VENV)");
         return;
     };
-    let rig = SwuRig::start(&venv, "swu-stranger", usize::MAX);
-    // Another key than the device's: the archive is well formed, gooseBit takes it, the
-    // agent refuses it whole and says why.
-    let stranger = rig.dir.join("stranger.key");
-    release(&["keygen", stranger.to_str().unwrap()]);
-    let rig = SwuRig {
-        key: stranger,
-        ..rig
-    };
-    rig.publish("2.0.2", "ok", 1000);
-    let e = rig
-        .transport()
-        .poll(&serde_json::Value::Null, None)
-        .unwrap_err();
-    assert!(e.to_string().contains("signature"), "{e}");
-    let d = rig.api.device(DEVICE);
-    assert_eq!(d["last_state"], "Error", "{d}");
-    let log = rig.api.log(DEVICE);
+    let fleet = Fleet::start(&venv, "daemon-stranger", usize::MAX);
+    let (sb, mut agent) = fleet.device("gb-daemon-stranger", &[]);
+    let stranger = Vendor::new(fleet.vendor.dir.join("stranger"), "stranger");
+    fleet
+        .api
+        .publish(&stranger.server_swu("2.0.2", "hang", 1000));
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["refused by svc-agent", "signature"], 60);
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(
-        log.contains("refused by svc-agent") && log.contains("signature"),
-        "{log}"
-    );
-    assert_eq!(
-        crate::update_support::active(&rig.paths, "svc-server").0,
-        "1.0.0"
-    );
-    assert!(
-        !rig.paths.cache_dir().join("swu/files").exists(),
+        !sb.root.join("opt/svc/cache/swu/files").exists(),
         "nothing left"
     );
+}
+
+/// A config build (`svc-release swu --config`) through gooseBit: applied by the daemon
+/// through the one config validator, `success`. Then an image whose config the validator
+/// rejects, beside a new svc-server: `failure` naming the JSON pointer, and nothing of it
+/// applied (the config kept is the first one, svc-server 1.0.0 runs).
+#[test]
+fn goosebit_daemon_applies_a_config_swu_and_refuses_a_bad_one_whole() {
+    let Some(venv) = venv() else {
+        eprintln!("skipped: gooseBit is not installed (GOOSEBIT_VENV)");
+        return;
+    };
+    let fleet = Fleet::start(&venv, "daemon-config", usize::MAX);
+    let (sb, mut agent) = fleet.device("gb-daemon-config", &[]);
+    let good = json!({
+        "agent": {"svc-agent": {"hawkbit": fleet.hawkbit_section()}},
+        "modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
+                     "executable_path": "/bin/true", "env": {"MODE": "from-goosebit"}}]
+    });
+    fleet
+        .api
+        .publish(&fleet.vendor.config_swu("2026.11.1", &good));
+    fleet.api.wait_for("last_state", "Finished", 300);
+    fleet.api.wait_for("sw_version", "2026.11.1", 60);
+    let config = sb.root.join("opt/svc/config.json");
+    let kept = std::fs::read(&config).unwrap();
+    assert!(String::from_utf8_lossy(&kept).contains("from-goosebit"));
+    assert!(sb.log().contains("config applied"), "{}", sb.log());
+
+    let mut bad = good.clone();
+    bad["agent"]["svc-server"] = json!({"disable_subsystem": "yes"});
+    let server = fake_binary("svc-server", "3.0.0", "hang", 1000);
+    let swu = fleet.vendor.hand_made_swu(
+        "bad-config.swu",
+        &[
+            ("svc-server", "3.0.0", server),
+            ("config", "2026.11.2", serde_json::to_vec(&bad).unwrap()),
+        ],
+    );
+    fleet.api.publish(&swu);
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["/agent/svc-server/disable_subsystem"], 60);
+    terminate(&mut agent);
+    assert_eq!(std::fs::read(&config).unwrap(), kept, "the config kept");
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
+    assert!(!sb.log().contains("svc-server 3.0.0 activated"));
 }

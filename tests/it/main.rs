@@ -44,6 +44,7 @@ mod hawkbit_config;
 mod hawkbit_consent;
 mod hawkbit_daemon;
 mod hawkbit_goosebit;
+mod hawkbit_mock;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
