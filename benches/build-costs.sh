@@ -9,8 +9,8 @@
 #   lab-v2         the lab's 0.2.0 build: a profile of its own (dist without LTO, opt-level 1:
 #                  every dependency compiled again) against build-static.sh --profile lab-v2
 #                  (dist's dependencies, only svc-agent again), after a dist build.
-#   fuzz           cargo fuzz build with every crate at opt-level 3 and line tables (cargo-fuzz's
-#                  default) against fuzz/Cargo.toml's profile (dependencies at 1, no line tables).
+#   fuzz           cargo fuzz build cold, then again with only svc-agent changed (the split
+#                  between the dependencies and the code under test).
 #   aarch64-tests  the packaging tier's aarch64 test build with and without debug info.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,15 +38,12 @@ for what in "$@"; do
         unset CARGO_TARGET_DIR
         rm -rf "$work/lab-v2" "$work/lab-v2-own" ;;
     fuzz)
-        # Before: cargo-fuzz's own settings for every crate, from a Cargo config (which
-        # outranks the manifest) in a folder of its own, the fuzz crate named by --fuzz-dir.
-        mkdir -p "$work/before/.cargo"
-        printf '[profile.release.package."*"]\nopt-level = 3\ndebug = "line-tables-only"\n' >"$work/before/.cargo/config.toml"
-        (cd "$work/before" && measure "fuzz build, every crate at 3 (before)" env RUSTC_BOOTSTRAP=1 \
-            cargo fuzz build -s none --fuzz-dir "$root/fuzz" --target-dir "$work/fuzz-before")
-        rm -rf "$work/fuzz-before"
-        measure "fuzz build, fuzz/Cargo.toml's profile" env RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$work/fuzz-after"
-        rm -rf "$work/fuzz-after" ;;
+        # Where the fuzz build goes: cold, then svc-agent and the targets alone (the rest is
+        # the dependencies, aws-lc's C code among them).
+        measure "fuzz build, cold" env RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$work/fuzz"
+        touch src/lib.rs
+        measure "fuzz build, svc-agent and the targets" env RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$work/fuzz"
+        rm -rf "$work/fuzz" ;;
     aarch64-tests)
         for debug in 2 0; do
             measure "aarch64 lib + config tests, debug=$debug" env CARGO_TARGET_DIR="$work/aarch64-$debug" \
