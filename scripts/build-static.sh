@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Build the static musl binaries (svc-agent, svc-server) for x86_64 and/or aarch64.
 #
-#   scripts/build-static.sh x86_64|aarch64|all [--profile dist|release]
+#   scripts/build-static.sh x86_64|aarch64|all [--profile dist|release|lab-v2]
+#
+# `--profile lab-v2` is the VM lab's second version (SVC_BUILD_VERSION=0.2.0, made only to be
+# updated to: it must run, not be small or fast). It is not a Cargo profile of its own, whose
+# folder would compile every dependency again (156 s of a test run on two cores): it is
+# `dist`, in `dist`'s folder, with this package alone at opt-level 1 and 16 codegen units
+# (`--config profile.dist.package.svc-agent...`). The dependencies are `dist`'s, already
+# built; only svc-agent's own units are new, under their own hashes, so the 0.1.x build
+# stays cached beside them. Cargo links its outputs to target/TRIPLE/dist/, where the 0.1.x
+# binaries live: they are copied to target/TRIPLE/lab-v2/ and `dist`'s are linked back
+# (a build of nothing), all under one lock.
 #
 # Installs its own prerequisites when missing (rustup targets; apt: musl-tools for x86_64,
 # gcc-aarch64-linux-gnu for aarch64's C code in aws-lc-sys). Progress goes to stderr; the
@@ -68,17 +78,45 @@ done
 # One cargo invocation for every architecture: the host-side build scripts and proc macros
 # are built once, and one target's single-threaded LTO runs beside the other's compile.
 # The device binaries only: svc-release (the vendor's host-side tool) is not shipped.
-log "cargo build --locked --profile $profile ${targets[*]} --bin svc-agent --bin svc-server"
+cargo_profile=("--profile" "$profile")
+if [ "$profile" = lab-v2 ]; then
+    [ -n "${SVC_BUILD_VERSION:-}" ] || die "--profile lab-v2 needs SVC_BUILD_VERSION (the version it stamps)"
+    cargo_profile=(--profile dist --config 'profile.dist.package.svc-agent.opt-level=1'
+                   --config 'profile.dist.package.svc-agent.codegen-units=16')
+fi
+tdir="${CARGO_TARGET_DIR:-$root/target}"
+cargo_build() { # cargo_build PROFILE-ARGS...: the device binaries for every architecture asked
+    (cd "$root" && env "${envs[@]}" cargo build --locked "$@" "${targets[@]}" --bin svc-agent --bin svc-server >&2)
+}
+log "cargo build --locked ${cargo_profile[*]} ${targets[*]} --bin svc-agent --bin svc-server"
 start=$(date +%s)
-(cd "$root" && env "${envs[@]}" cargo build --locked --profile "$profile" "${targets[@]}" --bin svc-agent --bin svc-server >&2) \
-    || die "cargo build for ${arches[*]} failed"
+if [ "$profile" = lab-v2 ]; then
+    mkdir -p "$tdir"
+    exec 9>"$tdir/.lab-v2.lock"
+    flock 9
+fi
+cargo_build "${cargo_profile[@]}" || die "cargo build for ${arches[*]} failed"
+if [ "$profile" = lab-v2 ]; then
+    for a in "${arches[@]}"; do
+        triple="$a-unknown-linux-musl"
+        mkdir -p "$tdir/$triple/lab-v2"
+        for bin in svc-agent svc-server; do
+            cp "$tdir/$triple/dist/$bin" "$tdir/$triple/lab-v2/$bin.tmp" &&
+                mv -f "$tdir/$triple/lab-v2/$bin.tmp" "$tdir/$triple/lab-v2/$bin" || die "copying the 0.2.0 $bin"
+        done
+    done
+    # dist's own outputs back in place: nothing to compile when its build is up to date.
+    # (SVC_BUILD_VERSION unset, not empty: its build script reruns when the value changes.)
+    (unset SVC_BUILD_VERSION; cargo_build --profile dist) || die "linking dist's outputs back after the lab-v2 build"
+    exec 9>&-
+fi
 log "${arches[*]} built in $(( $(date +%s) - start )) s"
 for a in "${arches[@]}"; do
     triple="$a-unknown-linux-musl"
     # Cargo names the output folder after the profile, except dev -> debug.
     outdir="$profile"; [ "$profile" = dev ] && outdir=debug
     for bin in svc-agent svc-server; do
-        path="${CARGO_TARGET_DIR:-$root/target}/$triple/$outdir/$bin"
+        path="$tdir/$triple/$outdir/$bin"
         [ -x "$path" ] || die "missing output $path"
         if LC_ALL=C readelf -l "$path" | grep -q 'program interpreter'; then
             die "$path is dynamically linked"

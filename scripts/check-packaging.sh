@@ -114,8 +114,10 @@ fi
 
 # 6. The library tests on aarch64, under qemu (binfmt is not registered here: the runner
 #    calls qemu explicitly). Integration tests spawn the binaries and need binfmt; the
-#    x86_64 tier runs them.
+#    x86_64 tier runs them. Without debug info (nobody debugs these under qemu; the build is
+#    cold in every test run and its own target folder, so no other build is invalidated).
 if CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar \
+	CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
 	sh -c 'cargo test --locked --target aarch64-unknown-linux-musl --lib -q &&

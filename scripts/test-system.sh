@@ -97,9 +97,11 @@ done
 # Only when a scenario of this run updates to it: the build takes minutes on two cores.
 if [ "$needs_v2" = 1 ]; then
     t3=$SECONDS
-    mapfile -t v2 < <(CARGO_TARGET_DIR="$root/target/lab-v2" SVC_BUILD_VERSION=0.2.0 \
-        "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
+    # dist's dependencies, built above; only this package is compiled again (build-static.sh).
+    mapfile -t v2 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
     [ ${#v2[@]} -eq 2 ] || die "the 0.2.0 build failed"
+    # The workers' run.sh take these instead of each building (and relinking) them again.
+    export LAB_V2_AGENT="${v2[0]}" LAB_V2_SERVER="${v2[1]}"
     log "0.2.0 binaries ready ($((SECONDS - t3)) s)"
 fi
 
