@@ -128,9 +128,12 @@ pub enum UpdateError {
         attempts: u32,
         last: String,
     },
+    /// `needed` includes `margin`, the free space an update never takes (the agent's records
+    /// and log queue, the rest of the system).
     NoSpace {
         needed: u64,
         available: u64,
+        margin: u64,
     },
     /// More bytes than announced.
     TooLarge {
@@ -196,9 +199,14 @@ impl fmt::Display for UpdateError {
             Network { url, attempts, last } => {
                 write!(f, "{url}: failed after {attempts} attempts: {last}")
             }
-            NoSpace { needed, available } => write!(
+            NoSpace {
+                needed,
+                available,
+                margin,
+            } => write!(
                 f,
-                "not enough free space in the cache: need {needed} bytes, {available} available"
+                "not enough free space in the cache: need {needed} bytes ({margin} of them the \
+                 margin an update leaves free), {available} available"
             ),
             TooLarge { limit } => write!(f, "download exceeds the announced size of {limit} bytes"),
             SizeMismatch { expected, actual } => {

@@ -1753,3 +1753,53 @@ fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
         "a resumable download was removed"
     );
 }
+
+/// Found by the campaign (run 2627, seed 2627, cut 699, `small-fs`): the download's first
+/// free-space check admits it when the bytes still to come plus the margin are free; the
+/// checks every MiB during the download then asked for the margin plus a whole MiB, even
+/// when less than a MiB was left to come. A download admitted with little room over its
+/// size (the campaign's 48 MiB file system, two cached builds of about 11 MB, a 10.5 MB
+/// build offered) stopped itself in its last MiB with "not enough free space", kept its
+/// `.part`, and every later attempt (the first check passing, the next one not) stopped at
+/// the same byte: the machine never took that version. The check during the download now
+/// asks for the margin plus what is still to come, at most a MiB.
+#[test]
+fn a_download_admitted_by_the_space_check_is_not_refused_in_its_last_mebibyte() {
+    use crate::update_support::{active, install_old, sandbox, test_opts};
+    use svc::update::{Engine, Outcome};
+    const MIB: usize = 1 << 20;
+    let paths = sandbox("campaign-last-mebibyte");
+    let _fs = SmallFs::mount(&paths.state_dir(), "32m");
+    install_old(&paths, "svc-server", "1.0.0");
+    // A size half a MiB past a whole MiB: the checks at each whole MiB read the free space
+    // with half a MiB still to come.
+    let bare = fake_binary("svc-server", "2.0.0", "ok", 0).len();
+    let size = (bare / MIB + 2) * MIB + MIB / 2;
+    let body = fake_binary("svc-server", "2.0.0", "ok", size - bare);
+    assert_eq!(body.len(), size);
+    let src = paths.root().join("src-svc-server-2.0.0");
+    std::fs::write(&src, &body).unwrap();
+    let a = crate::update_support::artifact(
+        "svc-server",
+        "2.0.0",
+        &format!("file://{}", src.display()),
+        &body,
+    );
+    let mut opts = test_opts();
+    opts.download.free_space_margin = 2 * MIB as u64;
+    // Just the room the first check asks for (the build and the margin), and 64 KiB.
+    let room = size as u64 + opts.download.free_space_margin + (64 << 10);
+    let filler = paths.state_dir().join("filler");
+    write_zeros(&filler, nix_free(&paths.state_dir()).saturating_sub(room));
+    let free = nix_free(&paths.state_dir());
+    assert!(
+        free >= room && free < room + (64 << 10),
+        "the filler left {free} bytes free, wanted {room}"
+    );
+    let out = Engine::new(paths.clone(), opts.clone()).update(&a);
+    assert!(
+        matches!(out, Ok(Outcome::Activated { .. })),
+        "the update the first space check admitted: {out:?}"
+    );
+    assert_eq!(active(&paths, "svc-server").0, "2.0.0");
+}
