@@ -579,6 +579,20 @@ pub(crate) fn pin_version(announced: &str, sha: &str) -> String {
     format!("{base}+{short}")
 }
 
+/// The cache cleanup at the agent's start: an activation's cleanup comes after its record,
+/// and a power cut between the two skipped it; the restarted agent finds the version current,
+/// activates nothing, and would have kept what that cleanup removes until the next activation
+/// (the power-cut campaign, seed 2628, cut 424). The same rules as after an activation
+/// (`cache::clean`), under the state lock. Returns the files removed.
+pub(crate) fn clean_cache_at_start(paths: &Paths) -> Result<Vec<PathBuf>, UpdateError> {
+    if !paths.cache_dir().is_dir() {
+        return Ok(Vec::new());
+    }
+    let _held = StateLock::acquire(paths)?;
+    let records = VersionRecords::load(paths)?;
+    cache::clean(paths, &records, UpdateOptions::default().cache_cap).map(|r| r.removed)
+}
+
 /// Updates `current`/`previous` for an activation of `version` while the link pointed at
 /// `linked`. Returns the previous version. Robust to a crash between link swap and record:
 /// when the link already points at `version`, the record's old `current` becomes `previous`.
