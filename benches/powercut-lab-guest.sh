@@ -90,6 +90,22 @@ After=basic.target
 Wants=svc-agent.service lab.service
 AllowIsolate=yes
 UNIT
+    # A guest restored from the one the driver saved in the initrd (--restore) has the clock
+    # of the moment it was saved; the initrd leaves the host's clock here, set before
+    # anything else starts (a boot without it, not restored, keeps its own clock).
+    cat > /etc/systemd/system/campaign-clock.service <<'UNIT'
+[Unit]
+Description=power-cut campaign: the host's clock in a restored guest
+DefaultDependencies=no
+Before=sysinit.target svc-agent.service
+ConditionPathExists=/var/lib/campaign/host-epoch
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'date -s "@$(cat /var/lib/campaign/host-epoch)" > /dev/null; rm -f /var/lib/campaign/host-epoch'
+[Install]
+WantedBy=sysinit.target
+UNIT
+    systemctl enable campaign-clock.service > /dev/null 2>&1 || true
     systemctl set-default campaign.target > /dev/null 2>&1 || { console "@@CUT-SETUP-FAIL@@ campaign.target"; sleep infinity; }
     local try=1 err
     until err=$(svc-agent install 2>&1 >/dev/null); do
