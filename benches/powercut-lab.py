@@ -18,7 +18,10 @@ carries the whole campaign, as one device would.
 
 The boot after a cut is kept light (docs/lab.md): a small initrd (`--initrd small`, built from
 the image's) and `campaign.target` (svc-agent.service and the guest half only) as the default
-target after the first boot's setup.
+target after the first boot's setup. With `--restore` every cut quits qemu and the boot after
+it restores a guest saved once, held in the initrd before it reads the root disk: the
+kernel's boot and the initrd's modules are paid once per run, the cut disk's boot (journal
+replay, systemd, the agent) every cut.
 
 Prints one line per cut and a summary (cuts by kind and by the phase the cut landed in, time
 per cut in wall and in qemu's CPU seconds, failures); appends each cut to `results.jsonl` in
