@@ -47,8 +47,11 @@ poll_json() { # poll_json SERVER_VERSION AGENT_VERSION
     local s a
     s=$(grep " $M/svc-server-$1\$" "$C/known" | cut -d' ' -f1)
     a=$(grep " $M/svc-agent-$2\$" "$C/known" | cut -d' ' -f1)
+    # Each offer pins its versions: every other update of each binary goes back to 0.1.x, and
+    # an offer older than the running version is refused unless `pin_version` names it (the
+    # downgrade rule, docs/protocol.md; session 8's first --restore run stopped on it).
     cat <<JSON
-{"config": {"components": [], "modules": [], "agent": {}}, "poll_interval_secs": 30,
+{"config": {"components": [], "modules": [], "agent": {"svc-server": {"pin_version": "$1"}, "svc-agent": {"pin_version": "$2"}}}, "poll_interval_secs": 30,
  "targets": {"svc-server": {"version": "$1", "url": "svc-server-$1", "sha256": "$s", "size": $(stat -c %s "$M/svc-server-$1")},
              "svc-agent": {"version": "$2", "url": "svc-agent-$2", "sha256": "$a", "size": $(stat -c %s "$M/svc-agent-$2")}}}
 JSON
