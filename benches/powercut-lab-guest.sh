@@ -47,8 +47,11 @@ poll_json() { # poll_json SERVER_VERSION AGENT_VERSION
     local s a
     s=$(grep " $M/svc-server-$1\$" "$C/known" | cut -d' ' -f1)
     a=$(grep " $M/svc-agent-$2\$" "$C/known" | cut -d' ' -f1)
+    # Each offer pins its versions: every other update of each binary goes back to 0.1.x, and
+    # an offer older than the running version is refused unless `pin_version` names it (the
+    # downgrade rule, docs/protocol.md; session 8's first --restore run stopped on it).
     cat <<JSON
-{"config": {"components": [], "modules": [], "agent": {}}, "poll_interval_secs": 30,
+{"config": {"components": [], "modules": [], "agent": {"svc-server": {"pin_version": "$1"}, "svc-agent": {"pin_version": "$2"}}}, "poll_interval_secs": 30,
  "targets": {"svc-server": {"version": "$1", "url": "svc-server-$1", "sha256": "$s", "size": $(stat -c %s "$M/svc-server-$1")},
              "svc-agent": {"version": "$2", "url": "svc-agent-$2", "sha256": "$a", "size": $(stat -c %s "$M/svc-agent-$2")}}}
 JSON
@@ -90,6 +93,22 @@ After=basic.target
 Wants=svc-agent.service lab.service
 AllowIsolate=yes
 UNIT
+    # A guest restored from the one the driver saved in the initrd (--restore) has the clock
+    # of the moment it was saved; the initrd leaves the host's clock here, set before
+    # anything else starts (a boot without it, not restored, keeps its own clock).
+    cat > /etc/systemd/system/campaign-clock.service <<'UNIT'
+[Unit]
+Description=power-cut campaign: the host's clock in a restored guest
+DefaultDependencies=no
+Before=sysinit.target svc-agent.service
+ConditionPathExists=/var/lib/campaign/host-epoch
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'date -s "@$(cat /var/lib/campaign/host-epoch)" > /dev/null; rm -f /var/lib/campaign/host-epoch'
+[Install]
+WantedBy=sysinit.target
+UNIT
+    systemctl enable campaign-clock.service > /dev/null 2>&1 || true
     systemctl set-default campaign.target > /dev/null 2>&1 || { console "@@CUT-SETUP-FAIL@@ campaign.target"; sleep infinity; }
     local try=1 err
     until err=$(svc-agent install 2>&1 >/dev/null); do

@@ -18,7 +18,10 @@ carries the whole campaign, as one device would.
 
 The boot after a cut is kept light (docs/lab.md): a small initrd (`--initrd small`, built from
 the image's) and `campaign.target` (svc-agent.service and the guest half only) as the default
-target after the first boot's setup.
+target after the first boot's setup. With `--restore` every cut quits qemu and the boot after
+it restores a guest saved once, held in the initrd before it reads the root disk: the
+kernel's boot and the initrd's modules are paid once per run, the cut disk's boot (journal
+replay, systemd, the agent) every cut.
 
 Prints one line per cut and a summary (cuts by kind and by the phase the cut landed in, time
 per cut in wall and in qemu's CPU seconds, failures); appends each cut to `results.jsonl` in
@@ -53,31 +56,96 @@ class Guest:
         # A resumed run keeps the consoles of the earlier drivers.
         self.starts = len([f for f in os.listdir(work) if f.startswith("console-")])
 
-    def start(self):
+    def start(self, hold=False, incoming=None):
+        """A new qemu process. hold: the initrd waits for `go` before it reads the root (the
+        guest --restore saves); incoming: a saved guest to restore instead of booting."""
         # A console file per qemu process (qemu truncates the file it is given).
         self.starts += 1
         self.console = os.path.join(self.work, f"console-{self.starts}.log")
         open(self.console, "wb").close()
         self.pos = 0
         self.buf = b""
-        if os.path.exists(self.mon):
-            os.unlink(self.mon)
+        self.serial = os.path.join(self.work, "serial.sock")
+        for f in (self.mon, self.serial):
+            if os.path.exists(f):
+                os.unlink(f)
         log = open(os.path.join(self.work, "qemu.log"), "ab")
+        append = "console=ttyS0 root=/dev/vda rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=main"
+        if hold or incoming:
+            append += " svc.lab.hold=1"
         self.proc = subprocess.Popen([
             "qemu-system-x86_64", "-accel", "tcg", "-smp", str(self.smp), "-m", "1024",
             "-nodefaults", "-no-user-config", "-display", "none",
             "-monitor", f"unix:{self.mon},server,nowait",
             "-kernel", f"{self.image}/vmlinuz", "-initrd", self.initrd,
-            "-append", "console=ttyS0 root=/dev/vda rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=main",
+            "-append", append,
             "-drive", f"file={self.work}/root.qcow2,format=qcow2,if=virtio",
             "-drive", f"file={self.work}/lab.img,format=raw,if=virtio",
             "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
             "-device", "virtio-rng-pci",
-            "-serial", f"file:{self.console}"], stdout=log, stderr=log)
+            # The console goes to the file; the socket is the serial line's input (`go`).
+            "-chardev", f"socket,id=ser0,path={self.serial},server=on,wait=off,logfile={self.console}",
+            "-serial", "chardev:ser0"]
+            + (["-incoming", f"exec:cat '{incoming}'"] if incoming else []), stdout=log, stderr=log)
         for _ in range(100):
             if os.path.exists(self.mon):
                 return
             time.sleep(0.1)
+
+    def send(self, line):
+        """A line on the guest's serial input."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(self.serial)
+        s.sendall(line.encode() + b"\n")
+        # What the guest has not read when the connection closes is dropped: a moment for
+        # the serial FIFO to drain (the initrd takes the last word of the last whole line).
+        time.sleep(1)
+        s.close()
+
+    def hmp(self, cmd):
+        """A monitor command and its answer."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(self.mon)
+        s.sendall(cmd.encode() + b"\n")
+        out, end = b"", time.time() + 2
+        while time.time() < end:
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            out += d
+            if out.count(b"(qemu)") >= 2:
+                break
+        s.close()
+        return out.decode(errors="replace")
+
+    def save_held(self, state):
+        """Boots to the initrd's hold, saves that guest to `state` and quits; returns the
+        wall and CPU seconds it took (a boot's kernel and initrd part)."""
+        t0, cpu0 = time.time(), self.cpu()
+        self.start(hold=True)
+        while not any("@@INITRD-HOLD@@" in l for l in self.lines()):
+            if self.proc.poll() is not None:
+                raise RuntimeError("qemu exited before the initrd's hold")
+            time.sleep(0.5)
+        time.sleep(2)  # the init is in its read
+        cpu = self.cpu()
+        self.hmp("stop")
+        self.hmp(f'migrate "exec:cat > {state}.tmp"')
+        while True:
+            st = self.hmp("info migrate")
+            if "Migration status: completed" in st:
+                break
+            if "Migration status: failed" in st:
+                raise RuntimeError(f"saving the held guest: {st}")
+            time.sleep(0.5)
+        os.replace(f"{state}.tmp", state)
+        self.quit()
+        return round(time.time() - t0, 1), round(cpu - cpu0, 1)
 
     def cpu(self):
         """CPU seconds qemu has used (all of this driver's qemu processes for this guest): the
@@ -143,7 +211,24 @@ mount -t proc -o nodev,noexec,nosuid proc /proc
 for m in %s; do insmod "/m/$m" || echo "initrd: insmod $m failed"; done
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 600 ]; do sleep 1; i=$((i + 1)); done
+read -r cmdline < /proc/cmdline
+go=""
+case " $cmdline " in
+*" svc.lab.hold=1 "*)
+    # The guest the campaign saves (--restore): the kernel booted, the disk's modules loaded,
+    # the root not yet read. Each restore of it sends `go EPOCH` on the serial line: the
+    # cut disk is read afresh (nothing of the disk saved with the guest is kept), the
+    # restored entropy pool gets the host's line mixed in, and the host's clock is handed
+    # to the booted system (campaign-clock.service) since the saved clock stopped.
+    echo "@@INITRD-HOLD@@"
+    while [ "${go%% *}" != go ]; do read -r go < /dev/ttyS0 || sleep 1; done
+    echo 3 > /proc/sys/vm/drop_caches
+    echo "$go" > /dev/urandom
+    echo "@@INITRD-GO@@"
+    ;;
+esac
 mount -t ext4 -o rw /dev/vda /root || { echo "initrd: cannot mount /dev/vda"; sleep 5; poweroff -f; }
+if [ -n "$go" ] && [ -d /root/var/lib/campaign ]; then echo "${go##* }" > /root/var/lib/campaign/host-epoch; fi
 mount -n -o move /dev /root/dev
 mount -n -o move /sys /root/sys
 mount -n -o move /proc /root/proc
@@ -225,6 +310,11 @@ class Machine:
         self.n_cuts = 0
         self.stopped = False
         self.last_progress = time.time()
+        # --restore: every cut is the power going (qemu quits) and the boot after it starts
+        # from the saved guest held in the initrd (no kernel boot, no module loading), which
+        # then reads the cut disk and boots it (journal replay, systemd, the agent).
+        self.held = f"{self.work}/held.state" if a.restore else None
+        self.go_at = None
         saved = f"{self.work}/state.json"
         if os.path.exists(saved):  # a resumed run: the cut the last driver left in flight
             with open(saved) as f:
@@ -241,6 +331,18 @@ class Machine:
                        "n_cuts": self.n_cuts}, f)
         os.replace(f"{self.work}/state.json.tmp", f"{self.work}/state.json")
 
+    def power_on(self):
+        """The first qemu of this driver: a boot from scratch, or (--restore, a run resumed
+        with a cut disk) the held guest."""
+        if self.held and os.path.exists(f"{self.work}/state.json"):
+            self.restore()
+        else:
+            self.g.start()
+
+    def restore(self):
+        self.g.start(incoming=self.held)
+        self.go_at = time.time()
+
     def say(self, msg):
         print(f"[g{self.idx}] {msg}", flush=True)
 
@@ -255,19 +357,40 @@ class Machine:
     def step(self):
         if self.stopped:
             return
+        if self.go_at and time.time() >= self.go_at:
+            # The restored guest reads its serial line once it runs (`go` sent while the
+            # saved state loads would be lost with the device state it replaces): sent again
+            # every few seconds until the initrd says it went on.
+            self.go_at = time.time() + 3
+            try:
+                st = self.g.hmp("info status")
+                if "VM status: paused" in st and "postmigrate" not in st and "inmigrate" not in st:
+                    # Saved stopped, restored stopped (the run state travels with the guest).
+                    self.g.hmp("cont")
+                elif "VM status: running" in st:
+                    self.g.send(f"go {int(time.time())}")
+            except OSError:
+                pass
         for line in self.g.lines():
-            m = re.search(r"@@(CUT-[A-Z-]+|PH)@@ ?(.*)", line)
+            m = re.search(r"@@(CUT-[A-Z-]+|PH|INITRD-GO)@@ ?(.*)", line)
             if not m:
                 continue
             tag, rest = m.group(1), m.group(2)
             now = time.time()
             self.last_progress = now
             f = rest.split()
-            if tag == "CUT-BOOT":
+            if tag == "INITRD-GO":
+                self.go_at = None
+                if self.t_cut:
+                    self.boot_restored_s = round(now - self.t_cut, 1)
+            elif tag == "CUT-BOOT":
                 self.t_boot = now
                 self.cpu_boot = self.g.cpu()
                 self.boot = {"boot_s": round(now - self.t_cut, 1) if self.t_cut else None,
                              "boot_cpu_s": round(self.cpu_boot - self.cpu_cut, 1) if self.cpu_cut is not None else None}
+                if getattr(self, "boot_restored_s", None) is not None:
+                    self.boot["restored_s"] = self.boot_restored_s  # cut -> the initrd went on
+                    self.boot_restored_s = None
                 for kv in f:
                     k, _, v = kv.partition("=")
                     try:
@@ -305,6 +428,8 @@ class Machine:
                 kind = f[1]
                 delay = round(self.rng.uniform(0, self.window[kind]), 2)
                 how = "quit" if self.a.quit_every and (self.n_cuts + 1) % self.a.quit_every == 0 else "system_reset"
+                if self.held:
+                    how = "quit+restore"
                 self.pending = {"n": int(f[0]), "kind": kind, "delay": delay, "phase": "go", "how": how, "t_go": now,
                                 "next_s": round(now - self.t_boot, 1) if self.t_boot else None,
                                 "cpu_go": self.g.cpu()}
@@ -322,7 +447,10 @@ class Machine:
             if self.pending["phase"] == "done":
                 self.pending["phase"] = "after-done"
             self.save()
-            if self.pending["how"] == "quit":
+            if self.pending["how"] == "quit+restore":
+                self.g.quit()
+                self.restore()
+            elif self.pending["how"] == "quit":
                 self.g.quit()
                 self.g.start()
             else:
@@ -335,7 +463,11 @@ class Machine:
             self.say(f"no progress for {self.a.boot_limit}s; counted as a failure, power cut")
             self.run.add({"guest": self.idx, "n": self.pending["n"] if self.pending else -1,
                           "kind": self.pending["kind"] if self.pending else "?", "ok": False, "detail": "hang"})
-            self.g.reset()
+            if self.held:
+                self.g.quit()
+                self.restore()
+            else:
+                self.g.reset()
             self.t_cut = self.last_progress = time.time()
 
 
@@ -391,6 +523,7 @@ def summary(folders):
     for (k, p), c in sorted(by.items()):
         print(f"campaign:   {k:6s} {p:11s} {c}")
     for key, what in (("boot_s", "cut -> guest half running (kernel, initrd, systemd)"),
+                      ("restored_s", "  of it, cut -> the restored guest's initrd reading the cut disk (--restore)"),
                       ("guest_userspace", "  of it, guest uptime when systemd started (kernel + initrd)"),
                       ("guest_agent", "  of it, guest uptime when svc-agent.service was active"),
                       ("guest_target", "  of it, guest uptime when the default target was reached"),
@@ -423,6 +556,9 @@ def main():
                     help="small: the image's initrd cut down to the root disk's modules (built once per run "
                          "folder); image: the image's own (130 MiB unpacked, udev probing every module)")
     ap.add_argument("--deadline", type=float, default=0, help="stop cutting after this epoch time")
+    ap.add_argument("--restore", action="store_true",
+                    help="every cut quits qemu; the boot after it restores a guest saved in the initrd, before "
+                         "it reads the root (kernel and initrd paid once per run), then boots the cut disk")
     # A starved TCG guest (soft lockups in its console under a load of 25 on 2 cores) took more
     # than 900 s for one boot: the bound is against a hang, not a measure.
     ap.add_argument("--boot-limit", type=int, default=2400, help="seconds without progress before a hang counts as a failure")
@@ -440,13 +576,15 @@ def main():
             meta = json.load(f)
         a.guests, a.seed = meta["guests"], meta["seed"]
         a.smp, a.initrd = meta.get("smp", a.smp), meta.get("initrd", "image")
+        a.restore = meta.get("restore", False)
     else:
         if not (a.v1 and a.v2):
             ap.error("--v1 and --v2 are needed for a new run")
         cache = os.environ.get("LAB_CACHE", f"{ROOT}/tests/system/.cache")
         os.makedirs(f"{cache}/runs", exist_ok=True)
         folder = tempfile.mkdtemp(prefix="powercut-campaign.", dir=f"{cache}/runs")
-        meta = {"seed": a.seed, "guests": a.guests, "smp": a.smp, "initrd": a.initrd, "spans": []}
+        meta = {"seed": a.seed, "guests": a.guests, "smp": a.smp, "initrd": a.initrd, "restore": a.restore,
+                "spans": []}
         for i in range(a.guests):
             prepare(f"{folder}/guest-{i}", a, image, i)
     run = Run(folder, a.cuts, a.deadline)
@@ -457,7 +595,13 @@ def main():
     machines = [Machine(run, i, image, a, a.seed * 1000 + i * 100 + len(run.results), initrd) for i in range(a.guests)
                 if not os.path.exists(f"{folder}/guest-{i}/setup-failed")]
     for m in machines:
-        m.g.start()
+        if m.held and not os.path.exists(m.held):
+            # Before the guest's first boot (qemu locks the disks it has open).
+            wall, cpu = m.g.save_held(m.held)
+            meta.setdefault("held", []).append({"guest": m.idx, "wall_s": wall, "cpu_s": cpu})
+            print(f"campaign: [g{m.idx}] held guest saved: boot to the initrd's hold {wall} s wall, {cpu} s qemu CPU",
+                  flush=True)
+        m.power_on()
     with open(f"{folder}/run.json", "w") as f:
         json.dump(meta, f)
     # Each guest stops at its next offer (quit right after it: one more cut, converged and

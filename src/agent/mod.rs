@@ -915,8 +915,8 @@ pub(crate) fn platform_supported() -> Result<(), String> {
 /// file (only a second agent's error message reads it; the `flock` itself is taken first),
 /// and the temps of writes a power cut or a kill interrupted (see
 /// `fsutil::remove_stale_temps`: no reader takes a temp for its file, and a running
-/// process's temps, svc-server's in its home included, are left alone). Both come before
-/// the log queue opens.
+/// process's temps, svc-server's in its home included, are left alone), and the cache
+/// cleanup of an activation a power cut interrupted. All come before the log queue opens.
 fn housekeeping(paths: &Paths, lock: &mut crate::systemd::InstanceLock) {
     lock.record_holder();
     let state = paths.state_dir();
@@ -926,6 +926,20 @@ fn housekeeping(paths: &Paths, lock: &mut crate::systemd::InstanceLock) {
         .sum();
     if stale > 0 {
         crate::debug!("agent", "removed {stale} temp files of interrupted writes");
+    }
+    // An activation's cache cleanup that a power cut skipped (`update::clean_cache_at_start`).
+    match crate::update::clean_cache_at_start(paths) {
+        Ok(removed) if !removed.is_empty() => crate::info!(
+            "update",
+            "cache cleanup at start: removed {}",
+            removed
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Ok(_) => {}
+        Err(e) => crate::warn!("update", "cache cleanup at start: {e}"),
     }
 }
 

@@ -381,7 +381,11 @@ fn check_space(dir: &Path, needed: Option<u64>, opts: &DownloadOptions) -> Resul
         crate::sys::free_bytes(dir).map_err(io_err(format!("statvfs {}", dir.display())))?;
     let needed = needed.saturating_add(opts.free_space_margin);
     if needed > available {
-        return Err(UpdateError::NoSpace { needed, available });
+        return Err(UpdateError::NoSpace {
+            needed,
+            available,
+            margin: opts.free_space_margin,
+        });
     }
     Ok(())
 }
@@ -607,18 +611,30 @@ impl Job<'_> {
         }
     }
 
-    /// Re-reads the free space every [`SPACE_CHECK_EVERY`] bytes: a download whose size
-    /// nobody announced stops while `free_space_margin` is still free, so that the answer
-    /// cache, status and log queue can still be written.
+    /// Re-reads the free space every [`SPACE_CHECK_EVERY`] bytes: a download stops while
+    /// `free_space_margin` is still free (another writer took the room, or nobody announced
+    /// the size), so that the answer cache, status and log queue can still be written. It
+    /// asks for the margin and the bytes up to the next check, or to the announced end when
+    /// that is nearer: the check before the download admitted the bytes still to come, and
+    /// asking for a whole MiB more than that stopped an admitted download in its last MiB,
+    /// at the same byte on every later attempt (the power-cut campaign, run 2627, cut 699).
     fn space_check(&mut self, n: u64) -> Option<UpdateError> {
         self.unchecked += n;
         if self.unchecked < SPACE_CHECK_EVERY {
             return None;
         }
         self.unchecked = 0;
-        let needed = self.opts.free_space_margin + SPACE_CHECK_EVERY;
+        let to_come = self
+            .total
+            .map_or(SPACE_CHECK_EVERY, |t| t.saturating_sub(self.offset))
+            .min(SPACE_CHECK_EVERY);
+        let needed = self.opts.free_space_margin + to_come;
         match crate::sys::free_bytes(self.part.parent().unwrap_or(Path::new("/"))) {
-            Ok(available) if available < needed => Some(UpdateError::NoSpace { needed, available }),
+            Ok(available) if available < needed => Some(UpdateError::NoSpace {
+                needed,
+                available,
+                margin: self.opts.free_space_margin,
+            }),
             Ok(_) => None,
             Err(e) => Some(io_err(format!("statvfs {}", self.part.display()))(e)),
         }
@@ -630,6 +646,7 @@ impl Job<'_> {
             UpdateError::NoSpace {
                 needed: self.opts.free_space_margin,
                 available: crate::sys::free_bytes(dir).unwrap_or(0),
+                margin: self.opts.free_space_margin,
             }
         } else {
             io_err(format!("writing {}", self.part.display()))(e)

@@ -128,9 +128,12 @@ pub enum UpdateError {
         attempts: u32,
         last: String,
     },
+    /// `needed` includes `margin`, the free space an update never takes (the agent's records
+    /// and log queue, the rest of the system).
     NoSpace {
         needed: u64,
         available: u64,
+        margin: u64,
     },
     /// More bytes than announced.
     TooLarge {
@@ -196,9 +199,14 @@ impl fmt::Display for UpdateError {
             Network { url, attempts, last } => {
                 write!(f, "{url}: failed after {attempts} attempts: {last}")
             }
-            NoSpace { needed, available } => write!(
+            NoSpace {
+                needed,
+                available,
+                margin,
+            } => write!(
                 f,
-                "not enough free space in the cache: need {needed} bytes, {available} available"
+                "not enough free space in the cache: need {needed} bytes ({margin} of them the \
+                 margin an update leaves free), {available} available"
             ),
             TooLarge { limit } => write!(f, "download exceeds the announced size of {limit} bytes"),
             SizeMismatch { expected, actual } => {
@@ -569,6 +577,20 @@ pub(crate) fn pin_version(announced: &str, sha: &str) -> String {
         announced
     };
     format!("{base}+{short}")
+}
+
+/// The cache cleanup at the agent's start: an activation's cleanup comes after its record,
+/// and a power cut between the two skipped it; the restarted agent finds the version current,
+/// activates nothing, and would have kept what that cleanup removes until the next activation
+/// (the power-cut campaign, seed 2628, cut 424). The same rules as after an activation
+/// (`cache::clean`), under the state lock. Returns the files removed.
+pub(crate) fn clean_cache_at_start(paths: &Paths) -> Result<Vec<PathBuf>, UpdateError> {
+    if !paths.cache_dir().is_dir() {
+        return Ok(Vec::new());
+    }
+    let _held = StateLock::acquire(paths)?;
+    let records = VersionRecords::load(paths)?;
+    cache::clean(paths, &records, UpdateOptions::default().cache_cap).map(|r| r.removed)
 }
 
 /// Updates `current`/`previous` for an activation of `version` while the link pointed at
