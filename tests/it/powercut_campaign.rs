@@ -1070,7 +1070,11 @@ struct Hawkbit {
     ddi: crate::ddi_server::DdiServer,
     paths: Paths,
     known: Known,
-    window: Window,
+    /// The uncut runs: until the new build is linked (download, verify, activation), and
+    /// whole (to the closed report) for a good build and for a crashing one.
+    early: Window,
+    good: Window,
+    crash: Window,
     current: String,
 }
 
@@ -1127,7 +1131,9 @@ impl Hawkbit {
             ddi,
             paths,
             known,
-            window: Window::default(),
+            early: Window::default(),
+            good: Window::default(),
+            crash: Window::default(),
             current: "1.0.0".into(),
         }
     }
@@ -1233,7 +1239,15 @@ impl Scenario for Hawkbit {
         self.known.add("svc-server", &v, &body);
         let chunk = self.ddi.chunk("svc-server", &v, &body);
         self.ddi.deploy(&id, &format!("[{chunk}]"));
-        let delay = self.window.draw(rng);
+        // Half the cuts fall before the new build is linked (the download, its check and
+        // the activation take far less time than the probation and the report).
+        let delay = if rng.below(2) == 0 {
+            self.early.draw(rng)
+        } else if broken {
+            self.crash.draw(rng)
+        } else {
+            self.good.draw(rng)
+        };
         let mut agent = self.spawn();
         std::thread::sleep(delay);
         power_cut(Some(&mut agent), &self.sb.root);
@@ -1255,10 +1269,14 @@ impl Scenario for Hawkbit {
             } else {
                 v.clone()
             };
+            let mut linked_after = None;
             let r = wait(
                 &format!("action {id} closed, svc-server {target} running"),
                 240,
                 || {
+                    if linked_after.is_none() && linked(&self.paths, "svc-server", &v) {
+                        linked_after = Some(t0.elapsed());
+                    }
                     let rec = self.record().unwrap_or_default();
                     ddi_steps(&self.ddi, &id).iter().any(|(e, _)| e == "closed")
                         && linked(&self.paths, "svc-server", &target)
@@ -1271,7 +1289,14 @@ impl Scenario for Hawkbit {
             let took = t0.elapsed();
             stop(&mut agent, &self.sb.root);
             r?;
-            self.window.seen(took);
+            if let Some(d) = linked_after {
+                self.early.seen(d);
+            }
+            if broken {
+                self.crash.seen(took);
+            } else {
+                self.good.seen(took);
+            }
             let steps = ddi_steps(&self.ddi, &id);
             let want = if broken { "failure" } else { "success" };
             ensure(
