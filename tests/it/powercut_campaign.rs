@@ -141,16 +141,35 @@ fn spawn_agent_exe(exe: &Path, root: &Path) -> Child {
 
 /// The same with more environment (the hawkBit scenario's short probation).
 fn spawn_agent_env(exe: &Path, root: &Path, env: &[(&str, &str)]) -> Child {
-    Command::new(exe)
-        .args(["run", "--root", root.to_str().unwrap()])
-        .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap()
+    spawn(
+        Command::new(exe)
+            .args(["run", "--root", root.to_str().unwrap()])
+            .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
+            .process_group(0),
+    )
+}
+
+/// Spawns `cmd`, retrying briefly on "text file busy": a fork in another worker thread
+/// (its child between fork and exec) can hold the write descriptor of a binary this
+/// process has just written (the agent copy of the `agent` scenario), as `process::run`
+/// retries in the agent (found by `power_cut_campaign_short`, run 3 of 5 with the
+/// `hawkbit` scenario: `AgentUpdate`'s first start failed with ETXTBSY).
+fn spawn(cmd: &mut Command) -> Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return c,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 40 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{}: {e}", cmd.get_program().to_string_lossy()),
+        }
+    }
 }
 
 fn spawn_agent(root: &Path) -> Child {
@@ -657,14 +676,14 @@ impl AgentUpdate {
     }
 
     fn guard(&self) -> Child {
-        Command::new(self.paths.bin_link("svc-agent.stable"))
-            .args(["boot-guard", "--root", self.sb.root.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap()
+        spawn(
+            Command::new(self.paths.bin_link("svc-agent.stable"))
+                .args(["boot-guard", "--root", self.sb.root.to_str().unwrap()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0),
+        )
     }
 
     /// A boot, as systemd does it: the guard from the known-good binary, then
