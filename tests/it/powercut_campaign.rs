@@ -10,6 +10,7 @@
 //! | `agent` | the agent updating itself, then the boot guard run from the known-good binary before each start (3 starts, then a rollback) | agent-update, guard, guard-rollback |
 //! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
+//! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
 //! byte-identical copy of a build that was offered (and that answers `version --json`), the
@@ -17,7 +18,10 @@
 //! converge: the offered version linked and running (or, for the broken build, the good one
 //! running again), the records saying so, the agent starting through the boot guard, the
 //! config the last one offered, no flushed or acknowledged log record lost, and no `.part` or
-//! temp file left growing. A failure is recorded with its cut number and seed (the campaign
+//! temp file left growing; in hawkBit mode, the DDI server's last feedback for the action
+//! saying what runs (`closed` + `success` only with the new build current and through its
+//! probation, `closed` + `failure` after its rollback) and no feedback contradicting an
+//! earlier `closed` one. A failure is recorded with its cut number and seed (the campaign
 //! is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is rebuilt, and the test
 //! fails at the end.
 //!
