@@ -1084,9 +1084,14 @@ impl Scenario for Logs {
 // hawkBit mode (issue 26): svc-server deployments from the DDI test server, good builds and
 // crashing ones; the server's last feedback for each action must say what runs.
 
-/// The hawkBit scenario's probation: short, and still longer than a crashing build's three
-/// crashes (the supervisor restarts it after 250 ms, 500 ms, 1 s).
+/// The hawkBit scenario's probation for a good build: short, so that a cut is cheap.
 const HAWKBIT_PROBATION_SECS: &str = "5";
+/// For a crashing build: long enough for its three crashes on a loaded machine (each start
+/// of the fake build can take a second or more there, and a crash counts in the window when
+/// the agent's loop sees it). With 5 s, run seed 26 cuts 70 and 72 saw a crashing build pass
+/// its probation after two counted crashes and be reported `closed` + `success` while it
+/// crash-looped: the probation rule held, the window was too short for the machine.
+const HAWKBIT_CRASH_PROBATION_SECS: &str = "60";
 
 struct Hawkbit {
     sb: Sandbox,
@@ -1161,11 +1166,16 @@ impl Hawkbit {
         }
     }
 
-    fn spawn(&self) -> Child {
+    fn spawn(&self, broken: bool) -> Child {
+        let secs = if broken {
+            HAWKBIT_CRASH_PROBATION_SECS
+        } else {
+            HAWKBIT_PROBATION_SECS
+        };
         spawn_agent_env(
             &agent_exe(),
             &self.sb.root,
-            &[("SVC_AGENT_PROBATION_SECS", HAWKBIT_PROBATION_SECS)],
+            &[("SVC_AGENT_PROBATION_SECS", secs)],
         )
     }
 
@@ -1271,7 +1281,7 @@ impl Scenario for Hawkbit {
         } else {
             self.good.draw(rng)
         };
-        let mut agent = self.spawn();
+        let mut agent = self.spawn(broken);
         std::thread::sleep(delay);
         power_cut(Some(&mut agent), &self.sb.root);
         let mut phase = self.phase(&id, &v, body.len());
@@ -1286,7 +1296,7 @@ impl Scenario for Hawkbit {
             // The machine starts again (svc-server has no boot guard: the agent is its
             // own first step) and must converge: the action closed, and what it says runs.
             let t0 = Instant::now();
-            let mut agent = self.spawn();
+            let mut agent = self.spawn(broken);
             let target = if broken {
                 self.current.clone()
             } else {
