@@ -108,6 +108,15 @@ fn procs_under(root: &Path) -> Vec<i32> {
 /// running a binary of the sandbox; returns once they are all gone.
 fn power_cut(child: Option<&mut Child>, root: &Path) {
     if let Some(c) = child {
+        // Stopped first, so that it forks no more: a child it forked into a process group
+        // of its own (`process::run`) and that has not exec'd yet runs the agent's image, not
+        // a binary of the sandbox, and holds the agent's lock descriptor until its exec; the
+        // restarted agent then found the lock taken ("another svc-agent is already running",
+        // `power_cut_campaign_short` cut 25, 1 run of 5). Every descendant goes with it.
+        svc::sys::kill(c.id() as i32, libc::SIGSTOP);
+        for p in descendants(c.id() as i32) {
+            svc::sys::kill(p, libc::SIGKILL);
+        }
         svc::sys::kill(-(c.id() as i32), libc::SIGKILL);
         let _ = c.kill();
         let _ = c.wait();
@@ -122,6 +131,36 @@ fn power_cut(child: Option<&mut Child>, root: &Path) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Every descendant of `pid` (from the parent pids in `/proc/*/stat`).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut parent: Vec<(i32, i32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<i32>().ok());
+        if let Some(pp) = ppid {
+            parent.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out.remove(0);
+    out
 }
 
 /// A clean stop (SIGTERM to the agent, which stops svc-server), then the power cut's sweep
