@@ -8,7 +8,8 @@
 #   benches/powercut.sh [CUTS] [SEED] [RECORD]    defaults: 1000 cuts, seed 1,
 #                                                  target/powercut/process-seedSEED-CUTS.jsonl
 #
-# SVC_CAMPAIGN_WORKERS (default 4) machines run side by side; SVC_CAMPAIGN_SECS stops drawing
+# SVC_CAMPAIGN_SCENARIOS (comma-separated, e.g. `hawkbit`) draws those scenarios only (the
+# default record's name says which). SVC_CAMPAIGN_WORKERS (default 4) machines run side by side; SVC_CAMPAIGN_SECS stops drawing
 # new cuts after that many seconds (a sitting). Every cut is appended to RECORD as it ends; run
 # the same command again (same code, seed and cuts) to resume the run where it stopped: the
 # summary is the whole record's. Prints one line per cut and a summary: cuts by scenario and
@@ -17,7 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cuts="${1:-1000}" seed="${2:-1}"
-record="${3:-target/powercut/process-seed$seed-$cuts.jsonl}"
+only="${SVC_CAMPAIGN_SCENARIOS:+-${SVC_CAMPAIGN_SCENARIOS//,/+}}"
+record="${3:-target/powercut/process-seed$seed-$cuts$only.jsonl}"
 mkdir -p "$(dirname "$record")"
 # The code's identity (its sources, not the commit: a later commit of figures or docs does not
 # change it): a record is resumed only by the code that made it.

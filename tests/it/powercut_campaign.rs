@@ -10,6 +10,7 @@
 //! | `agent` | the agent updating itself, then the boot guard run from the known-good binary before each start (3 starts, then a rollback) | agent-update, guard, guard-rollback |
 //! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
+//! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
 //! byte-identical copy of a build that was offered (and that answers `version --json`), the
@@ -17,7 +18,10 @@
 //! converge: the offered version linked and running (or, for the broken build, the good one
 //! running again), the records saying so, the agent starting through the boot guard, the
 //! config the last one offered, no flushed or acknowledged log record lost, and no `.part` or
-//! temp file left growing. A failure is recorded with its cut number and seed (the campaign
+//! temp file left growing; in hawkBit mode, the DDI server's last feedback for the action
+//! saying what runs (`closed` + `success` only with the new build current and through its
+//! probation, `closed` + `failure` after its rollback) and no feedback contradicting an
+//! earlier `closed` one. A failure is recorded with its cut number and seed (the campaign
 //! is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is rebuilt, and the test
 //! fails at the end.
 //!
@@ -104,6 +108,15 @@ fn procs_under(root: &Path) -> Vec<i32> {
 /// running a binary of the sandbox; returns once they are all gone.
 fn power_cut(child: Option<&mut Child>, root: &Path) {
     if let Some(c) = child {
+        // Stopped first, so that it forks no more: a child it forked into a process group
+        // of its own (`process::run`) and that has not exec'd yet runs the agent's image, not
+        // a binary of the sandbox, and holds the agent's lock descriptor until its exec; the
+        // restarted agent then found the lock taken ("another svc-agent is already running",
+        // `power_cut_campaign_short` cut 25, 1 run of 5). Every descendant goes with it.
+        svc::sys::kill(c.id() as i32, libc::SIGSTOP);
+        for p in descendants(c.id() as i32) {
+            svc::sys::kill(p, libc::SIGKILL);
+        }
         svc::sys::kill(-(c.id() as i32), libc::SIGKILL);
         let _ = c.kill();
         let _ = c.wait();
@@ -118,6 +131,36 @@ fn power_cut(child: Option<&mut Child>, root: &Path) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Every descendant of `pid` (from the parent pids in `/proc/*/stat`).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut parent: Vec<(i32, i32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<i32>().ok());
+        if let Some(pp) = ppid {
+            parent.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out.remove(0);
+    out
 }
 
 /// A clean stop (SIGTERM to the agent, which stops svc-server), then the power cut's sweep
@@ -136,15 +179,40 @@ fn stop(child: &mut Child, root: &Path) {
 
 /// `exe run --root ROOT` in a process group of its own, stderr to `root/agent.log`.
 fn spawn_agent_exe(exe: &Path, root: &Path) -> Child {
-    Command::new(exe)
-        .args(["run", "--root", root.to_str().unwrap()])
-        .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap()
+    spawn_agent_env(exe, root, &[])
+}
+
+/// The same with more environment (the hawkBit scenario's short probation).
+fn spawn_agent_env(exe: &Path, root: &Path, env: &[(&str, &str)]) -> Child {
+    spawn(
+        Command::new(exe)
+            .args(["run", "--root", root.to_str().unwrap()])
+            .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
+            .process_group(0),
+    )
+}
+
+/// Spawns `cmd`, retrying briefly on "text file busy": a fork in another worker thread
+/// (its child between fork and exec) can hold the write descriptor of a binary this
+/// process has just written (the agent copy of the `agent` scenario), as `process::run`
+/// retries in the agent (found by `power_cut_campaign_short`, run 3 of 5 with the
+/// `hawkbit` scenario: `AgentUpdate`'s first start failed with ETXTBSY).
+fn spawn(cmd: &mut Command) -> Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return c,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 40 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{}: {e}", cmd.get_program().to_string_lossy()),
+        }
+    }
 }
 
 fn spawn_agent(root: &Path) -> Child {
@@ -651,14 +719,14 @@ impl AgentUpdate {
     }
 
     fn guard(&self) -> Child {
-        Command::new(self.paths.bin_link("svc-agent.stable"))
-            .args(["boot-guard", "--root", self.sb.root.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap()
+        spawn(
+            Command::new(self.paths.bin_link("svc-agent.stable"))
+                .args(["boot-guard", "--root", self.sb.root.to_str().unwrap()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0),
+        )
     }
 
     /// A boot, as systemd does it: the guard from the known-good binary, then
@@ -1051,6 +1119,287 @@ impl Scenario for Logs {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// hawkBit mode (issue 26): svc-server deployments from the DDI test server, good builds and
+// crashing ones; the server's last feedback for each action must say what runs.
+
+/// The hawkBit scenario's probation for a good build: short, so that a cut is cheap.
+const HAWKBIT_PROBATION_SECS: &str = "5";
+/// For a crashing build: long enough for its three crashes on a loaded machine (each start
+/// of the fake build can take a second or more there, and a crash counts in the window when
+/// the agent's loop sees it). With 5 s, run seed 26 cuts 70 and 72 saw a crashing build pass
+/// its probation after two counted crashes and be reported `closed` + `success` while it
+/// crash-looped: the probation rule held, the window was too short for the machine.
+const HAWKBIT_CRASH_PROBATION_SECS: &str = "60";
+
+struct Hawkbit {
+    sb: Sandbox,
+    ddi: crate::ddi_server::DdiServer,
+    paths: Paths,
+    known: Known,
+    /// The uncut runs: until the new build is linked (download, verify, activation), and
+    /// whole (to the closed report) for a good build and for a crashing one.
+    early: Window,
+    good: Window,
+    crash: Window,
+    current: String,
+}
+
+/// `(execution, finished)` of every feedback the server took for `id`, in order.
+fn ddi_steps(ddi: &crate::ddi_server::DdiServer, id: &str) -> Vec<(String, String)> {
+    ddi.feedback()
+        .iter()
+        .filter(|(a, _)| a == id)
+        .map(|(_, d)| {
+            (
+                d["status"]["execution"].as_str().unwrap_or("?").to_string(),
+                d["status"]["result"]["finished"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// No feedback contradicts an earlier final one: after an action's first `closed`, every
+/// later feedback for it is the same `closed` with the same result.
+fn no_contradiction(ddi: &crate::ddi_server::DdiServer) -> Check {
+    let mut closed: HashMap<String, String> = HashMap::new();
+    for (id, d) in ddi.feedback() {
+        let exe = d["status"]["execution"].as_str().unwrap_or("?");
+        let fin = d["status"]["result"]["finished"].as_str().unwrap_or("?");
+        match closed.get(&id) {
+            Some(was) => ensure(exe == "closed" && fin == was, || {
+                format!("action {id}: {exe}/{fin} after closed/{was}")
+            })?,
+            None if exe == "closed" => {
+                closed.insert(id, fin.to_string());
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+impl Hawkbit {
+    fn new(w: usize) -> Hawkbit {
+        let ddi = crate::ddi_server::DdiServer::start();
+        let sb = crate::hawkbit_daemon::machine(&format!("campaign-hawkbit-w{w}"), &ddi);
+        let paths = Paths::new(&sb.root);
+        let mut known = Known::default();
+        known.add(
+            "svc-server",
+            "1.0.0",
+            &fake_binary("svc-server", "1.0.0", "hang", 0),
+        );
+        Hawkbit {
+            sb,
+            ddi,
+            paths,
+            known,
+            early: Window::default(),
+            good: Window::default(),
+            crash: Window::default(),
+            current: "1.0.0".into(),
+        }
+    }
+
+    fn spawn(&self, broken: bool) -> Child {
+        let secs = if broken {
+            HAWKBIT_CRASH_PROBATION_SECS
+        } else {
+            HAWKBIT_PROBATION_SECS
+        };
+        spawn_agent_env(
+            &agent_exe(),
+            &self.sb.root,
+            &[("SVC_AGENT_PROBATION_SECS", secs)],
+        )
+    }
+
+    fn record(&self) -> Option<svc::update::NameRecord> {
+        VersionRecords::load(&self.paths)
+            .ok()?
+            .get("svc-server")
+            .cloned()
+    }
+
+    /// Where the action was when the power went, from what it left: the server's feedback,
+    /// the action record, the download, the link and the version records.
+    fn phase(&self, id: &str, v: &str, size: usize) -> String {
+        if ddi_steps(&self.ddi, id).iter().any(|(e, _)| e == "closed") {
+            return "closed".into();
+        }
+        let rec = self.record();
+        if rec.as_ref().is_some_and(|r| r.bad.iter().any(|b| b == v)) {
+            return "rolled-back".into();
+        }
+        let part = self.paths.cache_dir().join(format!("svc-server-{v}.part"));
+        if let Ok(md) = std::fs::metadata(&part) {
+            return if md.len() as usize >= size {
+                "verify"
+            } else {
+                "download"
+            }
+            .into();
+        }
+        if linked(&self.paths, "svc-server", v) {
+            let r = rec.unwrap_or_default();
+            return if r.current.as_deref() != Some(v) {
+                "activate"
+            } else if r.probation.as_deref() == Some(v) {
+                "probation"
+            } else {
+                "report"
+            }
+            .into();
+        }
+        if self
+            .paths
+            .cache_dir()
+            .join(format!("svc-server-{v}"))
+            .is_file()
+        {
+            return "verify".into();
+        }
+        let taken = read_json(&self.paths.state_dir().join("hawkbit-action.json"))
+            .is_some_and(|a| a["id"] == id);
+        if taken { "accepted" } else { "poll" }.into()
+    }
+
+    /// A final report the server took for `id` says what the machine has: `success` only
+    /// with `v` current and through its probation, `failure` only with `v` not current.
+    fn report_matches(&self, id: &str, v: &str) -> Check {
+        let Some((_, fin)) = ddi_steps(&self.ddi, id)
+            .into_iter()
+            .rev()
+            .find(|(e, _)| e == "closed")
+        else {
+            return Ok(());
+        };
+        let r = self.record().unwrap_or_default();
+        match fin.as_str() {
+            "success" => ensure(
+                r.current.as_deref() == Some(v)
+                    && r.probation.is_none()
+                    && !r.bad.iter().any(|b| b == v)
+                    && linked(&self.paths, "svc-server", v),
+                || format!("action {id}: closed/success, but the records say {r:?}"),
+            ),
+            "failure" => ensure(
+                r.current.as_deref() != Some(v) && !linked(&self.paths, "svc-server", v),
+                || format!("action {id}: closed/failure, but {v} is current: {r:?}"),
+            ),
+            other => Err(format!("action {id}: closed/{other}")),
+        }
+    }
+}
+
+impl Scenario for Hawkbit {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        let v = format!("2.{k}.0");
+        let id = k.to_string();
+        // One deployment in three is a build that crashes at start and must roll back.
+        let broken = rng.below(3) == 0;
+        let body = fake_binary(
+            "svc-server",
+            &v,
+            if broken { "exit1" } else { "hang" },
+            1 << 20,
+        );
+        self.known.add("svc-server", &v, &body);
+        let chunk = self.ddi.chunk("svc-server", &v, &body);
+        self.ddi.deploy(&id, &format!("[{chunk}]"));
+        // Half the cuts fall before the new build is linked (the download, its check and
+        // the activation take far less time than the probation and the report).
+        let delay = if rng.below(2) == 0 {
+            self.early.draw(rng)
+        } else if broken {
+            self.crash.draw(rng)
+        } else {
+            self.good.draw(rng)
+        };
+        let mut agent = self.spawn(broken);
+        std::thread::sleep(delay);
+        power_cut(Some(&mut agent), &self.sb.root);
+        let mut phase = self.phase(&id, &v, body.len());
+        if broken {
+            phase = format!("crash-{phase}");
+        }
+        let log_at_cut = self.sb.log();
+        let result = (|| {
+            sound_after_cut(&self.paths, &self.known)?;
+            self.report_matches(&id, &v)?;
+            no_contradiction(&self.ddi)?;
+            // The machine starts again (svc-server has no boot guard: the agent is its
+            // own first step) and must converge: the action closed, and what it says runs.
+            let t0 = Instant::now();
+            let mut agent = self.spawn(broken);
+            let target = if broken {
+                self.current.clone()
+            } else {
+                v.clone()
+            };
+            let mut linked_after = None;
+            let r = wait(
+                &format!("action {id} closed, svc-server {target} running"),
+                240,
+                || {
+                    if linked_after.is_none() && linked(&self.paths, "svc-server", &v) {
+                        linked_after = Some(t0.elapsed());
+                    }
+                    let rec = self.record().unwrap_or_default();
+                    ddi_steps(&self.ddi, &id).iter().any(|(e, _)| e == "closed")
+                        && linked(&self.paths, "svc-server", &target)
+                        && rec.current.as_deref() == Some(target.as_str())
+                        && rec.probation.is_none()
+                        && running(&self.paths, "svc-server", &target)
+                        && (!broken || rec.bad.contains(&v))
+                },
+            );
+            let took = t0.elapsed();
+            stop(&mut agent, &self.sb.root);
+            r?;
+            if let Some(d) = linked_after {
+                self.early.seen(d);
+            }
+            if broken {
+                self.crash.seen(took);
+            } else {
+                self.good.seen(took);
+            }
+            let steps = ddi_steps(&self.ddi, &id);
+            let want = if broken { "failure" } else { "success" };
+            ensure(
+                steps.last() == Some(&("closed".to_string(), want.to_string())),
+                || {
+                    format!(
+                        "action {id}: last feedback {:?}, want closed/{want}",
+                        steps.last()
+                    )
+                },
+            )?;
+            self.report_matches(&id, &v)?;
+            no_contradiction(&self.ddi)?;
+            temps_bounded(&self.paths, 0)?;
+            cache_bounded(&self.paths, "svc-server", 3)
+        })();
+        if !broken {
+            self.current = v.clone();
+        }
+        let result = result.map_err(|e| {
+            format!(
+                "{e}\n--- feedback for action {id}: {:?}\n--- agent log at the cut (tail):\n{}\n--- agent log after:\n{}",
+                ddi_steps(&self.ddi, &id),
+                tail(&log_at_cut, 30),
+                tail(&self.sb.log(), 30)
+            )
+        });
+        Cut { phase, result }
+    }
+}
+
 /// Not a test: the child process of the `log` scenario (nothing without `SVC_CAMPAIGN_CHILD`).
 #[test]
 #[ignore = "child process of the power-cut campaign"]
@@ -1234,14 +1583,24 @@ fn campaign(
     record: Option<(PathBuf, String)>,
 ) -> Report {
     // Weights: how often each scenario is drawn.
-    let weights: [(&str, u64); 6] = [
+    let mut weights: Vec<(&str, u64)> = vec![
         ("update", 25),
         ("small-fs", 10),
         ("rollback", 8),
         ("agent", 10),
         ("config", 17),
         ("log", 30),
+        ("hawkbit", 10),
     ];
+    // `SVC_CAMPAIGN_SCENARIOS` (comma-separated names): those scenarios only.
+    if let Ok(only) = std::env::var("SVC_CAMPAIGN_SCENARIOS") {
+        let only: Vec<&str> = only.split(',').map(str::trim).collect();
+        weights.retain(|(n, _)| only.contains(n));
+        assert!(
+            !weights.is_empty(),
+            "SVC_CAMPAIGN_SCENARIOS: no known scenario in {only:?}"
+        );
+    }
     let total: u64 = weights.iter().map(|w| w.1).sum();
     let next = std::sync::atomic::AtomicU64::new(1);
     let (record, done, before) = match &record {
@@ -1283,6 +1642,7 @@ fn campaign(
                         }
                         "agent" => Box::new(AgentUpdate::new(w)),
                         "config" => Box::new(ConfigApply::new(w)),
+                        "hawkbit" => Box::new(Hawkbit::new(w)),
                         _ => Box::new(Logs::new(w)),
                     }
                 };
@@ -1389,6 +1749,12 @@ fn campaign(
 fn issue_phases(r: &Report) -> Vec<(&'static str, u64)> {
     let is = |s: &str, p: &str, want: &str| -> bool {
         let p = p.strip_prefix("disk-full-").unwrap_or(p);
+        // hawkBit mode: a crashing build's cut is in `rollback` once it is activated.
+        let crash = p.starts_with("crash-");
+        let p = p.strip_prefix("crash-").unwrap_or(p);
+        if s == "hawkbit" && crash && matches!(p, "probation" | "rolled-back") {
+            return want == "rollback" || (want == "activate" && p == "probation");
+        }
         match want {
             "download" => p == "download" || p == "agent-download",
             "verify" => p == "verify" || p == "agent-verify",
@@ -1483,7 +1849,10 @@ fn power_cut_campaign_full() {
         return;
     }
     // The recorded run must have cut every phase the issue names (the short CI version is
-    // too short to promise that for the narrowest ones).
+    // too short to promise that for the narrowest ones), unless it draws some scenarios only.
+    if std::env::var_os("SVC_CAMPAIGN_SCENARIOS").is_some() {
+        return;
+    }
     let missed: Vec<_> = issue_phases(&r)
         .into_iter()
         .filter(|(_, n)| *n == 0)
