@@ -56,17 +56,7 @@ impl Fixture {
     }
 
     fn try_install(&self, t: &Target) -> Result<Outcome, svc::update::UpdateError> {
-        // As the daemon will: the token header on downloads from the server's origin.
-        let a = Artifact {
-            name: NAME.into(),
-            version: t.version.clone(),
-            url: t.url.clone(),
-            sha256: t.sha256.clone(),
-            size: t.size,
-            signature: t.signature.clone(),
-            identity: Some(self.transport().identity()),
-        };
-        Engine::new(self.paths.clone(), test_opts()).update(&a)
+        install_target(&self.paths, &self.transport(), t)
     }
 
     fn artifact_requests(&self) -> usize {
@@ -76,6 +66,25 @@ impl Fixture {
             .filter(|(_, p, _)| p.starts_with("/artifacts/"))
             .count()
     }
+}
+
+/// A target the backend offered, taken by the one engine as the daemon takes it: with the
+/// token header on downloads from the server's origin (also the hawkbit_mock tests').
+pub(crate) fn install_target(
+    paths: &Paths,
+    transport: &HawkbitTransport,
+    t: &Target,
+) -> Result<Outcome, svc::update::UpdateError> {
+    let a = Artifact {
+        name: NAME.into(),
+        version: t.version.clone(),
+        url: t.url.clone(),
+        sha256: t.sha256.clone(),
+        size: t.size,
+        signature: t.signature.clone(),
+        identity: Some(transport.identity()),
+    };
+    Engine::new(paths.clone(), test_opts()).update(&a)
 }
 
 #[test]

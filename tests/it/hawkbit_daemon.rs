@@ -150,7 +150,8 @@ fn the_daemon_rolls_back_a_crashing_build_and_reports_what_runs() {
     assert_eq!(data.last().unwrap()["data"]["sw_version"], "1.0.0");
 }
 
-fn linked(sb: &Sandbox) -> String {
+/// The build svc-server's link names (also the gooseBit tests').
+pub(crate) fn linked(sb: &Sandbox) -> String {
     std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
         .unwrap()
         .file_name()

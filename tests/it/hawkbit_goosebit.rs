@@ -9,6 +9,7 @@
 //! details) is what the device told it. One transport-level test remains: the poll times
 //! gooseBit gives before and after registration, which the daemon does not show.
 use crate::common::sandbox::*;
+use crate::hawkbit_daemon::linked;
 use crate::update_support::{fake_binary, scratch};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -544,15 +545,6 @@ impl Fleet {
         self.api.wait_for("sw_version", "1.0.0", 120);
         (sb, agent)
     }
-}
-
-fn linked(sb: &Sandbox) -> String {
-    std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// A signed svc-server build: uploaded to gooseBit, assigned, downloaded by the daemon

@@ -88,18 +88,7 @@ impl Device {
     }
 
     fn install(&self, t: &svc::protocol::Target) {
-        let a = svc::update::Artifact {
-            name: NAME.into(),
-            version: t.version.clone(),
-            url: t.url.clone(),
-            sha256: t.sha256.clone(),
-            size: t.size,
-            signature: t.signature.clone(),
-            identity: Some(self.transport().identity()),
-        };
-        let out = svc::update::Engine::new(self.paths.clone(), test_opts())
-            .update(&a)
-            .unwrap();
+        let out = crate::hawkbit::install_target(&self.paths, &self.transport(), t).unwrap();
         assert!(
             matches!(out, svc::update::Outcome::Activated { .. }),
             "{out:?}"

@@ -238,6 +238,17 @@ fn link_target(paths: &Paths, name: &str) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
+/// The phase an svc-server download of `v` is in while its `.part` exists: still coming in,
+/// or whole and being verified.
+fn part_phase(paths: &Paths, v: &str, size: usize) -> Option<&'static str> {
+    let md = std::fs::metadata(paths.cache_dir().join(format!("svc-server-{v}.part"))).ok()?;
+    Some(if md.len() as usize >= size {
+        "verify"
+    } else {
+        "download"
+    })
+}
+
 fn linked(paths: &Paths, name: &str, version: &str) -> bool {
     link_target(paths, name).as_deref() == Some(&format!("../cache/{name}-{version}"))
 }
@@ -460,19 +471,13 @@ impl ServerUpdate {
     }
 
     fn phase(&self, v: &str, size: usize) -> String {
-        let part = self.paths.cache_dir().join(format!("svc-server-{v}.part"));
         let rec = VersionRecords::load(&self.paths).ok();
         let bad = rec
             .as_ref()
             .and_then(|r| r.get("svc-server"))
             .is_some_and(|r| r.bad.iter().any(|b| b == v));
-        if let Ok(md) = std::fs::metadata(&part) {
-            return if md.len() as usize >= size {
-                "verify"
-            } else {
-                "download"
-            }
-            .into();
+        if let Some(p) = part_phase(&self.paths, v, size) {
+            return p.into();
         }
         if linked(&self.paths, "svc-server", v) {
             return if current(&self.paths, "svc-server").as_deref() != Some(v) {
@@ -1235,14 +1240,8 @@ impl Hawkbit {
         if rec.as_ref().is_some_and(|r| r.bad.iter().any(|b| b == v)) {
             return "rolled-back".into();
         }
-        let part = self.paths.cache_dir().join(format!("svc-server-{v}.part"));
-        if let Ok(md) = std::fs::metadata(&part) {
-            return if md.len() as usize >= size {
-                "verify"
-            } else {
-                "download"
-            }
-            .into();
+        if let Some(p) = part_phase(&self.paths, v, size) {
+            return p.into();
         }
         if linked(&self.paths, "svc-server", v) {
             let r = rec.unwrap_or_default();
