@@ -38,19 +38,32 @@ start_lab_image() {
   fi
 }
 
+# CPU seconds (user + system) of the processes a tier ran and waited for: this shell's
+# cutime + cstime from /proc, read before and after. The wall time alone hides whether a
+# tier is compute-bound on the machine's cores or waits (guests, sleeps, the network).
+tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+children_cpu() {
+  local stat
+  read -r stat </proc/$$/stat
+  stat=${stat##*) }
+  # shellcheck disable=SC2086 # split the fields after the command name
+  set -- $stat
+  echo $(( ${14} + ${15} ))
+}
+
 passed=0 failed=0 summary=""
 for entry in "${tiers[@]}"; do
   name=${entry%%:*} script=${entry#*:}
   [ "$name" = lint ] && start_lab_image
   echo "=== tier $name ($script)"
-  start=$(date +%s)
+  start=$(date +%s) cpu_start=$(children_cpu)
   # shellcheck disable=SC2086 # an entry may carry arguments
   if bash $script; then
     result=PASS passed=$((passed + 1))
   else
     result=FAIL failed=$((failed + 1))
   fi
-  line="$result $name ($(( $(date +%s) - start )) s)"
+  line="$result $name ($(( $(date +%s) - start )) s, $(( ($(children_cpu) - cpu_start) / tick )) CPU s)"
   echo "=== $line"
   summary="$summary$line"$'\n'
 done
