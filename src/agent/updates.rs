@@ -71,12 +71,15 @@ impl Clock {
 }
 
 /// A new svc-server under watch: when it was activated, svc-server's crash count then, and
-/// when each crash since was seen, for the one rule (`update::probation_verdict`).
+/// when each crash since happened at the earliest, for the one rule
+/// (`update::probation_verdict`).
 struct Probation {
     version: String,
     since: Instant,
     crashes_then: u64,
     crash_times: Vec<Instant>,
+    /// The step before this one: a crash first counted now happened after it.
+    last_step: Instant,
 }
 
 /// One binary's update in progress.
@@ -250,15 +253,20 @@ pub(crate) fn step_server(
                 since: now,
                 crashes_then: server_crashes,
                 crash_times: Vec::new(),
+                last_step: now,
             });
         }
     }
     if let Some(p) = track.probation.as_mut() {
         let policy = probation_policy();
         let seen = server_crashes.saturating_sub(p.crashes_then);
+        // A crash is stamped with the step before the one that sees it, not with this
+        // one: a step that runs late (a loaded machine) must not move a crash inside the
+        // window past its end and let a crashing build pass.
         while (p.crash_times.len() as u64) < seen {
-            p.crash_times.push(now);
+            p.crash_times.push(p.last_step);
         }
+        p.last_step = now;
         match probation_verdict(p.since, &p.crash_times, now, policy) {
             ProbationVerdict::RollBack => {
                 let crashes = p.crash_times.len();
@@ -327,6 +335,7 @@ pub(crate) fn step_server(
                 since: now,
                 crashes_then: server_crashes,
                 crash_times: Vec::new(),
+                last_step: now,
             });
             Step::RestartServer
         }
@@ -637,6 +646,47 @@ mod tests {
             "the bad version was downloaded again: {:?}",
             fake.log.lock().unwrap()
         );
+    }
+
+    #[test]
+    fn a_crash_inside_the_probation_seen_by_a_late_step_still_counts() {
+        // A loaded machine: the step that sees the third crash runs after the window's
+        // end, though the crash happened inside it. Stamped with that late step, the crash
+        // fell outside the window and the crashing build passed its probation.
+        let mut fake = FakeUpdater::default();
+        *fake.current.lock().unwrap() = Some("1.0.0".into());
+        let mut track = Track::default();
+        assert_eq!(
+            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, false),
+            Step::RestartServer
+        );
+        let start = clk();
+        let window = probation_policy().window;
+        let s = |track: &mut Track, fake: &mut FakeUpdater, crashes, after: Duration| {
+            step_server(
+                track,
+                fake,
+                &vc(),
+                Some(&offer("1.1.0")),
+                None,
+                false,
+                false,
+                crashes,
+                Clock {
+                    now: start.now + after,
+                    ..start
+                },
+            )
+        };
+        let before_end = window - Duration::from_secs(10);
+        assert_eq!(s(&mut track, &mut fake, 2, before_end), Step::Nothing);
+        assert_eq!(
+            s(&mut track, &mut fake, 3, window + Duration::from_secs(5)),
+            Step::RolledBack("1.0.0".into()),
+            "{:?}",
+            fake.log.lock().unwrap()
+        );
+        assert_eq!(fake.current.lock().unwrap().as_deref(), Some("1.0.0"));
     }
 
     #[test]
