@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian 12 machine with rustup: every tier installs what
-# it needs. Prints one PASS/FAIL line per tier and a closing "tiers: N passed, M failed".
+# it needs. Prints each tier's output and one PASS/FAIL line per tier (wall and CPU seconds),
+# then a closing "tiers: N passed, M failed".
+#
+# The stock tier runs first and alone (it removes and reinstalls qemu). The other tiers run
+# in lanes: one lane's tiers one after another, the lanes side by side, because no tier keeps
+# the machine's cores busy on its own (tests wait on processes, guests and servers; a crate
+# compiles alone at the end of every build). A lane's tiers share a build folder (lint →
+# unit+integration → demo share target/debug; packaging's static builds are the system
+# tier's); no two lanes write the same one. TEST_LANES=1 runs every tier in one lane, in the
+# order below. A tier's output is printed whole when it ends (lanes would interleave it).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # The toolchain pin first: a machine without Rust X.Y.Z (rust-toolchain.toml) stops here with
@@ -9,20 +18,65 @@ cd "$(dirname "$0")/.." || exit 1
 . scripts/lib/toolchain.sh
 toolchain_ensure . || exit 2
 
-tiers=(
-  "stock:scripts/check-stock-image.sh"
-  "lint:scripts/test-lint.sh"
-  "unit+integration:scripts/test-cargo.sh"
-  "demo:scripts/demo.sh --check"
-  "fuzz:scripts/fuzz.sh"
-  "packaging:scripts/check-packaging.sh"
-  "ecosystems:scripts/check-ecosystems.sh"
-  "system:scripts/test-system.sh"
+declare -A script=(
+  [stock]="scripts/check-stock-image.sh"
+  [lint]="scripts/test-lint.sh"
+  [unit+integration]="scripts/test-cargo.sh"
+  [demo]="scripts/demo.sh --check"
+  [fuzz]="scripts/fuzz.sh"
+  [packaging]="scripts/check-packaging.sh"
+  [ecosystems]="scripts/check-ecosystems.sh"
+  [system]="scripts/test-system.sh"
 )
+order=(stock lint unit+integration demo fuzz packaging ecosystems system)
+# The longest lane first: the system tier's guests are most of the run.
+lanes=(
+  "packaging system"
+  "lint unit+integration demo"
+  "fuzz ecosystems"
+)
+if [ "${TEST_LANES:-}" = 1 ]; then
+  lanes=("${order[*]:1}")
+fi
+
+out=$(mktemp -d /tmp/svc-tiers.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+
+# CPU seconds (user + system) of the processes a tier ran and waited for: this shell's
+# cutime + cstime from /proc, read before and after. The wall time alone hides whether a
+# tier is compute-bound on the machine's cores or waits (guests, sleeps, the network).
+tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# children_cpu PID: in clock ticks (PID: the shell itself, $BASHPID read outside `$(...)`).
+children_cpu() {
+  local stat
+  read -r stat </proc/"$1"/stat
+  stat=${stat##*) }
+  # shellcheck disable=SC2086 # split the fields after the command name
+  set -- $stat
+  echo $(( ${14} + ${15} ))
+}
+
+# run_tier NAME: runs the tier, its output into a file, then prints that output whole and
+# its result line (under a lock: lanes print one tier at a time), and keeps the line.
+run_tier() {
+  local name=$1 me=$BASHPID start cpu0 result line
+  echo "=== tier $name started (${script[$name]})"
+  start=$(date +%s) cpu0=$(children_cpu "$me")
+  # shellcheck disable=SC2086 # an entry may carry arguments
+  if bash ${script[$name]} >"$out/$name.log" 2>&1; then result=PASS; else result=FAIL; fi
+  line="$result $name ($(( $(date +%s) - start )) s, $(( ($(children_cpu "$me") - cpu0) / tick )) CPU s)"
+  {
+    flock 8
+    echo "=== tier $name (${script[$name]})"
+    cat "$out/$name.log"
+    echo "=== $line"
+  } 8>"$out/.print"
+  echo "$line" >"$out/$name.result"
+}
 
 # The system tier's guest image (debootstrap: mostly downloads and unpacking) is built in the
 # background while the compiling tiers run, once the stock tier has put qemu's packages back:
-# the lab's prerequisites first (apt, before any other tier's apt), then the image. The system
+# the lab's prerequisites first (apt, before any lane's apt), then the image. The system
 # tier's own build-image.sh waits for it on the cache's lock, finds it ready, or builds it
 # itself (and reports why) if this one failed.
 image_log="" image_pid=""
@@ -38,41 +92,33 @@ start_lab_image() {
   fi
 }
 
-# CPU seconds (user + system) of the processes a tier ran and waited for: this shell's
-# cutime + cstime from /proc, read before and after. The wall time alone hides whether a
-# tier is compute-bound on the machine's cores or waits (guests, sleeps, the network).
-tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-children_cpu() {
-  local stat
-  read -r stat </proc/$$/stat
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split the fields after the command name
-  set -- $stat
-  echo $(( ${14} + ${15} ))
-}
-
-passed=0 failed=0 summary=""
-for entry in "${tiers[@]}"; do
-  name=${entry%%:*} script=${entry#*:}
-  [ "$name" = lint ] && start_lab_image
-  echo "=== tier $name ($script)"
-  start=$(date +%s) cpu_start=$(children_cpu)
-  # shellcheck disable=SC2086 # an entry may carry arguments
-  if bash $script; then
-    result=PASS passed=$((passed + 1))
-  else
-    result=FAIL failed=$((failed + 1))
-  fi
-  line="$result $name ($(( $(date +%s) - start )) s, $(( ($(children_cpu) - cpu_start) / tick )) CPU s)"
-  echo "=== $line"
-  summary="$summary$line"$'\n'
+began=$(date +%s)
+run_tier stock
+start_lab_image
+pids=()
+for lane in "${lanes[@]}"; do
+  # shellcheck disable=SC2086 # a lane is a word list of tier names
+  (for name in $lane; do run_tier "$name"; done) &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 if [ -n "$image_pid" ] && ! wait "$image_pid"; then
   echo "=== the background image build failed (the system tier built it itself):"
   tail -n 20 "$image_log"
 fi
 [ -z "$image_log" ] || rm -f "$image_log"
+
+passed=0 failed=0
 echo
-printf '%s' "$summary"
+for name in "${order[@]}"; do
+  if [ -f "$out/$name.result" ]; then
+    line=$(cat "$out/$name.result")
+  else
+    line="FAIL $name (did not run)"
+  fi
+  echo "$line"
+  case $line in PASS*) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+done
+echo "whole run: $(( $(date +%s) - began )) s, ${#lanes[@]} lane(s)"
 echo "tiers: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

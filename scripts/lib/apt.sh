@@ -41,13 +41,14 @@ apt_installed() {
 
 # apt_get_install ARG...: apt-get install that never removes a package; one apt-get update
 # and a second try when the first fails (stale or missing package lists).
+# dpkg's lock held by someone else (a fresh machine's unattended-upgrades) is waited for.
 apt_get_install() {
-	if DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --no-remove "$@" >&2; then
+	if DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends --no-remove "$@" >&2; then
 		return 0
 	fi
 	apt_log "install failed; apt-get update and one more try"
-	apt-get update >&2 || return 1
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --no-remove "$@" >&2
+	apt-get -o DPkg::Lock::Timeout=600 update >&2 || return 1
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends --no-remove "$@" >&2
 }
 
 # apt_install_needed [EXTRA...]: installs the queued packages (and EXTRA, e.g. PKG=VERSION to
@@ -61,12 +62,17 @@ apt_install_needed() {
 		}
 		_before=$(mktemp)
 		_after=$(mktemp)
-		apt_installed >"$_before"
-		apt_log "installing$APT_QUEUE${1:+ $*}"
-		# shellcheck disable=SC2086 # the queue is a word list
-		apt_get_install $APT_QUEUE "$@"
-		_rc=$?
-		apt_installed >"$_after"
+		# One install at a time: the test command runs tiers side by side, and apt refuses a
+		# second run while dpkg's lock is held; the snapshots around it must see ours alone.
+		{
+			command -v flock >/dev/null 2>&1 && flock 9
+			apt_installed >"$_before"
+			apt_log "installing$APT_QUEUE${1:+ $*}"
+			# shellcheck disable=SC2086 # the queue is a word list
+			apt_get_install $APT_QUEUE "$@"
+			_rc=$?
+			apt_installed >"$_after"
+		} 9>>/run/lock/svc-apt.lock
 		_removed=$(comm -23 "$_before" "$_after" | tr '\n' ' ')
 		rm -f "$_before" "$_after"
 		if [ -n "$_removed" ]; then
