@@ -44,6 +44,8 @@ mod hawkbit_config;
 mod hawkbit_consent;
 mod hawkbit_daemon;
 mod hawkbit_goosebit;
+// Its crates are x86_64-only dev-dependencies (Cargo.toml).
+#[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
 mod keepalive;
 mod logqueue;
