@@ -279,7 +279,6 @@ fn fast_start_a_sigterm_before_the_signal_handlers_is_honoured() {
         "{log}"
     );
     assert!(!pid_alive(pid), "svc-server {pid} outlived the agent");
-
 }
 
 /// svc-server gets the agent's environment without systemd's notify socket and watchdog
