@@ -237,17 +237,21 @@ fn write_stderr(r: &Record) {
     let ts = if journal { String::new() } else { timestamp() };
     let mut out = String::with_capacity(r.message.len() + 48);
     for line in r.message.split('\n') {
-        if journal {
-            out.push_str(&format!("<{}>[{}] {}\n", r.level as u8, r.subsystem, line));
+        // Formatted into `out` itself: no string per line to allocate and free (each new
+        // size class of musl's allocator maps a page, and unmaps it once empty).
+        use std::fmt::Write as _;
+        let _ = if journal {
+            writeln!(out, "<{}>[{}] {}", r.level as u8, r.subsystem, line)
         } else {
-            out.push_str(&format!(
-                "{} {:5} [{}] {}\n",
+            writeln!(
+                out,
+                "{} {:5} [{}] {}",
                 ts,
                 r.level.as_str(),
                 r.subsystem,
                 line
-            ));
-        }
+            )
+        };
     }
     let _ = std::io::stderr().lock().write_all(out.as_bytes());
 }

@@ -399,8 +399,12 @@ impl Agent {
 
     /// The start-up sequence of spec §3: with fast start, svc-server first; otherwise one
     /// bounded attempt at contact and updates first. `after_server` runs right after
-    /// svc-server's start (`run`'s deferred housekeeping).
-    pub(crate) fn start(&mut self, after_server: impl FnOnce()) {
+    /// svc-server's start (`run`'s signal handlers and deferred housekeeping); its error
+    /// ends the start-up there and is returned (svc-server is running: the caller stops it).
+    pub(crate) fn start(
+        &mut self,
+        after_server: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
         info!(
             "agent",
             "svc-agent {} starting (pid {}, fast start {})",
@@ -410,11 +414,11 @@ impl Agent {
         );
         if self.fast_start {
             self.start_server();
-            after_server();
+            after_server()?;
             self.load_rest();
             self.apply_syscfg();
             self.apply_provisioning(false);
-            return;
+            return Ok(());
         }
         self.load_rest();
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
@@ -437,9 +441,10 @@ impl Agent {
                 .or(self.exit);
         }
         self.start_server();
-        after_server();
+        after_server()?;
         self.apply_syscfg();
         self.apply_provisioning(false);
+        Ok(())
     }
 
     fn start_server(&mut self) {
@@ -964,25 +969,46 @@ pub(crate) fn run(paths: Paths) -> i32 {
             return 1;
         }
     };
-    if let Err(e) = signals::install() {
+    // Then a stop request is caught (noted) until the signal handlers are in place: with
+    // fast start they come right after svc-server's start (their installation is ~20 system
+    // calls and a socket pair, BENCHMARKS.md, fast start), and a SIGTERM meanwhile counts.
+    if let Err(e) = signals::catch_early() {
         error!("agent", "cannot install signal handlers: {e}");
         return 1;
     }
+    let cannot_install = |e: std::io::Error| format!("cannot install signal handlers: {e}");
     crate::credentials::tighten_mode(&paths.credentials());
     let mut agent = Agent::new(paths.clone());
-    // With fast start, svc-server starts first; the housekeeping runs right after its start,
-    // then the rest of the agent's state is read (`Agent::load_rest`) and the log queue opens
-    // (opening a full queue takes tens of milliseconds); the lines logged meanwhile wait in
-    // memory for it.
-    let pipeline = if agent.fast_start {
-        agent.start(|| housekeeping(&paths, &mut lock));
-        logs::LogPipeline::start(&paths, agent.credentials().cloned())
+    // With fast start, svc-server starts first; the signal handlers and the housekeeping come
+    // right after its start, then the rest of the agent's state is read (`Agent::load_rest`)
+    // and the log queue opens (opening a full queue takes tens of milliseconds); the lines
+    // logged meanwhile wait in memory for it.
+    let started = if agent.fast_start {
+        agent
+            .start(|| {
+                signals::test_signal_point("svc-server-started");
+                signals::install().map_err(cannot_install)?;
+                housekeeping(&paths, &mut lock);
+                Ok(())
+            })
+            .map(|()| logs::LogPipeline::start(&paths, agent.credentials().cloned()))
     } else {
+        if let Err(e) = signals::install() {
+            error!("agent", "{}", cannot_install(e));
+            return 1;
+        }
         agent.load_rest();
         housekeeping(&paths, &mut lock);
         let p = logs::LogPipeline::start(&paths, agent.credentials().cloned());
-        agent.start(|| {});
-        p
+        agent.start(|| Ok(())).map(|()| p)
+    };
+    let pipeline = match started {
+        Ok(p) => p,
+        Err(e) => {
+            error!("agent", "{e}");
+            agent.shutdown();
+            return 1;
+        }
     };
     crate::systemd::notify("READY=1\nSTATUS=running");
     // The watchdog is fed only from the loop, so a hung loop gets the agent restarted.

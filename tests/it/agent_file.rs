@@ -237,6 +237,50 @@ fn fast_start_still_takes_the_cached_answer_and_the_host_into_use() {
     terminate(&mut agent);
 }
 
+/// With fast start the agent installs its signal handlers only after svc-server's start,
+/// with a handler that only notes a stop request from before (docs/agent.md, start-up): a
+/// SIGTERM that arrives in between (here sent by the agent to itself through a test hook,
+/// right after the spawn) is honoured as any other: svc-server is stopped, the agent exits
+/// 0. Without that handler it would end the agent by its default action and leave
+/// svc-server behind; taken in by nothing, it would be lost and the agent would run on.
+#[test]
+fn fast_start_a_sigterm_before_the_signal_handlers_is_honoured() {
+    let sb = Sandbox::new("fast-early-term");
+    sb.file_app();
+    sb.install_fake_server();
+    let mut agent = sb.spawn_agent(&[
+        ("SVC_AGENT_FAST_START", "1"),
+        ("SVC_TEST_SIGNAL_AT", "svc-server-started"),
+    ]);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let st = loop {
+        if let Some(st) = agent.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > end {
+            let _ = agent.kill();
+            panic!("the agent did not stop on its early SIGTERM\n{}", sb.log());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let log = sb.log();
+    assert!(st.success(), "agent exit {st:?}\n{log}");
+    // svc-server was started, then stopped by the agent (it may not have got as far as
+    // writing its own files: the SIGTERM came at once).
+    let pid: i32 = log
+        .split("svc-server started pid=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("svc-server was not started\n{log}"));
+    assert!(log.contains("svc-agent stopping"), "{log}");
+    assert!(
+        log.contains(&format!("svc-server stopped pid={pid}")),
+        "{log}"
+    );
+    assert!(!pid_alive(pid), "svc-server {pid} outlived the agent");
+}
+
 /// svc-server gets the agent's environment without systemd's notify socket and watchdog
 /// variables (any name with those prefixes), with its own variables set over any the agent
 /// was given, and with everything else inherited.
