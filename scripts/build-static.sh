@@ -11,7 +11,7 @@
 # built; only svc-agent's own units are new, under their own hashes, so the 0.1.x build
 # stays cached beside them. Cargo links its outputs to target/TRIPLE/dist/, where the 0.1.x
 # binaries live: they are copied to target/TRIPLE/lab-v2/ and `dist`'s are linked back
-# (a build of nothing), all under one lock.
+# (a build of nothing), all under one lock, which every build of this script takes.
 #
 # Installs its own prerequisites when missing (rustup targets; apt: musl-tools for x86_64,
 # gcc-aarch64-linux-gnu for aarch64's C code in aws-lc-sys). Progress goes to stderr; the
@@ -90,11 +90,12 @@ cargo_build() { # cargo_build PROFILE-ARGS...: the device binaries for every arc
 }
 log "cargo build --locked ${cargo_profile[*]} ${targets[*]} --bin svc-agent --bin svc-server"
 start=$(date +%s)
-if [ "$profile" = lab-v2 ]; then
-    mkdir -p "$tdir"
-    exec 9>"$tdir/.lab-v2.lock"
-    flock 9
-fi
+# One build-static at a time in this target folder, whole: the lab-v2 build puts 0.2.0
+# binaries in dist's place until it links dist's back, and the test command runs the system
+# tier (which makes both) beside the packaging tier (which checks dist's).
+mkdir -p "$tdir"
+exec 9>"$tdir/.build-static.lock"
+flock 9
 cargo_build "${cargo_profile[@]}" || die "cargo build for ${arches[*]} failed"
 if [ "$profile" = lab-v2 ]; then
     for a in "${arches[@]}"; do
@@ -108,8 +109,8 @@ if [ "$profile" = lab-v2 ]; then
     # dist's own outputs back in place: nothing to compile when its build is up to date.
     # (SVC_BUILD_VERSION unset, not empty: its build script reruns when the value changes.)
     (unset SVC_BUILD_VERSION; cargo_build --profile dist) || die "linking dist's outputs back after the lab-v2 build"
-    exec 9>&-
 fi
+exec 9>&-
 log "${arches[*]} built in $(( $(date +%s) - start )) s"
 for a in "${arches[@]}"; do
     triple="$a-unknown-linux-musl"

@@ -7,8 +7,8 @@
 # in lanes: one lane's tiers one after another, the lanes side by side, because no tier keeps
 # the machine's cores busy on its own (tests wait on processes, guests and servers; a crate
 # compiles alone at the end of every build). A lane's tiers share a build folder (lint →
-# unit+integration → demo share target/debug; packaging's static builds are the system
-# tier's); no two lanes write the same one. TEST_LANES=1 runs every tier in one lane, in the
+# unit+integration → demo share target/debug); the static builds of the system and
+# packaging tiers take turns (scripts/build-static.sh's lock). TEST_LANES=1 runs every tier in one lane, in the
 # order below. A tier's output is printed whole when it ends (lanes would interleave it).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -29,10 +29,12 @@ declare -A script=(
   [system]="scripts/test-system.sh"
 )
 order=(stock lint unit+integration demo fuzz packaging ecosystems system)
-# The longest lane first: the system tier's guests are most of the run.
+# The system tier alone in a lane, started first: its guests are most of the run, and
+# they leave a core idle often enough for the compiling tiers beside them (it makes its
+# own static builds; scripts/build-static.sh lets one build at a time into target/).
 lanes=(
-  "packaging system"
-  "lint unit+integration demo"
+  "system"
+  "lint unit+integration demo packaging"
   "fuzz ecosystems"
 )
 if [ "${TEST_LANES:-}" = 1 ]; then
