@@ -71,7 +71,7 @@ pub(crate) fn install() -> std::io::Result<()> {
     let _ = f.wake.set(read);
     // Taken after the handlers are in place: a signal from now on reaches them; one before
     // was noted by `catch_early`'s handler (and one in between by both: the same request).
-    let early = crate::sys::take_early();
+    let early = crate::sys::take_early(1 << libc::SIGTERM | 1 << libc::SIGINT | 1 << libc::SIGHUP);
     if early & (1 << libc::SIGTERM | 1 << libc::SIGINT) != 0 {
         f.stop.store(true, Ordering::Relaxed);
     }
