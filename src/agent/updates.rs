@@ -475,6 +475,18 @@ mod tests {
         }
     }
 
+    /// svc-server 1.0.0 runs, 1.1.0 is offered and activated (svc-server `busy` or not).
+    fn activated(busy: bool) -> (FakeUpdater, Track) {
+        let mut fake = FakeUpdater::default();
+        *fake.current.lock().unwrap() = Some("1.0.0".into());
+        let mut track = Track::default();
+        assert_eq!(
+            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, busy),
+            Step::RestartServer
+        );
+        (fake, track)
+    }
+
     /// Steps until the download finished (bounded).
     fn until_staged(
         track: &mut Track,
@@ -504,13 +516,7 @@ mod tests {
 
     #[test]
     fn a_new_server_version_is_activated_at_once_without_a_window() {
-        let mut fake = FakeUpdater::default();
-        *fake.current.lock().unwrap() = Some("1.0.0".into());
-        let mut track = Track::default();
-        assert_eq!(
-            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, true),
-            Step::RestartServer
-        );
+        let (mut fake, mut track) = activated(true);
         assert_eq!(fake.current.lock().unwrap().as_deref(), Some("1.1.0"));
         // Nothing more to do for the same offer.
         assert_eq!(
@@ -604,13 +610,7 @@ mod tests {
 
     #[test]
     fn crashes_in_probation_roll_back_and_the_version_is_not_retried() {
-        let mut fake = FakeUpdater::default();
-        *fake.current.lock().unwrap() = Some("1.0.0".into());
-        let mut track = Track::default();
-        assert_eq!(
-            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, false),
-            Step::RestartServer
-        );
+        let (mut fake, mut track) = activated(false);
         let s = |track: &mut Track, fake: &mut FakeUpdater, restarts| {
             step_server(
                 track,
@@ -653,13 +653,7 @@ mod tests {
         // A loaded machine: the step that sees the third crash runs after the window's
         // end, though the crash happened inside it. Stamped with that late step, the crash
         // fell outside the window and the crashing build passed its probation.
-        let mut fake = FakeUpdater::default();
-        *fake.current.lock().unwrap() = Some("1.0.0".into());
-        let mut track = Track::default();
-        assert_eq!(
-            until_staged(&mut track, &mut fake, &offer("1.1.0"), None, false),
-            Step::RestartServer
-        );
+        let (mut fake, mut track) = activated(false);
         let start = clk();
         let window = probation_policy().window;
         let s = |track: &mut Track, fake: &mut FakeUpdater, crashes, after: Duration| {
