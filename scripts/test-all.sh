@@ -63,8 +63,9 @@ children_cpu() {
   echo $(( ${14} + ${15} ))
 }
 
-# run_tier NAME: runs the tier, its output into a file, then prints that output whole and
-# its result line (under a lock: lanes print one tier at a time), and keeps the line.
+# run_tier NAME: runs the tier and prints its result line, and keeps the line. In one lane
+# its output goes out as it comes; with lanes into a file, printed whole when the tier ends
+# (under a lock: one tier at a time).
 run_tier() {
   local name=$1 me=$BASHPID start cpu0 result line
   echo "=== tier $name started (${script[$name]})"

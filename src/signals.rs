@@ -35,8 +35,11 @@ fn flags() -> &'static Flags {
 /// would inherit a blocked mask). SIGCHLD needs nothing: the loop's first tick looks at
 /// svc-server before it first sleeps.
 pub(crate) fn catch_early() -> std::io::Result<()> {
-    crate::sys::catch_early(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+    crate::sys::catch_early(&EARLY)
 }
+
+/// The signals `catch_early` notes and `install` takes in.
+const EARLY: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 /// Test hook: `SVC_TEST_SIGNAL_AT=<point>` makes the process send itself SIGTERM when it
 /// reaches `point` (the tests use it for a stop request at a moment of the start-up).
@@ -71,7 +74,7 @@ pub(crate) fn install() -> std::io::Result<()> {
     let _ = f.wake.set(read);
     // Taken after the handlers are in place: a signal from now on reaches them; one before
     // was noted by `catch_early`'s handler (and one in between by both: the same request).
-    let early = crate::sys::take_early(1 << libc::SIGTERM | 1 << libc::SIGINT | 1 << libc::SIGHUP);
+    let early = crate::sys::take_early(EARLY.iter().fold(0, |m, &sig| m | 1 << sig));
     if early & (1 << libc::SIGTERM | 1 << libc::SIGINT) != 0 {
         f.stop.store(true, Ordering::Relaxed);
     }

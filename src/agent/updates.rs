@@ -487,6 +487,22 @@ mod tests {
         (fake, track)
     }
 
+    /// One step of `activated`'s 1.1.0 on probation, svc-server having crashed `crashes`
+    /// times in all, at `clock`.
+    fn on_probation(track: &mut Track, fake: &mut FakeUpdater, crashes: u64, clock: Clock) -> Step {
+        step_server(
+            track,
+            fake,
+            &vc(),
+            Some(&offer("1.1.0")),
+            None,
+            false,
+            false,
+            crashes,
+            clock,
+        )
+    }
+
     /// Steps until the download finished (bounded).
     fn until_staged(
         track: &mut Track,
@@ -612,17 +628,7 @@ mod tests {
     fn crashes_in_probation_roll_back_and_the_version_is_not_retried() {
         let (mut fake, mut track) = activated(false);
         let s = |track: &mut Track, fake: &mut FakeUpdater, restarts| {
-            step_server(
-                track,
-                fake,
-                &vc(),
-                Some(&offer("1.1.0")),
-                None,
-                false,
-                false,
-                restarts,
-                clk(),
-            )
+            on_probation(track, fake, restarts, clk())
         };
         assert_eq!(s(&mut track, &mut fake, 2), Step::Nothing);
         assert_eq!(
@@ -657,20 +663,11 @@ mod tests {
         let start = clk();
         let window = probation_policy().window;
         let s = |track: &mut Track, fake: &mut FakeUpdater, crashes, after: Duration| {
-            step_server(
-                track,
-                fake,
-                &vc(),
-                Some(&offer("1.1.0")),
-                None,
-                false,
-                false,
-                crashes,
-                Clock {
-                    now: start.now + after,
-                    ..start
-                },
-            )
+            let at = Clock {
+                now: start.now + after,
+                ..start
+            };
+            on_probation(track, fake, crashes, at)
         };
         let before_end = window - Duration::from_secs(10);
         assert_eq!(s(&mut track, &mut fake, 2, before_end), Step::Nothing);
