@@ -239,6 +239,8 @@ pub(crate) struct Enrollee {
     bootstrap_id: String,
     pub uri: String,
     got: Received,
+    /// An exchange ended without a network since the last `take_ended`.
+    ended: bool,
     /// wpa_supplicant's log level before listening, to restore (see `quiet_logs`).
     restore_level: Option<String>,
 }
@@ -292,6 +294,7 @@ impl Enrollee {
             bootstrap_id: String::new(),
             uri: String::new(),
             got: Received::default(),
+            ended: false,
             restore_level,
         };
         match e.bootstrap(key, mac) {
@@ -338,11 +341,18 @@ impl Enrollee {
             let ev = DppEvent::parse(&line);
             if let DppEvent::Failed(why) = &ev {
                 crate::info!("provisioning", "DPP exchange ended: {why}");
+                self.ended = true;
             }
             if let Some(r) = self.got.feed(ev) {
                 return Some(r);
             }
         }
+    }
+
+    /// Whether an exchange ended without a network since the last call: wpa_supplicant
+    /// may have stopped listening, and a phone that tries again must find it listening.
+    pub(crate) fn take_ended(&mut self) -> bool {
+        std::mem::take(&mut self.ended)
     }
 
     pub(crate) fn stop(mut self) {
@@ -389,7 +399,7 @@ pub(crate) fn publish(dir: &Path, uri: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -624,7 +634,10 @@ mod tests {
 
     /// A stand-in wpa_supplicant on a real control socket: answers the enrollee's commands
     /// like 2.10 does and, after DPP_LISTEN, sends the events of a received configuration.
-    fn stand_in(path: &Path, events: Vec<String>) -> std::thread::JoinHandle<Vec<String>> {
+    pub(crate) fn stand_in(
+        path: &Path,
+        events: Vec<String>,
+    ) -> std::thread::JoinHandle<Vec<String>> {
         let _ = std::fs::remove_file(path);
         let server = std::os::unix::net::UnixDatagram::bind(path).unwrap();
         std::thread::spawn(move || {

@@ -576,6 +576,11 @@ impl Service {
             net.ssid
         );
         self.stop_portal();
+        // No DPP listening while joining (`dpp_loop`); the next tick wants it again if the
+        // machine is still offline.
+        if let Some(d) = &self.dpp {
+            d.want.store(false, Ordering::SeqCst);
+        }
         let now = self.now();
         let joined = self.driver.join(&profile, now);
         if let Some(b) = &self.ble {
@@ -616,7 +621,7 @@ impl DppThread {
         let (w, st) = (Arc::clone(&want), Arc::clone(&stop));
         let handle = std::thread::Builder::new()
             .name("provisioning-dpp".into())
-            .spawn(move || dpp_loop(&paths, &w, &st, &pending))
+            .spawn(move || dpp_loop(&mut || dpp_start(&paths), &w, &st, &pending))
             .map_err(|e| crate::error!("provisioning", "DPP: no thread: {e}"))
             .ok();
         DppThread { want, stop, handle }
@@ -634,8 +639,9 @@ impl Drop for DppThread {
     }
 }
 
+/// `start` makes a listening enrollee (`dpp_start`; a stand-in wpa_supplicant in tests).
 fn dpp_loop(
-    paths: &Paths,
+    start: &mut dyn FnMut() -> Result<super::dpp::Enrollee, String>,
     want: &AtomicBool,
     stop: &AtomicBool,
     pending: &Mutex<Option<NetworkInput>>,
@@ -649,8 +655,10 @@ fn dpp_loop(
         if !want.load(Ordering::SeqCst) {
             if let Some(e) = enrollee.take() {
                 e.stop();
-                crate::info!("provisioning", "DPP: stopped listening (online)");
+                crate::info!("provisioning", "DPP: stopped listening");
             }
+            // Wanted again (a join that failed): listening again at once.
+            next_try = Instant::now();
             std::thread::sleep(DPP_POLL);
             continue;
         }
@@ -660,7 +668,7 @@ fn dpp_loop(
                 continue;
             }
             next_try = Instant::now() + DPP_RETRY;
-            match dpp_start(paths) {
+            match start() {
                 Ok(e) => {
                     crate::info!(
                         "provisioning",
@@ -702,16 +710,25 @@ fn dpp_loop(
                         "DPP: network {:?} received while another is being tried: dropped",
                         net.ssid
                     );
+                    next_listen = Instant::now();
                 } else {
                     crate::info!("provisioning", "DPP: network {:?} received", net.ssid);
                     *p = Some(net);
+                    drop(p);
+                    // The join needs the radio: listening on channel 1 meanwhile takes it off
+                    // the network's channel and can make the join fail. The service stops
+                    // wanting DPP while it joins; until it does, no new start either.
+                    if let Some(e) = enrollee.take() {
+                        e.stop();
+                    }
+                    next_try = Instant::now() + DPP_RETRY;
                 }
-                next_listen = Instant::now();
             }
             Some(Err(why)) => {
                 crate::warn!("provisioning", "DPP: network refused: {why}");
                 next_listen = Instant::now();
             }
+            None if e.take_ended() => next_listen = Instant::now(),
             None => {}
         }
     }
@@ -783,6 +800,82 @@ pub(crate) fn cmd_provision(paths: Paths, until_online: bool, force: bool) -> i3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The join after a DPP handover needs the radio on the network's channel: the enrollee
+    /// stops listening (and lets go of wpa_supplicant) at once, before the service has even
+    /// taken the network, not listening again on channel 1 while the machine joins.
+    #[test]
+    fn the_dpp_enrollee_stops_listening_when_it_hands_over_a_network() {
+        let d = std::env::temp_dir().join(format!("svc-dpp-loop-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let sock = d.join("wlan0");
+        let wpa = super::super::dpp::tests::stand_in(
+            &sock,
+            vec![
+                "DPP-AUTH-SUCCESS init=0".into(),
+                "DPP-CONF-RECEIVED".into(),
+                "DPP-CONFOBJ-AKM psk".into(),
+                "DPP-CONFOBJ-SSID lab".into(),
+                format!(
+                    "DPP-CONFOBJ-PASS {}",
+                    crate::encoding::hex(b"secret-pass-1")
+                ),
+            ],
+        );
+        let (want, stop) = (
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let pending = Arc::new(Mutex::new(None));
+        let (w, st, p, s) = (
+            Arc::clone(&want),
+            Arc::clone(&stop),
+            Arc::clone(&pending),
+            sock.clone(),
+        );
+        let looping = std::thread::spawn(move || {
+            let mut start =
+                || super::super::dpp::Enrollee::start(&s, &[7u8; 32], Some("02:00:00:00:01:00"));
+            dpp_loop(&mut start, &w, &st, &p)
+        });
+        // The stand-in ends at DETACH; the old loop listened again instead and never let go.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(wpa.join().unwrap()));
+        let seen = rx.recv_timeout(Duration::from_secs(60));
+        stop.store(true, Ordering::SeqCst);
+        let seen = seen.expect("the enrollee still holds wpa_supplicant after the handover");
+        looping.join().unwrap();
+        let got = pending
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the network is handed over");
+        assert_eq!(
+            (got.ssid.as_str(), got.psk.as_str()),
+            ("lab", "secret-pass-1")
+        );
+        let after: Vec<&str> = seen
+            .iter()
+            .skip_while(|c| !c.starts_with("DPP_LISTEN"))
+            .skip(1)
+            .map(|c| c.split(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            after,
+            [
+                "DPP_STOP_LISTEN",
+                "DPP_BOOTSTRAP_REMOVE",
+                "LOG_LEVEL",
+                "DETACH"
+            ],
+            "{seen:?}"
+        );
+        assert!(
+            want.load(Ordering::SeqCst),
+            "the service decides when DPP is wanted"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     #[test]
     fn default_routes_are_read_from_the_kernel_tables() {

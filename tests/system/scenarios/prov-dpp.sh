@@ -71,10 +71,13 @@ for attempt in 1 2 3; do
         sleep 5
         continue
     fi
-    # lab_wait would end the scenario at its limit; this attempt's wait only ends the attempt.
+    # lab_wait would end the scenario at its limit; this attempt's wait only ends the attempt,
+    # at 60 s or when the machine logs that the exchange failed (it listens again at once).
     end=$(( $(date +%s) + 60 ))
+    ended=$(grep -c 'DPP exchange ended' /tmp/provision.log || true)
     until grep -q 'DPP: network "lab-home" received' /tmp/provision.log 2>/dev/null; do
         [ "$(date +%s)" -lt "$end" ] || break
+        [ "$(grep -c 'DPP exchange ended' /tmp/provision.log || true)" = "$ended" ] || break
         sleep 0.5
     done
     if grep -q 'DPP: network "lab-home" received' /tmp/provision.log 2>/dev/null; then
@@ -82,9 +85,21 @@ for attempt in 1 2 3; do
         received=1
         break
     fi
-    lab_log "DPP attempt $attempt: no network received within 60 s"
+    lab_log "DPP attempt $attempt: no network received ($(grep 'DPP exchange ended' /tmp/provision.log | tail -1))"
+    sleep 3
 done
 [ "$received" = 1 ] || lab_fail "three DPP exchanges and the machine received no network"
+# Bounded, so that a provisioning that never ends shows why, not a bare scenario timeout.
+end=$(( $(date +%s) + 180 ))
+while kill -0 "$prov" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$end" ]; then
+        cat /tmp/provision.log
+        nmcli -f NAME,AUTOCONNECT,ACTIVE,DEVICE con show || true
+        nmcli dev || true
+        lab_fail "provisioning still running 180 s after the network arrived"
+    fi
+    sleep 0.5
+done
 lab_check "provisioning ends online" wait "$prov"
 t_online=$(lab_ms)
 lab_wait 120 "online through lab-home" online
