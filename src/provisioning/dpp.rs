@@ -632,6 +632,18 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// What wpa_supplicant 2.10 sends an enrollee that receives the network "lab", pass key
+    /// "secret-pass-1".
+    pub(crate) fn handover_events() -> Vec<String> {
+        vec![
+            "DPP-AUTH-SUCCESS init=0".into(),
+            "DPP-CONF-RECEIVED".into(),
+            "DPP-CONFOBJ-AKM psk".into(),
+            "DPP-CONFOBJ-SSID lab".into(),
+            format!("DPP-CONFOBJ-PASS {}", hex(b"secret-pass-1")),
+        ]
+    }
+
     /// A stand-in wpa_supplicant on a real control socket: answers the enrollee's commands
     /// like 2.10 does and, after DPP_LISTEN, sends the events of a received configuration.
     pub(crate) fn stand_in(
@@ -677,16 +689,7 @@ pub(crate) mod tests {
         let d = std::env::temp_dir().join(format!("svc-dpp-e2e-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         let sock = d.join("wlan0");
-        let t = stand_in(
-            &sock,
-            vec![
-                "DPP-AUTH-SUCCESS init=0".into(),
-                "DPP-CONF-RECEIVED".into(),
-                "DPP-CONFOBJ-AKM psk".into(),
-                "DPP-CONFOBJ-SSID lab".into(),
-                format!("DPP-CONFOBJ-PASS {}", hex(b"secret-pass-1")),
-            ],
-        );
+        let t = stand_in(&sock, handover_events());
         let key = [9u8; 32];
         let mut e = Enrollee::start(&sock, &key, Some("02:00:00:00:01:00")).unwrap();
         assert!(e.uri.starts_with("DPP:C:81/1;"));

@@ -809,19 +809,8 @@ mod tests {
         let d = std::env::temp_dir().join(format!("svc-dpp-loop-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         let sock = d.join("wlan0");
-        let wpa = super::super::dpp::tests::stand_in(
-            &sock,
-            vec![
-                "DPP-AUTH-SUCCESS init=0".into(),
-                "DPP-CONF-RECEIVED".into(),
-                "DPP-CONFOBJ-AKM psk".into(),
-                "DPP-CONFOBJ-SSID lab".into(),
-                format!(
-                    "DPP-CONFOBJ-PASS {}",
-                    crate::encoding::hex(b"secret-pass-1")
-                ),
-            ],
-        );
+        use super::super::dpp::tests::{handover_events, stand_in};
+        let wpa = stand_in(&sock, handover_events());
         let (want, stop) = (
             Arc::new(AtomicBool::new(true)),
             Arc::new(AtomicBool::new(false)),
