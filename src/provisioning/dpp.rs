@@ -85,21 +85,15 @@ pub(crate) fn load_or_create_key(path: &Path) -> Result<[u8; 32], String> {
 }
 
 /// The bootstrap command: the key travels over the control socket, never in an argv.
-pub(crate) fn bootstrap_gen_cmd(key: &[u8; 32], mac: Option<&str>) -> String {
-    let mut c = format!("DPP_BOOTSTRAP_GEN type=qrcode chan={LISTEN_CHANNEL}");
-    if let Some(m) = mac.filter(|m| is_mac(m)) {
-        c.push_str(&format!(" mac={}", m.to_ascii_lowercase()));
-    }
-    c.push_str(&format!(" key={}", hex(&key_der(key))));
-    c
-}
-
-fn is_mac(m: &str) -> bool {
-    let parts: Vec<&str> = m.split(':').collect();
-    parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+/// No `mac=`: NetworkManager gives the radio a random address while it scans disconnected
+/// (`wifi.scan-rand-mac-address`), a new one after each failed activation and at each boot,
+/// and a configurator sends its request to the URI's MAC when there is one. A label printed
+/// with one boot's address would fail on the next; without it the request is broadcast.
+pub(crate) fn bootstrap_gen_cmd(key: &[u8; 32]) -> String {
+    format!(
+        "DPP_BOOTSTRAP_GEN type=qrcode chan={LISTEN_CHANNEL} key={}",
+        hex(&key_der(key))
+    )
 }
 
 /// Undoes wpa_supplicant's `printf_encode` (how `DPP-CONFOBJ-SSID` carries the SSID):
@@ -280,11 +274,7 @@ fn expect_ok(ctrl: &mut Ctrl, cmd: &str) -> Result<String, String> {
 impl Enrollee {
     /// Attaches to the interface's control socket, loads the bootstrap key, gets the URI
     /// and starts listening.
-    pub(crate) fn start(
-        ctrl_path: &Path,
-        key: &[u8; 32],
-        mac: Option<&str>,
-    ) -> Result<Enrollee, String> {
+    pub(crate) fn start(ctrl_path: &Path, key: &[u8; 32]) -> Result<Enrollee, String> {
         let mut ctrl =
             Ctrl::open(ctrl_path).map_err(|e| format!("{}: {e}", ctrl_path.display()))?;
         expect_ok(&mut ctrl, "ATTACH")?;
@@ -297,7 +287,7 @@ impl Enrollee {
             ended: false,
             restore_level,
         };
-        match e.bootstrap(key, mac) {
+        match e.bootstrap(key) {
             Ok(()) => Ok(e),
             Err(err) => {
                 e.stop();
@@ -306,10 +296,10 @@ impl Enrollee {
         }
     }
 
-    fn bootstrap(&mut self, key: &[u8; 32], mac: Option<&str>) -> Result<(), String> {
+    fn bootstrap(&mut self, key: &[u8; 32]) -> Result<(), String> {
         let ctrl = &mut self.ctrl;
         expect_ok(ctrl, "SET dpp_config_processing 0")?;
-        let id = expect_ok(ctrl, &bootstrap_gen_cmd(key, mac))?;
+        let id = expect_ok(ctrl, &bootstrap_gen_cmd(key))?;
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(
                 "wpa_supplicant DPP_BOOTSTRAP_GEN: unexpected reply {id:?}"
@@ -424,12 +414,9 @@ pub(crate) mod tests {
             &der[39..],
             &[0xa0, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07]
         );
-        let cmd = bootstrap_gen_cmd(&d, Some("02:00:00:00:01:00"));
-        assert!(cmd.starts_with(
-            "DPP_BOOTSTRAP_GEN type=qrcode chan=81/1 mac=02:00:00:00:01:00 key=30310201010420"
-        ));
-        // A MAC that is not one is left out (the URI then has no M:, the peer broadcasts).
-        assert!(!bootstrap_gen_cmd(&d, Some("x y")).contains("mac="));
+        // No MAC: the URI (a label) must outlive the radio's random scan address.
+        assert!(bootstrap_gen_cmd(&d)
+            .starts_with("DPP_BOOTSTRAP_GEN type=qrcode chan=81/1 key=30310201010420"));
     }
 
     #[test]
@@ -691,7 +678,7 @@ pub(crate) mod tests {
         let sock = d.join("wlan0");
         let t = stand_in(&sock, handover_events());
         let key = [9u8; 32];
-        let mut e = Enrollee::start(&sock, &key, Some("02:00:00:00:01:00")).unwrap();
+        let mut e = Enrollee::start(&sock, &key).unwrap();
         assert!(e.uri.starts_with("DPP:C:81/1;"));
         let got = e.poll(Duration::from_secs(20)).unwrap().unwrap();
         assert_eq!(
@@ -752,7 +739,7 @@ pub(crate) mod tests {
             }
         });
         let key = [0x5au8; 32];
-        let err = Enrollee::start(&sock, &key, None).err().unwrap();
+        let err = Enrollee::start(&sock, &key).err().unwrap();
         assert!(
             err.contains("DPP_BOOTSTRAP_GEN") && err.contains("UNKNOWN COMMAND"),
             "{err}"
@@ -763,9 +750,7 @@ pub(crate) mod tests {
         );
         t.join().unwrap();
         // Nobody listening at all.
-        let err = Enrollee::start(&d.join("nothing"), &key, None)
-            .err()
-            .unwrap();
+        let err = Enrollee::start(&d.join("nothing"), &key).err().unwrap();
         assert!(err.contains("nothing"), "{err}");
         let _ = std::fs::remove_dir_all(&d);
     }

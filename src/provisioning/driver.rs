@@ -304,10 +304,21 @@ impl<B: NetworkBackend> Provisioning<B> {
             return false;
         }
         // First among equals: the known networks are tried now (the state machine's
-        // TryNetworks), and the one just entered is tried first. One `up` per submission.
+        // TryNetworks), and the one just entered is tried first.
         self.known.retain(|(_, k)| k != &profile.id);
         self.known.insert(0, (profile.priority, profile.id.clone()));
         self.event(Event::UserNetwork, now);
+        if self.state.mode != Mode::Online {
+            // NetworkManager fails a 4-way handshake that timed out (a slow AP, a loaded
+            // machine) as it fails a wrong key ("Secrets were required"): one more try
+            // before the network is taken for one that does not work (seen in the lab).
+            crate::info!(
+                "provisioning",
+                "{:?} did not come up: trying it once more",
+                profile.id
+            );
+            self.event(Event::UserNetwork, now);
+        }
         let online = self.state.mode == Mode::Online;
         self.user_nets.retain(|id| id != &profile.id);
         if online {
@@ -483,6 +494,42 @@ mod tests {
         p.tick(100);
         assert_eq!(p.status().mode, Mode::Online);
         assert_eq!(log.0.borrow().last().unwrap(), "down svc-hotspot");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A join that fails once (NetworkManager's handshake timed out) is tried again before
+    /// the network is disabled as one that does not work.
+    #[test]
+    fn a_network_that_fails_its_first_join_is_tried_once_more() {
+        let dir = std::env::temp_dir().join(format!("svc-prov-again-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let settings = Settings {
+            hotspot_password: "per-device-9f3k".into(),
+            ..Default::default()
+        };
+        let log = FakeNetwork::default();
+        let l2 = log.clone();
+        // Internet from the second `up` of the network on.
+        let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0).with_probe(
+            Box::new(move |_| {
+                l2.0.borrow()
+                    .iter()
+                    .filter(|l| l.as_str() == "up svc-user-slow")
+                    .count()
+                    >= 2
+            }),
+        );
+        let profile = WifiProfile {
+            id: "svc-user-slow".into(),
+            ssid: "slow".into(),
+            psk: "password1".into(),
+            priority: 999,
+            hotspot: false,
+            hidden: false,
+            ifname: None,
+        };
+        assert!(p.join(&profile, 10), "{:?}", log.0.borrow());
+        assert!(!log.0.borrow().iter().any(|c| c.starts_with("disable ")));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

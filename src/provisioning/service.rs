@@ -182,8 +182,7 @@ pub(crate) fn parse_scan(out: &str) -> Vec<Visible> {
     v
 }
 
-/// `rescan`: `yes` forces a scan now; `auto` (while the DPP enrollee listens: a scan takes
-/// the radio off its listen channel) scans only when NetworkManager's list is older than 30 s.
+/// `rescan`: `yes` forces a scan now; `no` takes NetworkManager's list as it is.
 fn scan(rescan: &str) -> Vec<Visible> {
     let out = nm::nmcli(
         std::path::Path::new("nmcli"),
@@ -381,8 +380,11 @@ impl Service {
     }
 
     /// The networks the portal lists, gathered while the radio is still a client (an AP
-    /// cannot scan). While offline and the hotspot not due yet, a scan is forced each tick
-    /// (`auto` while the DPP enrollee listens). When the hotspot is due, and while online,
+    /// cannot scan). While offline and the hotspot not due yet, a scan is forced each tick,
+    /// but never while the DPP enrollee listens: a scan asked for then waits behind the
+    /// listen and runs the moment an exchange has authenticated, and the enrollee asks for
+    /// its configuration after the configurator has left the channel (`DPP-CONF-FAILED`,
+    /// seen with `iw event` in the lab). When the hotspot is due, and while online,
     /// NetworkManager's own list is taken as it is (`--rescan no`: it scans by itself while
     /// disconnected and now and then while connected): a forced scan there held the hotspot
     /// back by several seconds. Only when that list is empty is a scan forced before the
@@ -392,8 +394,7 @@ impl Service {
         let rescan = match self.driver.status().mode {
             Mode::Hotspot { .. } => return,
             Mode::Online => "no",
-            Mode::Offline { .. } if self.driver.hotspot_due(now) => "no",
-            Mode::Offline { .. } if self.dpp.is_some() => "auto",
+            Mode::Offline { .. } if self.driver.hotspot_due(now) || self.dpp.is_some() => "no",
             Mode::Offline { .. } => "yes",
         };
         let mut v = scan(rescan);
@@ -750,8 +751,7 @@ fn dpp_start(paths: &Paths) -> Result<super::dpp::Enrollee, String> {
     })?;
     let dir = dpp::dir(paths);
     let key = dpp::load_or_create_key(&dir.join("bootstrap.key"))?;
-    let mac = std::fs::read_to_string(sys_net.join(&ifname).join("address")).ok();
-    let e = dpp::Enrollee::start(&ctrl_dir.join(&ifname), &key, mac.as_deref().map(str::trim))?;
+    let e = dpp::Enrollee::start(&ctrl_dir.join(&ifname), &key)?;
     if let Err(err) = dpp::publish(&dir, &e.uri) {
         crate::warn!("provisioning", "DPP: QR code not written: {err}");
     }
@@ -823,8 +823,7 @@ mod tests {
             sock.clone(),
         );
         let looping = std::thread::spawn(move || {
-            let mut start =
-                || super::super::dpp::Enrollee::start(&s, &[7u8; 32], Some("02:00:00:00:01:00"));
+            let mut start = || super::super::dpp::Enrollee::start(&s, &[7u8; 32]);
             dpp_loop(&mut start, &w, &st, &p)
         });
         // The stand-in ends at DETACH; the old loop listened again instead and never let go.
@@ -997,8 +996,9 @@ mod tests {
             assert!(accepted <= 1, "round {round}: {accepted} accepted at once");
             svc.handle_portal_messages();
         }
+        // One accepted submission a round, tried at most twice (`Provisioning::join`).
         assert!(
-            calls(&dir, "connection up") <= 5,
+            calls(&dir, "connection up") <= 2 * 5,
             "{}",
             calls(&dir, "connection up")
         );
