@@ -429,17 +429,22 @@ mod tests {
         }
     }
 
-    /// comitup #74/#46: a hotspot raised while NetworkManager still joins a known network
-    /// cuts the join short. The hotspot waits while it connects, and only up to a bound.
-    #[test]
-    fn the_hotspot_waits_while_networkmanager_is_connecting() {
-        let dir = std::env::temp_dir().join(format!("svc-prov-hold-{}", std::process::id()));
+    /// A fresh folder, settings with a good hotspot password, and a network that logs calls.
+    fn fixture(name: &str) -> (std::path::PathBuf, Settings, FakeNetwork) {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let settings = Settings {
             hotspot_password: "per-device-9f3k".into(),
             ..Default::default()
         };
-        let log = FakeNetwork::default();
+        (dir, settings, FakeNetwork::default())
+    }
+
+    /// comitup #74/#46: a hotspot raised while NetworkManager still joins a known network
+    /// cuts the join short. The hotspot waits while it connects, and only up to a bound.
+    #[test]
+    fn the_hotspot_waits_while_networkmanager_is_connecting() {
+        let (dir, settings, log) = fixture("svc-prov-hold");
         log.0.borrow_mut().push("nm-connecting net-home".into());
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings.clone(), 0)
             .with_probe(Box::new(|_| false));
@@ -501,13 +506,7 @@ mod tests {
     /// the network is disabled as one that does not work.
     #[test]
     fn a_network_that_fails_its_first_join_is_tried_once_more() {
-        let dir = std::env::temp_dir().join(format!("svc-prov-again-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let settings = Settings {
-            hotspot_password: "per-device-9f3k".into(),
-            ..Default::default()
-        };
-        let log = FakeNetwork::default();
+        let (dir, settings, log) = fixture("svc-prov-again");
         let l2 = log.clone();
         // Internet from the second `up` of the network on.
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0).with_probe(
@@ -535,13 +534,7 @@ mod tests {
 
     #[test]
     fn networks_that_fail_never_push_out_networks_that_work() {
-        let dir = std::env::temp_dir().join(format!("svc-prov-fail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let settings = Settings {
-            hotspot_password: "per-device-9f3k".into(),
-            ..Default::default()
-        };
-        let log = FakeNetwork::default();
+        let (dir, settings, log) = fixture("svc-prov-fail");
         let works = Rc::new(RefCell::new(true));
         let w2 = works.clone();
         let mut p = Provisioning::new(Paths::new(&dir), log.clone(), settings, 0)
