@@ -9,8 +9,9 @@
 #   lab-v2         the lab's 0.2.0 build: a profile of its own (dist without LTO, opt-level 1:
 #                  every dependency compiled again) against build-static.sh --profile lab-v2
 #                  (dist's dependencies, only svc-agent again), after a dist build.
-#   fuzz           cargo fuzz build cold, then again with only svc-agent changed (the split
-#                  between the dependencies and the code under test).
+#   fuzz           the fuzz tier's build before session 11 (cargo-fuzz installed, then
+#                  `cargo fuzz build`) and now (`scripts/fuzz.sh --build`: the same flags by
+#                  cargo itself, nothing installed), each cold.
 #   aarch64-tests  the packaging tier's aarch64 test build with and without debug info.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,12 +39,12 @@ for what in "$@"; do
         unset CARGO_TARGET_DIR
         rm -rf "$work/lab-v2" "$work/lab-v2-own" ;;
     fuzz)
-        # Where the fuzz build goes: cold, then svc-agent and the targets alone (the rest is
-        # the dependencies, aws-lc's C code among them).
-        measure "fuzz build, cold" env RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$work/fuzz"
-        touch src/lib.rs
-        measure "fuzz build, svc-agent and the targets" env RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$work/fuzz"
-        rm -rf "$work/fuzz" ;;
+        measure "before: cargo install cargo-fuzz" cargo install cargo-fuzz --locked --version 0.13.2 \
+            --root "$work/cargo-fuzz"
+        measure "before: cargo fuzz build" env RUSTC_BOOTSTRAP=1 PATH="$work/cargo-fuzz/bin:$PATH" \
+            cargo fuzz build -s none --target-dir "$work/fuzz-before"
+        measure "now: scripts/fuzz.sh --build" env CARGO_TARGET_DIR="$work/fuzz-now" scripts/fuzz.sh --build
+        rm -rf "$work/fuzz-before" "$work/fuzz-now" "$work/cargo-fuzz" ;;
     aarch64-tests)
         for debug in 2 0; do
             measure "aarch64 lib + config tests, debug=$debug" env CARGO_TARGET_DIR="$work/aarch64-$debug" \

@@ -16,8 +16,8 @@ one completes) and then cuts the power: `system_reset` through the monitor socke
 tests/system/run.sh, the machine is never booted from scratch between cuts: one overlay
 carries the whole campaign, as one device would.
 
-The boot after a cut is kept light (docs/lab.md): a small initrd (`--initrd small`, built from
-the image's) and `campaign.target` (svc-agent.service and the guest half only) as the default
+The boot after a cut is kept light (docs/lab.md): the lab's small initrd (`--initrd small`,
+tests/system/guest/initrd-init) and `campaign.target` (svc-agent.service and the guest half only) as the default
 target after the first boot's setup. With `--restore` every cut quits qemu and the boot after
 it restores a guest saved once, held in the initrd before it reads the root disk: the
 kernel's boot and the initrd's modules are paid once per run, the cut disk's boot (journal
@@ -192,85 +192,6 @@ class Guest:
 
 
 # The modules a boot from the lab's virtio ext4 root needs before systemd, in load order.
-SMALL_INITRD_MODULES = [
-    "drivers/virtio/virtio.ko", "drivers/virtio/virtio_ring.ko",
-    "drivers/virtio/virtio_pci_legacy_dev.ko", "drivers/virtio/virtio_pci_modern_dev.ko",
-    "drivers/virtio/virtio_pci.ko", "drivers/block/virtio_blk.ko",
-    "crypto/crc32c_generic.ko", "lib/crc16.ko", "fs/mbcache.ko", "fs/jbd2/jbd2.ko", "fs/ext4/ext4.ko",
-]
-
-SMALL_INIT = """#!/bin/sh
-# The power-cut campaign's initrd (benches/powercut-lab.py): the image's own klibc tools and
-# the few modules the root disk needs; mounts /dev/vda as the image's initrd would (rw, ext4,
-# the journal replayed by the mount), then hands over to systemd.
-export PATH=/bin
-mkdir -p /dev /root /sys /proc
-mount -t devtmpfs -o nosuid,mode=0755 udev /dev
-mount -t sysfs -o nodev,noexec,nosuid sysfs /sys
-mount -t proc -o nodev,noexec,nosuid proc /proc
-for m in %s; do insmod "/m/$m" || echo "initrd: insmod $m failed"; done
-i=0
-while [ ! -b /dev/vda ] && [ $i -lt 600 ]; do sleep 1; i=$((i + 1)); done
-read -r cmdline < /proc/cmdline
-go=""
-case " $cmdline " in
-*" svc.lab.hold=1 "*)
-    # The guest the campaign saves (--restore): the kernel booted, the disk's modules loaded,
-    # the root not yet read. Each restore of it sends `go EPOCH` on the serial line: the
-    # cut disk is read afresh (nothing of the disk saved with the guest is kept), the
-    # restored entropy pool gets the host's line mixed in, and the host's clock is handed
-    # to the booted system (campaign-clock.service) since the saved clock stopped.
-    echo "@@INITRD-HOLD@@"
-    while [ "${go%% *}" != go ]; do read -r go < /dev/ttyS0 || sleep 1; done
-    echo 3 > /proc/sys/vm/drop_caches
-    echo "$go" > /dev/urandom
-    echo "@@INITRD-GO@@"
-    ;;
-esac
-mount -t ext4 -o rw /dev/vda /root || { echo "initrd: cannot mount /dev/vda"; sleep 5; poweroff -f; }
-if [ -n "$go" ] && [ -d /root/var/lib/campaign ]; then echo "${go##* }" > /root/var/lib/campaign/host-epoch; fi
-mount -n -o move /dev /root/dev
-mount -n -o move /sys /root/sys
-mount -n -o move /proc /root/proc
-exec run-init /root /sbin/init "$@" </root/dev/console >/root/dev/console 2>&1
-"""
-
-
-def small_initrd(image, folder):
-    """A small initrd for the boots after a cut: the image's (130 MiB of modules, gunzipped
-    and probed by udev on every boot) cut down to its klibc tools and the root disk's modules.
-    Built once per run folder from the image's own initrd; returns its path."""
-    folder = os.path.abspath(folder)
-    out = f"{folder}/initrd-small.img"
-    if os.path.exists(out):
-        return out
-    x = f"{folder}/initrd-x"
-    sh("rm", "-rf", x)
-    os.makedirs(x)
-    sh("sh", "-c", f"zcat '{image}/initrd.img' | (cd '{x}' && cpio -idm --quiet)")
-    kdir = [d for d in os.listdir(f"{x}/lib/modules")][0]
-    small = f"{folder}/initrd-s"
-    sh("rm", "-rf", small)
-    os.makedirs(f"{small}/m")
-    for d in ("bin", "lib", "lib64"):
-        os.makedirs(f"{small}/{d}", exist_ok=True)
-    for b in ("sh", "mount", "mkdir", "sleep", "insmod", "run-init", "poweroff"):
-        sh("cp", "-a", f"{x}/bin/{b}", f"{small}/bin/")
-    sh("sh", "-c", f"cp -a '{x}'/lib/klibc-*.so '{small}/lib/'")
-    names = []
-    for m in SMALL_INITRD_MODULES:
-        sh("cp", f"{x}/lib/modules/{kdir}/kernel/{m}", f"{small}/m/")
-        names.append(os.path.basename(m))
-    with open(f"{small}/init", "w") as f:
-        f.write(SMALL_INIT % " ".join(names))
-    os.chmod(f"{small}/init", 0o755)
-    # Uncompressed: nothing for the emulated kernel to unpack but the cpio itself.
-    sh("sh", "-c", f"cd '{small}' && find . | cpio -o -H newc --quiet > '{out}.tmp'")
-    os.replace(f"{out}.tmp", out)
-    sh("rm", "-rf", x, small)
-    return out
-
-
 def median(xs):
     xs = sorted(x for x in xs if x is not None)
     return xs[len(xs) // 2] if xs else None
@@ -553,8 +474,8 @@ def main():
     ap.add_argument("--guests", type=int, default=1, help="machines side by side, each its own overlay")
     ap.add_argument("--quit-every", type=int, default=5)
     ap.add_argument("--initrd", choices=("small", "image"), default="small",
-                    help="small: the image's initrd cut down to the root disk's modules (built once per run "
-                         "folder); image: the image's own (130 MiB unpacked, udev probing every module)")
+                    help="small: the lab's initrd, the image's cut down to the root disk's modules (built with "
+                         "the image); image: the image's own (130 MiB unpacked, udev probing every module)")
     ap.add_argument("--deadline", type=float, default=0, help="stop cutting after this epoch time")
     ap.add_argument("--restore", action="store_true",
                     help="every cut quits qemu; the boot after it restores a guest saved in the initrd, before "
@@ -591,7 +512,8 @@ def main():
     print(f"campaign: run folder {folder}, seed {a.seed}, {a.guests} guest(s), {a.cuts} cuts "
           f"({len(run.results)} already recorded)", flush=True)
     t0 = time.time()
-    initrd = small_initrd(image, folder) if a.initrd == "small" else f"{image}/initrd.img"
+    # small: the lab's own initrd (tests/system/guest/initrd-init, built with the image).
+    initrd = f"{image}/initrd-small.img" if a.initrd == "small" else f"{image}/initrd.img"
     machines = [Machine(run, i, image, a, a.seed * 1000 + i * 100 + len(run.results), initrd) for i in range(a.guests)
                 if not os.path.exists(f"{folder}/guest-{i}/setup-failed")]
     for m in machines:

@@ -233,8 +233,6 @@ yocto_recipe_checks() {
 	fi
 }
 
-t0=$SECONDS
-want yocto && { yocto; echo "time yocto: $((SECONDS - t0)) s"; }
 
 # =========================================================================================
 # Buildroot
@@ -449,8 +447,6 @@ br_data_partition() {
 	fi
 }
 
-t0=$SECONDS
-want buildroot && { buildroot; echo "time buildroot: $((SECONDS - t0)) s"; }
 
 # =========================================================================================
 # cross: the C compiler the committed Cross.toml and cross/Dockerfile.musl give cc-rs
@@ -501,6 +497,27 @@ cross_check() {
 	done
 }
 
-t0=$SECONDS
-want cross && { cross_check; echo "time cross: $((SECONDS - t0)) s"; }
+# The three parts side by side: each uses about one core (BitBake's parse, Buildroot's make,
+# one crate compiling at the end of a build) and waits on the rest, and they share nothing
+# but the tools installed above (their own folders under $W; Buildroot's builds have a
+# CARGO_HOME of their own). Each part's output is printed whole, in this order, when all
+# have ended; its ok/FAIL lines count as before.
+parts=()
+for part in yocto buildroot cross; do
+	want "$part" || continue
+	parts+=("$part")
+	(
+		PASS=0 FAIL=0 t0=$SECONDS
+		trap 'echo "$PASS $FAIL" >"$W/part-$part.count"' EXIT
+		case $part in yocto) yocto ;; buildroot) buildroot ;; cross) cross_check ;; esac
+		echo "time $part: $((SECONDS - t0)) s"
+	) >"$W/part-$part.log" 2>&1 &
+done
+wait
+for part in "${parts[@]}"; do
+	cat "$W/part-$part.log"
+	read -r p f <"$W/part-$part.count" 2>/dev/null || { p=0 f=1; echo "FAIL the $part part ended without its counts"; }
+	PASS=$((PASS + p)) FAIL=$((FAIL + f))
+	rm -f "$W/part-$part.log" "$W/part-$part.count"
+done
 finish

@@ -14,6 +14,8 @@ apt_need qemu-img qemu-utils
 apt_need debootstrap debootstrap
 apt_need mke2fs e2fsprogs
 apt_need debugfs e2fsprogs
+# The lab's small initrd is cut from the image's (tests/system/guest/build-image.sh).
+apt_need cpio cpio
 apt_need flock util-linux
 apt_need readelf binutils
 apt_need python3 python3

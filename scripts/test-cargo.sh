@@ -28,6 +28,8 @@ export GOOSEBIT_VENV="$GOOSEBIT_DIR/venv"
 export CI="${CI:-true}"
 cargo build --locked --all-targets
 # Benches are built above, not run: they are measurements (cargo bench --bench NAME).
-# Four at a time on two cores: the tests wait on real processes and servers most of the
-# time (the integration binary used 0.8 of a core at two threads); none asserts a time.
-cargo test --locked --lib --bins --tests -- --test-threads=4
+# Sixteen at a time on two cores: the tests wait on real processes, servers and their
+# timers most of the time, and none asserts a time. The integration binary took 128 s at 4
+# threads, 68 s at 8, 40-46 s at 16 and 50 s at 32, with the same ~60 CPU s each
+# (BENCHMARKS.md, session 11).
+cargo test --locked --lib --bins --tests -- --test-threads=16

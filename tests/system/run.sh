@@ -130,6 +130,7 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
 # boot, the snapshot and a restore all use this one definition: a saved guest restores only
 # into the machine it was saved from. SLOT: boot from slot A's root (/dev/vda, the default)
 # or slot B's (the last virtio disk, with `lab-needs: slot-b`).
+# The small initrd (guest/initrd-init) mounts the root and hands over to systemd.
 # no_timer_check: on a loaded host a TCG guest's kernel can miss its IO-APIC timer check and
 # panic before userspace ("IO-APIC + timer doesn't work!"), as cloud images also avoid.
 machine() {
@@ -144,9 +145,9 @@ machine() {
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     [ "$usb" = snapshot ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off")
     # shellcheck disable=SC2054 # qemu's own commas
-    qargs=(-accel tcg -smp 2 -m 1024
+    qargs=(-accel tcg -smp "${LAB_SMP:-2}" -m 1024
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot
-        -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
+        -kernel "$image/vmlinuz" -initrd "$image/initrd-small.img"
         -append "console=ttyS0 root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot"
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio"
         -drive "file=$work/lab.img,format=raw,if=virtio"

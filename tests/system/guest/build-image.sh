@@ -8,7 +8,8 @@
 # The image is cached under tests/system/.cache/image-<hash>/, keyed by a hash of this
 # recipe and the files it bakes in, so it is rebuilt only when the recipe changes. The
 # directory holds base.img (raw ext4, treated as immutable: scenarios boot copy-on-write
-# overlays of it), vmlinuz and initrd.img. Needs root, debootstrap and e2fsprogs.
+# overlays of it), vmlinuz, initrd.img (the image's own) and initrd-small.img (the one the lab
+# boots: small_initrd below). Needs root, debootstrap, e2fsprogs and cpio.
 # LAB_MIRROR overrides the Debian mirror (default: the one configured for apt on the host).
 set -euo pipefail
 
@@ -19,12 +20,12 @@ log() { echo "build-image: $*" >&2; }
 die() { echo "build-image: ERROR: $*" >&2; exit 1; }
 
 # Everything that shapes the image goes into the key.
-key="$(cat "$here/build-image.sh" "$here/lab.service" "$here/lab-boot" | sha256sum | cut -c1-16)"
+key="$(cat "$here/build-image.sh" "$here/lab.service" "$here/lab-boot" "$here/initrd-init" | sha256sum | cut -c1-16)"
 out="$cache/image-$key"
 if [ -f "$out/ready" ]; then echo "$out"; exit 0; fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
-for c in debootstrap mke2fs chroot; do
+for c in debootstrap mke2fs chroot cpio; do
     command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs it)"
 done
 
@@ -52,6 +53,29 @@ trap 'remove_build_dir "$work"' EXIT
 for stale in "$cache"/build-*; do [ -e "$stale" ] && remove_build_dir "$stale"; done
 mkdir -p "$work"
 
+# small_initrd INITRD OUT: the lab's initrd (guest/initrd-init) from the image's own: its klibc
+# tools and the modules that reading an ext4 root on a virtio disk needs, uncompressed (nothing
+# for the emulated kernel to gunzip). The image's initrd stays beside it, unused by the lab.
+small_initrd_modules="drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko
+    drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci_modern_dev.ko
+    drivers/virtio/virtio_pci.ko drivers/block/virtio_blk.ko crypto/crc32c_generic.ko
+    lib/crc16.ko fs/mbcache.ko fs/jbd2/jbd2.ko fs/ext4/ext4.ko"
+small_initrd() {
+    local x="$work/initrd-x" s="$work/initrd-s" m kdir
+    mkdir -p "$x" "$s/bin" "$s/lib" "$s/m"
+    zcat "$1" | (cd "$x" && cpio -idm --quiet)
+    kdir="$(ls "$x/lib/modules")"
+    for b in sh cat mount mkdir sleep insmod run-init poweroff; do cp -a "$x/bin/$b" "$s/bin/"; done
+    cp -a "$x"/lib/klibc-*.so "$s/lib/"
+    : > "$s/modules"
+    for m in $small_initrd_modules; do
+        cp "$x/lib/modules/$kdir/kernel/$m" "$s/m/" || return 1
+        basename "$m" >> "$s/modules"
+    done
+    install -m 0755 "$here/initrd-init" "$s/init"
+    (cd "$s" && find . | cpio -o -H newc --quiet) > "$2"
+}
+
 t0=$(date +%s)
 packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,hostapd,wpasupplicant,dnsmasq-base,iw,curl,ca-certificates,python3,procps,unattended-upgrades
 log "debootstrap bookworm from $mirror"
@@ -74,6 +98,11 @@ echo '/dev/vda / ext4 defaults 0 1' > "$rootfs/etc/fstab"
 # The serial getty would hang up (SIGHUP) anything the scenario writes to ttyS0.
 ln -sf /dev/null "$rootfs/etc/systemd/system/serial-getty@ttyS0.service"
 ln -sf /dev/null "$rootfs/etc/systemd/system/getty@tty1.service"
+# NetworkManager asks hostnamed for the hostname at start; on a read-only root (the ro-root
+# scenarios) hostnamed cannot set up its sandbox and NetworkManager waited out D-Bus's 25 s
+# activation timeout at every such boot. Masked, the request fails at once and
+# NetworkManager reads /etc/hostname itself; nothing here uses hostnamed.
+ln -sf /dev/null "$rootfs/etc/systemd/system/systemd-hostnamed.service"
 # Persistent journal, so a second boot (power-cut scenarios) can read the first one's.
 mkdir -p "$rootfs/var/log/journal"
 # Periodic apt runs would compete for the 2 emulated cores and reach for the network;
@@ -97,6 +126,7 @@ log "ext4 image"
 mkdir -p "$work/out"
 cp "$kernel" "$work/out/vmlinuz"
 cp "$initrd" "$work/out/initrd.img"
+small_initrd "$initrd" "$work/out/initrd-small.img" || die "the lab's small initrd could not be made from $initrd"
 cp "$work/packages.txt" "$work/debootstrap.log" "$work/kernel.log" "$work/out/"
 # stdout carries only the image path: mke2fs -q still says "Creating regular file".
 mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G >&2
