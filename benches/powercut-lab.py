@@ -17,8 +17,8 @@ tests/system/run.sh, the machine is never booted from scratch between cuts: one 
 carries the whole campaign, as one device would.
 
 The boot after a cut is kept light (docs/lab.md): the lab's small initrd (`--initrd small`,
-tests/system/guest/initrd-init) and `campaign.target` (svc-agent.service and the guest half only) as the default
-target after the first boot's setup. With `--restore` every cut quits qemu and the boot after
+tests/system/guest/initrd-init) and `campaign.target` (svc-agent.service and the guest half
+only) as the default target after the first boot's setup. With `--restore` every cut quits qemu and the boot after
 it restores a guest saved once, held in the initrd before it reads the root disk: the
 kernel's boot and the initrd's modules are paid once per run, the cut disk's boot (journal
 replay, systemd, the agent) every cut.
@@ -191,7 +191,6 @@ class Guest:
         return [l.decode(errors="replace").strip("\r") for l in done]
 
 
-# The modules a boot from the lab's virtio ext4 root needs before systemd, in load order.
 def median(xs):
     xs = sorted(x for x in xs if x is not None)
     return xs[len(xs) // 2] if xs else None

@@ -233,7 +233,6 @@ yocto_recipe_checks() {
 	fi
 }
 
-
 # =========================================================================================
 # Buildroot
 # =========================================================================================
@@ -446,7 +445,6 @@ br_data_partition() {
 		bad "data partition: the image's agent does not have the data-partition paths compiled in"
 	fi
 }
-
 
 # =========================================================================================
 # cross: the C compiler the committed Cross.toml and cross/Dockerfile.musl give cc-rs

@@ -31,8 +31,7 @@ trap 'rm -rf "$logs"' EXIT
 # fuzz_one TARGET: one bounded run; its output goes to a log, its status to TARGET.rc.
 fuzz_one() {
   local target=$1 seeds="fuzz/seeds/$1" corpus="fuzz/corpus/$1" rc=0
-  mkdir -p "$corpus" "$seeds"
-  mkdir -p "fuzz/artifacts/$target"
+  mkdir -p "$corpus" "$seeds" "fuzz/artifacts/$target"
   "fuzz/target/$host/release/$target" -artifact_prefix="fuzz/artifacts/$target/" \
     -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
     "$corpus" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?

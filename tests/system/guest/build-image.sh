@@ -63,10 +63,10 @@ small_initrd_modules="drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko
 small_initrd() {
     local x="$work/initrd-x" s="$work/initrd-s" m kdir
     mkdir -p "$x" "$s/bin" "$s/lib" "$s/m"
-    zcat "$1" | (cd "$x" && cpio -idm --quiet)
+    zcat "$1" | (cd "$x" && cpio -idm --quiet) || return 1
     kdir="$(ls "$x/lib/modules")"
-    for b in sh cat mount mkdir sleep insmod run-init poweroff; do cp -a "$x/bin/$b" "$s/bin/"; done
-    cp -a "$x"/lib/klibc-*.so "$s/lib/"
+    for b in sh cat mount mkdir sleep insmod run-init poweroff; do cp -a "$x/bin/$b" "$s/bin/" || return 1; done
+    cp -a "$x"/lib/klibc-*.so "$s/lib/" || return 1
     : > "$s/modules"
     for m in $small_initrd_modules; do
         cp "$x/lib/modules/$kdir/kernel/$m" "$s/m/" || return 1
