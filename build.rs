@@ -43,7 +43,25 @@ fn main() {
     if chosen[1].starts_with(&chosen[0]) {
         panic!("SVC_CREDENTIALS_DIR may not be inside SVC_STATE_DIR (uninstall removes the state directory)");
     }
+    fast_start_layout();
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// Fast start (BENCHMARKS.md, "Fast start, sixth pass"): the functions svc-agent runs up to
+/// svc-server's spawn, placed together by build/fast-start.ld (scripts/fast-start-order.py),
+/// fault in as a few 64 KiB blocks instead of ~20 more. Only for the static musl builds that
+/// ship (their linkers, GNU ld and lld, take the script's INSERT as an addition to their
+/// own); layout only, every other build keeps the linker's default.
+fn fast_start_layout() {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    // Rust's own musl targets (static by default); not a distribution's (Yocto's "poky").
+    if var("CARGO_CFG_TARGET_ENV") != "musl" || var("CARGO_CFG_TARGET_VENDOR") != "unknown" {
+        return;
+    }
+    let script = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("build/fast-start.ld");
+    println!("cargo:rustc-link-arg-bin=svc-agent=-T");
+    println!("cargo:rustc-link-arg-bin=svc-agent={}", script.display());
+    println!("cargo:rerun-if-changed=build/fast-start.ld");
 }
 
 /// The same rule as `paths::check_device_path` (build scripts cannot use the crate).

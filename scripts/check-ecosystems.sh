@@ -10,7 +10,7 @@
 #              `make svc-agent-source` for both routes; the from-source route's vendored
 #              sources built offline with the CARGO_HOME Buildroot uses.
 #   cross:     the zig wrapper of cross/Dockerfile.musl, exactly as cc-rs calls it, compiling
-#              aws-lc-sys for aarch64 musl.
+#              aws-lc-sys and ring for aarch64 and x86_64 musl.
 # Runs as root on a fresh Debian 12 (installs what it needs; BitBake runs as an unprivileged
 # user). Prints "ecosystems: N passed, M failed"; exit 1 when anything failed.
 #   ECO_WORK   work folder (default /var/tmp/svc-ecosystems; kept between runs as a cache)
@@ -477,21 +477,26 @@ cross_check() {
 	rustup target add aarch64-unknown-linux-musl x86_64-unknown-linux-musl >/dev/null 2>&1 || true
 	cargo fetch --locked >/dev/null 2>&1 || bad "cargo fetch"
 
-	# aws-lc-sys for both targets, offline, with CC/AR exactly as Cross.toml sets them (the
-	# wrapper) and ZIG/ZIG_TARGET as the image sets them; cc-rs adds --target=<rust triple>.
+	# The crates with C code (aws-lc-sys: minreq's rustls default, linked by svc-release only;
+	# ring: the device binaries' crypto) for both targets, offline, with CC/AR exactly as
+	# Cross.toml sets them (the wrapper) and ZIG/ZIG_TARGET as the image sets them; cc-rs adds
+	# --target=<rust triple>.
+	local crate
 	for t in aarch64-unknown-linux-musl x86_64-unknown-linux-musl; do
 		zt=${t%%-*}-linux-musl
-		log=$C/aws-lc-sys-$t.log
-		rm -rf "$C/target/$t/release/build/aws-lc-sys-"*
-		if offline env "CC_${t//-/_}=$REPO/cross/zig-cc" "AR_${t//-/_}=$REPO/cross/zig-ar" \
-			ZIG="$C/zig/zig" ZIG_TARGET="$zt" CC_ENABLE_DEBUG_OUTPUT=1 CARGO_TARGET_DIR="$C/target" \
-			nice cargo build --offline --locked --release -vv -p aws-lc-sys --target "$t" >"$log" 2>&1 &&
-			grep -q -- "zig-cc.*--target=$t" "$log"; then
-			ok "aws-lc-sys for $t compiled by cross/zig-cc (cc-rs passed --target=$t)"
-		else
-			grep -E 'error|unable' "$log" | head -n 5
-			bad "aws-lc-sys for $t with cross/zig-cc"
-		fi
+		for crate in aws-lc-sys ring; do
+			log=$C/$crate-$t.log
+			rm -rf "$C/target/$t/release/build/$crate-"*
+			if offline env "CC_${t//-/_}=$REPO/cross/zig-cc" "AR_${t//-/_}=$REPO/cross/zig-ar" \
+				ZIG="$C/zig/zig" ZIG_TARGET="$zt" CC_ENABLE_DEBUG_OUTPUT=1 CARGO_TARGET_DIR="$C/target" \
+				nice cargo build --offline --locked --release -vv -p "$crate" --target "$t" >"$log" 2>&1 &&
+				grep -q -- "zig-cc.*--target=$t" "$log"; then
+				ok "$crate for $t compiled by cross/zig-cc (cc-rs passed --target=$t)"
+			else
+				grep -E 'error|unable' "$log" | head -n 5
+				bad "$crate for $t with cross/zig-cc"
+			fi
+		done
 	done
 }
 

@@ -143,6 +143,7 @@ impl Request {
     }
 
     pub(crate) fn send(self) -> Result<Response, HttpError> {
+        use_ring();
         let mut current = self.url.clone();
         for _ in 0..=MAX_REDIRECTS {
             let lazy = self
@@ -179,6 +180,17 @@ impl Request {
             self.url
         )))
     }
+}
+
+/// Makes *ring* the process's TLS crypto provider (once, before the first request). minreq
+/// builds its one `ClientConfig` from the process default, and rustls chooses none by itself
+/// when both of its providers are compiled in (minreq turns on the aws-lc-rs one); a process
+/// that already chose one keeps it.
+fn use_ring() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// minreq's error text, with the likely cause named when the clock makes every certificate

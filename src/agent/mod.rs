@@ -953,15 +953,8 @@ pub(crate) fn run(paths: Paths) -> i32 {
         error!("agent", "{e}");
         return 1;
     }
-    if let Err(e) = std::fs::create_dir_all(paths.state_dir()) {
-        error!(
-            "agent",
-            "cannot create {}: {e}",
-            paths.state_dir().display()
-        );
-        return 1;
-    }
-    // The lock first: only its holder may start svc-server.
+    // The lock first (it makes the state directory when missing): only its holder may start
+    // svc-server.
     let mut lock = match crate::systemd::InstanceLock::acquire(&paths) {
         Ok(l) => l,
         Err(e) => {

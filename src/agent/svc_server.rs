@@ -110,7 +110,9 @@ impl ServerManager {
             return;
         }
         let spec = self.spec();
-        let _ = std::fs::create_dir_all(&spec.cwd);
+        if !spec.cwd.is_dir() {
+            let _ = std::fs::create_dir_all(&spec.cwd);
+        }
         let mut sup = Supervisor::new(spec);
         let _ = sup.start();
         self.sup = Some(sup);

@@ -931,7 +931,7 @@ fn check_archive_hash(part: &Path, offer: &SwuOffer, sha256: &str) -> Result<(),
         return Err(bad("the server gives no hash of the archive"));
     };
     let mut f = File::open(part).map_err(io_err(format!("opening {}", part.display())))?;
-    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = f

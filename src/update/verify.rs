@@ -101,7 +101,7 @@ pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateErr
 }
 
 fn ed25519() -> Option<&'static dyn SignatureVerificationAlgorithm> {
-    rustls::crypto::aws_lc_rs::default_provider()
+    rustls::crypto::ring::default_provider()
         .signature_verification_algorithms
         .mapping
         .iter()
