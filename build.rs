@@ -49,7 +49,7 @@ fn main() {
 
 /// Fast start (BENCHMARKS.md, "Fast start, sixth pass"): the functions svc-agent runs up to
 /// svc-server's spawn, placed together by build/fast-start.ld (scripts/fast-start-order.py),
-/// fault in as a few 64 KiB blocks instead of ~20 more. Only for the static musl builds that
+/// fault in as a few 64 KiB blocks instead of ~17 more. Only for the static musl builds that
 /// ship (their linkers, GNU ld and lld, take the script's INSERT as an addition to their
 /// own); layout only, every other build keeps the linker's default.
 fn fast_start_layout() {

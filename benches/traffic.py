@@ -117,7 +117,8 @@ class Pair:
 
     def __init__(self, n, name, mode, interval, work, agent, env):
         self.n, self.name, self.mode = n, name, mode
-        self.a, self.s = f"svcb{n}a", f"svcb{n}s"
+        # Named per run as well: two runs (two binaries) can go side by side.
+        self.a, self.s = f"svcb{os.getpid()}-{n}a", f"svcb{os.getpid()}-{n}s"
         self.ip_a, self.ip_s = f"10.77.{n}.1", f"10.77.{n}.2"
         self.dir = os.path.join(work, name)
         self.root = os.path.join(self.dir, "root")
