@@ -188,13 +188,14 @@ impl Credentials {
 
 /// A credentials file that others may read is made 0600 (the agent runs as root and owns
 /// it), and the warning says so: a secret readable by any local user is an open door. The
-/// daemon does this at start; `doctor` only reports.
-pub(crate) fn tighten_mode(path: &Path) {
-    let Some(mode) = file_mode(path) else {
-        return;
-    };
+/// daemon does this each time it reads the file; `doctor` only reports. The file's metadata
+/// as read (before any change of mode, which leaves size and times alone), so a caller that
+/// also wants them stats the file once.
+pub(crate) fn tighten_mode(path: &Path) -> Option<std::fs::Metadata> {
+    let meta = std::fs::metadata(path).ok()?;
+    let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 == 0 {
-        return;
+        return Some(meta);
     }
     match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
         Ok(()) => crate::warn!(
@@ -208,6 +209,7 @@ pub(crate) fn tighten_mode(path: &Path) {
             path.display()
         ),
     }
+    Some(meta)
 }
 
 /// Registers every string inside `v` (at any depth) with the log scrubber.

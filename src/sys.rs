@@ -1,6 +1,7 @@
-//! The crate's only unsafe code: thin, safe wrappers over the few libc calls that std does
-//! not offer. Every other module is compiled with `unsafe_code` denied (Cargo.toml
-//! `[lints]`), so an unsafe block anywhere else does not build.
+//! The library's only unsafe code: thin, safe wrappers over the few libc calls that std
+//! does not offer. Every other module is compiled with `unsafe_code` denied (Cargo.toml
+//! `[lints]`), so an unsafe block anywhere else does not build; the one other place that
+//! allows it is svc-agent's C `main` (src/bin/svc-agent.rs).
 #![allow(unsafe_code)]
 
 use std::net::Ipv4Addr;
@@ -13,6 +14,45 @@ use std::time::Duration;
 pub fn kill(pid: i32, sig: i32) -> bool {
     // SAFETY: kill(2) takes two integers and touches no memory of ours.
     unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// The part of std's runtime start that svc-agent's C `main` (src/bin/svc-agent.rs) keeps:
+/// descriptors 0-2 open (on /dev/null when closed), so no file the agent opens takes one of
+/// them and receives its log lines, and SIGPIPE ignored, so a write to a closed pipe or
+/// socket fails with EPIPE instead of ending the agent. Two system calls when 0-2 are open.
+pub fn process_start() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: three valid pollfds that live for the duration of the call; no wait.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } > 0 {
+        for p in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+            // SAFETY: a NUL-terminated path; the descriptor is left open on purpose (it
+            // takes the lowest free number, the closed one).
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+            if fd != p.fd {
+                // Neither /dev/null nor the expected number: no safe way on; as std does.
+                std::process::abort();
+            }
+        }
+    }
+    // SAFETY: SIG_IGN is a valid disposition for SIGPIPE; no memory is passed.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// The arguments of a C `main` as Strings (invalid UTF-8 replaced, not refused: the command
+/// line then reports an unknown word instead of a panic).
+///
+/// # Safety
+/// `argv` must point to `argc` pointers to NUL-terminated strings, alive for the call.
+pub unsafe fn c_args(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<String> {
+    (0..usize::try_from(argc).unwrap_or(0))
+        // SAFETY: the caller's contract: each of the first `argc` pointers is a C string.
+        .map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) })
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// flock(2) on a descriptor the caller owns; EINTR is retried.

@@ -128,20 +128,23 @@ struct FileStamp {
 
 impl FileStamp {
     fn of(path: &std::path::Path) -> Option<FileStamp> {
+        std::fs::metadata(path).ok().map(|m| FileStamp::from(&m))
+    }
+
+    fn from(m: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
-        Some(FileStamp {
+        FileStamp {
             dev: m.dev(),
             ino: m.ino(),
             size: m.size(),
             mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        })
+        }
     }
 }
 
 /// The credentials file as read: the credentials and the transport for their app address
 /// (or why there are none), and the file's stamp, taken first (a change while reading is
-/// seen at the next loop).
+/// seen at the next loop) by the same `stat` that makes a file others may read 0600.
 struct LoadedCredentials {
     creds: Option<Credentials>,
     transport: Option<Box<dyn Transport>>,
@@ -151,7 +154,8 @@ struct LoadedCredentials {
 
 impl LoadedCredentials {
     fn read(paths: &Paths) -> LoadedCredentials {
-        let stamp = FileStamp::of(&paths.credentials());
+        let stamp =
+            crate::credentials::tighten_mode(&paths.credentials()).map(|m| FileStamp::from(&m));
         let (creds, transport, problem) = match Credentials::load(paths) {
             Ok(creds) => match protocol::connect(&creds) {
                 Ok(t) => (Some(creds), Some(t), None),
@@ -405,21 +409,27 @@ impl Agent {
         &mut self,
         after_server: impl FnOnce() -> Result<(), String>,
     ) -> Result<(), String> {
-        info!(
-            "agent",
-            "svc-agent {} starting (pid {}, fast start {})",
-            env!("SVC_VERSION"),
-            std::process::id(),
-            if self.fast_start { "on" } else { "off" }
-        );
+        let starting = |fast_start: bool| {
+            info!(
+                "agent",
+                "svc-agent {} starting (pid {}, fast start {})",
+                env!("SVC_VERSION"),
+                std::process::id(),
+                if fast_start { "on" } else { "off" }
+            )
+        };
         if self.fast_start {
             self.start_server();
+            // Said after svc-server's start: on a device the line goes to journald's socket,
+            // whose wake-up would otherwise come before svc-server's exec.
+            starting(true);
             after_server()?;
             self.load_rest();
             self.apply_syscfg();
             self.apply_provisioning(false);
             return Ok(());
         }
+        starting(false);
         self.load_rest();
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
             .ok()
@@ -970,7 +980,6 @@ pub(crate) fn run(paths: Paths) -> i32 {
         return 1;
     }
     let cannot_install = |e: std::io::Error| format!("cannot install signal handlers: {e}");
-    crate::credentials::tighten_mode(&paths.credentials());
     let mut agent = Agent::new(paths.clone());
     // With fast start, svc-server starts first; the signal handlers and the housekeeping come
     // right after its start, then the rest of the agent's state is read (`Agent::load_rest`)

@@ -53,6 +53,7 @@ mod logqueue_secrets;
 mod longpoll;
 mod powercut_campaign;
 mod probation;
+mod process_start;
 mod provisioning_netns;
 mod provisioning_portal;
 mod release_tool;
