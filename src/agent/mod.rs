@@ -409,27 +409,18 @@ impl Agent {
         &mut self,
         after_server: impl FnOnce() -> Result<(), String>,
     ) -> Result<(), String> {
-        let starting = |fast_start: bool| {
-            info!(
-                "agent",
-                "svc-agent {} starting (pid {}, fast start {})",
-                env!("SVC_VERSION"),
-                std::process::id(),
-                if fast_start { "on" } else { "off" }
-            )
-        };
         if self.fast_start {
             self.start_server();
             // Said after svc-server's start: on a device the line goes to journald's socket,
             // whose wake-up would otherwise come before svc-server's exec.
-            starting(true);
+            self.log_starting();
             after_server()?;
             self.load_rest();
             self.apply_syscfg();
             self.apply_provisioning(false);
             return Ok(());
         }
-        starting(false);
+        self.log_starting();
         self.load_rest();
         let wait = std::env::var("SVC_AGENT_FIRST_CONTACT_SECS")
             .ok()
@@ -455,6 +446,16 @@ impl Agent {
         self.apply_syscfg();
         self.apply_provisioning(false);
         Ok(())
+    }
+
+    fn log_starting(&self) {
+        info!(
+            "agent",
+            "svc-agent {} starting (pid {}, fast start {})",
+            env!("SVC_VERSION"),
+            std::process::id(),
+            if self.fast_start { "on" } else { "off" }
+        );
     }
 
     fn start_server(&mut self) {

@@ -110,6 +110,7 @@ impl ServerManager {
             return;
         }
         let spec = self.spec();
+        // One `stat` when it exists (nearly always); create_dir_all tries a mkdir first.
         if !spec.cwd.is_dir() {
             let _ = std::fs::create_dir_all(&spec.cwd);
         }

@@ -3,9 +3,10 @@
 //! A C `main` instead of Rust's (fast start, BENCHMARKS.md "Fast start, seventh pass"):
 //! std's runtime start sets up a stack-overflow handler (an alternate signal stack, its
 //! guard page, two handlers that every spawn then resets in the child): twelve system calls
-//! on the way to svc-server's start, eight in the agent and four in svc-server's child. `svc::sys::process_start` does the part svc-agent
-//! needs. Without the handler, a stack overflow still ends the process at the guard page
-//! (SIGSEGV, and systemd restarts the service); only std's message naming the thread is lost.
+//! on the way to svc-server's start, eight in the agent and four in svc-server's child.
+//! `svc::sys::process_start` does the part svc-agent needs. Without the handler, a stack
+//! overflow still ends the process at the guard page (SIGSEGV, and systemd restarts the
+//! service); only std's message naming the thread is lost.
 // `cargo test --bins` builds this file with the test harness's own `main`.
 #![cfg_attr(not(test), no_main)]
 // `no_mangle` and reading C's argv; nothing else here is unsafe.
