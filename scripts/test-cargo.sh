@@ -33,3 +33,11 @@ cargo build --locked --all-targets
 # threads, 68 s at 8, 40-46 s at 16 and 50 s at 32, with the same ~60 CPU s each
 # (BENCHMARKS.md, session 11).
 cargo test --locked --lib --bins --tests -- --test-threads=16
+# The tests a bare `cargo test` leaves out because they need what this script installed
+# (`#[ignore = "needs ..."]`: nginx, gooseBit, root): run here, by exact name, every one.
+list=$(mktemp) && trap 'rm -f "$list"' EXIT
+cargo test --locked --test it -- --list --ignored >"$list"
+names=$(python3 scripts/lib/ignored-tests.py "$list" tests src)
+mapfile -t needs <<<"$names"
+echo "the ${#needs[@]} tests that need what this script installed:"
+cargo test --locked --test it -- --ignored --exact --test-threads=16 "${needs[@]}"

@@ -193,8 +193,16 @@ pub(crate) fn retry_wait(
 /// Wakes or stops a running [`Shipper::run`] loop from another thread.
 #[derive(Debug, Default)]
 pub struct ShipSignal {
-    state: Mutex<(bool, bool)>,
+    state: Mutex<SignalState>,
     cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SignalState {
+    stopped: bool,
+    nudged: bool,
+    /// How many waits the loop has begun: a waiting shipper has decided what to send now.
+    waits: u64,
 }
 
 impl ShipSignal {
@@ -205,30 +213,39 @@ impl ShipSignal {
     /// Try now (e.g. the network came back): skips the current backoff wait.
     pub fn nudge(&self) {
         if let Ok(mut s) = self.state.lock() {
-            s.1 = true;
+            s.nudged = true;
             self.cv.notify_all();
         }
     }
 
     pub fn stop(&self) {
         if let Ok(mut s) = self.state.lock() {
-            s.0 = true;
+            s.stopped = true;
             self.cv.notify_all();
         }
     }
 
+    /// How many waits the loop has begun. Once it has begun one after a batch, that batch's
+    /// outcome is decided: a test reads "nothing more was sent" from this count, not a clock.
+    pub fn waits(&self) -> u64 {
+        self.state.lock().map(|s| s.waits).unwrap_or(0)
+    }
+
     /// Waits up to `timeout` for a nudge or stop.
     fn wait(&self, timeout: Duration) -> Wake {
-        let Ok(guard) = self.state.lock() else {
+        let Ok(mut guard) = self.state.lock() else {
             return Wake::Stop;
         };
-        let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| !s.0 && !s.1)
+        guard.waits += 1;
+        let Ok((mut guard, _)) = self
+            .cv
+            .wait_timeout_while(guard, timeout, |s| !s.stopped && !s.nudged)
         else {
             return Wake::Stop;
         };
-        if guard.0 {
+        if guard.stopped {
             Wake::Stop
-        } else if std::mem::take(&mut guard.1) {
+        } else if std::mem::take(&mut guard.nudged) {
             Wake::Nudge
         } else {
             Wake::Timeout
@@ -236,7 +253,7 @@ impl ShipSignal {
     }
 
     fn stopped(&self) -> bool {
-        self.state.lock().map(|s| s.0).unwrap_or(true)
+        self.state.lock().map(|s| s.stopped).unwrap_or(true)
     }
 }
 

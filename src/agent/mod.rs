@@ -521,6 +521,10 @@ impl Agent {
         let loaded = LoadedCredentials::read(&self.paths);
         if !always && loaded.creds == self.credentials {
             self.credentials_stamp = loaded.stamp;
+            debug!(
+                "agent",
+                "the credentials file was rewritten unchanged: nothing to do"
+            );
             return;
         }
         if !always {

@@ -730,5 +730,26 @@ mod tests {
     }
 
     #[test]
-    fn free_space_is_reported() {}
+    fn too_little_free_space_is_refused_with_the_figures() {
+        let dir = std::env::temp_dir();
+        let opts = DownloadOptions {
+            free_space_margin: 1024,
+            ..Default::default()
+        };
+        assert!(check_space(&dir, None, &opts).is_ok(), "no size announced");
+        assert!(check_space(&dir, Some(0), &opts).is_ok());
+        let err = check_space(&dir, Some(u64::MAX / 2), &opts).unwrap_err();
+        let text = err.to_string();
+        let UpdateError::NoSpace {
+            needed,
+            available,
+            margin,
+        } = err
+        else {
+            panic!("not a NoSpace error: {err:?}");
+        };
+        assert_eq!((needed, margin), (u64::MAX / 2 + 1024, 1024));
+        assert!(available < needed);
+        assert!(text.contains(&needed.to_string()), "{text}");
+    }
 }

@@ -108,8 +108,9 @@ fn restart_command_is_carried_out_once() {
     wait_for("the command acknowledged", 30, || {
         sb.status()["done_commands"] == json!(["c-1"])
     });
-    // Further polls deliver the same command: it is not carried out again.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Further polls deliver the same command: it is not carried out again. Three more
+    // polls: the last one began after the two before it were handled whole.
+    sb.wait_polls(3, 60);
     assert_eq!(
         sb.fake("pids").lines().count(),
         2,
@@ -471,7 +472,10 @@ fn logs_reach_the_app_in_order_after_an_outage() {
     wait_for("the config change", 30, || {
         sb.fake("events").contains("hup")
     });
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The outage is real: the shipper tried and kept the lines (it says so once).
+    wait_for("the shipper's failure to append", 60, || {
+        sb.log().contains("cannot append to")
+    });
     std::fs::remove_dir(sb.app.join("logs.jsonl")).unwrap();
     wait_for("the queued lines delivered", 60, || {
         has(&sb, "config applied")

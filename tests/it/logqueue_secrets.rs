@@ -52,7 +52,7 @@ fn secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file() {
 }
 
 #[test]
-#[ignore = "run by secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file"]
+#[ignore = "child process of secrets_appear_neither_in_the_queue_files_nor_in_the_shipped_file"]
 fn in_a_process_of_its_own() {
     let dir = std::env::temp_dir().join(format!("svc-logq-secrets-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);

@@ -18,12 +18,8 @@ macro_rules! both_fronts {
                 super::$name(crate::common::https::Front::Direct);
             }
             #[test]
+            #[ignore = "needs nginx (scripts/test-cargo.sh installs it and runs this)"]
             fn nginx() {
-                // Under CI=true a missing nginx fails here instead of skipping.
-                if crate::common::nginx::binary().is_none() {
-                    eprintln!("skipped: nginx is not installed");
-                    return;
-                }
                 super::$name(crate::common::https::Front::Nginx);
             }
         }

@@ -1817,7 +1817,7 @@ fn power_cut_campaign_short() {
 /// drawing cuts after that long; SVC_CAMPAIGN_RECORD with SVC_CAMPAIGN_CODE: the run's record,
 /// resumed by the next sitting, see `Record`).
 #[test]
-#[ignore = "the full campaign: benches/powercut.sh"]
+#[ignore = "measurement: the full campaign, benches/powercut.sh"]
 fn power_cut_campaign_full() {
     let env = |k: &str, d: u64| {
         std::env::var(k)

@@ -1,6 +1,6 @@
 //! Supervision with real processes: crash and backoff, crash loop, a child that ignores
 //! SIGTERM, grandchildren, and output capture.
-use crate::common::sandbox::pid_alive as alive;
+use crate::common::sandbox::{pid_alive as alive, wait_for};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,16 +84,26 @@ fn crashes_restart_with_growing_backoff_then_a_crash_loop_is_reported() {
         4
     );
     assert_eq!(s.restarts(), 3);
-    // In a crash loop the next start waits the longest delay: no spinning.
+    // In a crash loop the next start waits the longest delay (max_delay): no spinning. The
+    // supervisor reads no clock of its own, so the instants given to `tick` are the window.
     let before = s.restarts();
-    std::thread::sleep(Duration::from_millis(100));
-    s.tick(Instant::now());
+    let ChildState::CrashLoop { until } = s.state() else {
+        panic!("not in a crash loop: {:?}", s.state());
+    };
+    let entered = until - fast_policy().max_delay;
+    s.tick(entered + fast_policy().max_delay / 2);
+    s.tick(until - Duration::from_millis(1));
     assert_eq!(
         s.restarts(),
         before,
         "restarted before the crash-loop delay"
     );
-    drive(&mut s, 10, |s, _| s.restarts() > before);
+    s.tick(until);
+    assert_eq!(
+        s.restarts(),
+        before + 1,
+        "no restart at the crash-loop delay"
+    );
     s.stop(Duration::from_secs(5));
 }
 
@@ -103,14 +113,11 @@ fn environment_and_working_directory_are_exactly_the_spec() {
     let mut s = Supervisor::new(sh(
         "envy",
         &d,
-        "env | sort > env.txt; pwd > pwd.txt; sleep 30",
+        // Written whole, then renamed: pwd.txt appears last, complete, after env.txt.
+        "env | sort > env.tmp; pwd > pwd.tmp; mv env.tmp env.txt; mv pwd.tmp pwd.txt; sleep 30",
     ));
     s.start();
-    let end = Instant::now() + Duration::from_secs(20);
-    while !d.join("pwd.txt").exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    wait_for("the child's pwd.txt", 20, || d.join("pwd.txt").exists());
     let env = std::fs::read_to_string(d.join("env.txt")).unwrap();
     assert!(env.contains("MARK=m1\n"), "{env}");
     assert!(
@@ -135,10 +142,8 @@ fn a_child_ignoring_sigterm_is_killed_after_the_bounded_wait() {
     ));
     s.start();
     let pid = s.pid().unwrap() as i32;
-    let end = Instant::now() + Duration::from_secs(20);
-    while !d.join("ready").exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // `ready` is written after the trap is set: its existence is the state needed.
+    wait_for("the child's ready file", 20, || d.join("ready").exists());
     let t = Instant::now();
     s.stop(Duration::from_millis(500));
     assert!(
@@ -152,14 +157,14 @@ fn a_child_ignoring_sigterm_is_killed_after_the_bounded_wait() {
 #[test]
 fn grandchildren_are_gone_after_stop_even_when_they_ignore_sigterm() {
     let d = dir("family");
-    let script = "trap '' TERM; (trap '' TERM; echo $$ >/dev/null; sh -c 'echo $$ > g1; trap \"\" TERM; while :; do sleep 0.05; done') & \
-                  sh -c 'echo $$ > g2; exec sleep 1000' & wait";
+    // Each pid file is written whole and then renamed: its existence means its content.
+    let script = "trap '' TERM; (trap '' TERM; echo $$ >/dev/null; sh -c 'echo $$ > g1.tmp; mv g1.tmp g1; trap \"\" TERM; while :; do sleep 0.05; done') & \
+                  sh -c 'echo $$ > g2.tmp; mv g2.tmp g2; exec sleep 1000' & wait";
     let mut s = Supervisor::new(sh("family", &d, script));
     s.start();
-    let end = Instant::now() + Duration::from_secs(20);
-    while !(d.join("g1").exists() && d.join("g2").exists()) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the grandchildren's pid files g1 and g2", 20, || {
+        d.join("g1").exists() && d.join("g2").exists()
+    });
     let g: Vec<i32> = ["g1", "g2"]
         .iter()
         .map(|f| {
@@ -184,7 +189,8 @@ fn a_crashed_childs_grandchildren_do_not_linger() {
         sh(
             "orphaner",
             &d,
-            "sh -c 'echo $$ > g; exec sleep 1000' & sleep 0.3; exit 1",
+            // The child crashes only once its grandchild's pid is on disk (written whole).
+            "sh -c 'echo $$ > g.tmp; mv g.tmp g; exec sleep 1000' & while [ ! -e g ]; do sleep 0.01; done; exit 1",
         ),
         fast_policy(),
     );

@@ -194,7 +194,10 @@ fn a_missing_artifact_is_asked_for_once_not_in_a_storm(front: Front) {
     srv.remove(ARTIFACT);
     let mut agent = spawn(&sb, &srv);
     wait_for("the 404 logged", 60, || sb.log().contains("HTTP 404"));
-    std::thread::sleep(std::time::Duration::from_secs(5));
+    // The window: five more polls, each offering the same target (one a second); a storm
+    // would ask for the artifact again at each of them.
+    let polls = srv.polls().len();
+    wait_for("five more polls", 60, || srv.polls().len() >= polls + 5);
     let gets = srv.requests(ARTIFACT).len();
     assert_eq!(gets, 1, "{}", sb.log());
     assert!(leftovers(&sb).is_empty(), "{:?}", leftovers(&sb));

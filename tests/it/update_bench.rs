@@ -26,7 +26,7 @@ fn vm_hwm_kib() -> u64 {
 
 /// Not a benchmark: the child side (runs only when `SVC_BENCH_CHILD_ROOT` is set).
 #[test]
-#[ignore]
+#[ignore = "child process of bench_download_verify_256mib"]
 fn bench_child() {
     let (Some(root), Ok(art)) = (
         std::env::var_os("SVC_BENCH_CHILD_ROOT"),
@@ -49,7 +49,7 @@ fn bench_child() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "measurement: scripts/bench-update.sh"]
 fn bench_download_verify_256mib() {
     let server = HttpsServer::start();
     let elf_len = fake_binary("svc-server", "2.0.0", "ok", 0).len();

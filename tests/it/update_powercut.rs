@@ -17,7 +17,7 @@ use update_support::*;
 /// Not a test: the body of the child process. Runs only when re-executed by
 /// `crash_at_every_point_then_converge` (which sets `SVC_TEST_CHILD_ROOT`).
 #[test]
-#[ignore]
+#[ignore = "child process of crash_at_every_point_then_converge"]
 fn child_update() {
     let (Some(root), Some(art)) = (
         std::env::var_os("SVC_TEST_CHILD_ROOT"),

@@ -77,6 +77,32 @@ impl Sandbox {
             .unwrap_or(serde_json::Value::Null)
     }
 
+    /// Waits until the agent has polled its file:// directory `n` more times: each poll
+    /// rewrites `status.json` there by rename, so a new (inode, mtime) is one poll. A poll
+    /// missed between two looks only makes the wait longer, never shorter.
+    pub fn wait_polls(&self, n: usize, secs: u64) {
+        use std::os::unix::fs::MetadataExt;
+        let stamp = || {
+            std::fs::metadata(self.app.join("status.json"))
+                .ok()
+                .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+        };
+        let mut last = stamp();
+        let mut seen = 0;
+        wait_for(
+            &format!("{n} more polls of the file:// directory"),
+            secs,
+            || {
+                let now = stamp();
+                if now != last {
+                    seen += 1;
+                    last = now;
+                }
+                seen >= n
+            },
+        );
+    }
+
     pub fn spawn_agent(&self, env: &[(&str, &str)]) -> Child {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_svc-agent"));
         cmd.args(["run", "--root", self.root.to_str().unwrap()])
