@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The integration tests that a bare `cargo test` leaves out, and which of them the test
-command runs: prints the full paths (as `--list --ignored` names them) of every test whose
-`#[ignore = "needs ..."]` says it needs something the test command installs (nginx, gooseBit,
-root, ...). The other reasons are "child process of TEST" (run by that test) and
-"measurement: SCRIPT" (run by that script). An `#[ignore]` without one of these reasons
-fails here: no test is left out silently.
+command leaves out too. A test `#[ignore = "needs ..."]` needs something the test command
+installs (nginx, gooseBit, root, ...): the test command runs it. The other reasons are "child
+process of TEST" (run by that test) and "measurement: SCRIPT" (run by that script): prints
+their full paths (as `--list --ignored` names them), one a line, for `--skip`. An `#[ignore]`
+without one of these reasons fails here: no test is left out silently.
 
 usage: ignored-tests.py LIST_FILE SRC_DIR...   (LIST_FILE: `cargo test --test it -- --list --ignored`)
 """
@@ -31,19 +31,23 @@ def ignored(src):
 
 def main():
     listing, srcs = sys.argv[1], sys.argv[2:]
-    needs, bad = set(), []
+    needs, others, bad = set(), set(), []
     for path, line, reason, name in (x for src in srcs for x in ignored(src)):
         if not name or not reason.startswith(KINDS):
             bad.append(f"{path}:{line}: #[ignore] needs a reason starting with one of {KINDS}")
         elif reason.startswith("needs "):
             needs.add(name)
+        else:
+            others.add(name)
     if bad:
         sys.exit("\n".join(bad))
     names = [l[: -len(": test")] for l in open(listing).read().splitlines() if l.endswith(": test")]
-    chosen = [n for n in names if n.rsplit("::", 1)[-1] in needs]
-    if not chosen:
-        sys.exit("no `needs` test found among the ignored ones: the listing or this script is wrong")
-    print("\n".join(chosen))
+    last = [n.rsplit("::", 1)[-1] for n in names]
+    if needs & others:
+        sys.exit(f"one name, two kinds of #[ignore]: {sorted(needs & others)}")
+    if not any(n in needs for n in last) or not all(n in needs | others for n in last):
+        sys.exit("the ignored tests listed and the #[ignore]s read do not match")
+    print("\n".join(full for full, n in zip(names, last) if n in others))
 
 
 if __name__ == "__main__":

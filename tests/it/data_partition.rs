@@ -35,13 +35,13 @@ fn fresh_root(name: &str) -> PathBuf {
 /// `program ARGS --root ROOT` with the data partition's environment (as the unit's drop-in
 /// sets it).
 fn run_with_data_env(program: &Path, args: &[&str], root: &Path) -> Output {
-    Command::new(program)
-        .args(args)
-        .args(["--root", root.to_str().unwrap()])
-        .env("SVC_STATE_DIR", STATE)
-        .env("SVC_CREDENTIALS_DIR", CREDS)
-        .output()
-        .unwrap()
+    crate::common::spawn::output(
+        Command::new(program)
+            .args(args)
+            .args(["--root", root.to_str().unwrap()])
+            .env("SVC_STATE_DIR", STATE)
+            .env("SVC_CREDENTIALS_DIR", CREDS),
+    )
 }
 
 fn agent_version() -> String {
@@ -118,15 +118,15 @@ fn first_boot_of_a_read_only_image_seeds_an_empty_data_partition_and_runs() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut child = Command::new(paths.bin_link("svc-agent"))
-        .args(["run", "--root", root.to_str().unwrap()])
-        .env("SVC_STATE_DIR", STATE)
-        .env("SVC_CREDENTIALS_DIR", CREDS)
-        .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = crate::common::spawn::spawn(
+        Command::new(paths.bin_link("svc-agent"))
+            .args(["run", "--root", root.to_str().unwrap()])
+            .env("SVC_STATE_DIR", STATE)
+            .env("SVC_CREDENTIALS_DIR", CREDS)
+            .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(root.join("agent.log")).unwrap()),
+    );
     let stable = paths.bin_link("svc-agent.stable");
     wait_for("the seeded agent's first healthy loop", 60, || {
         stable.exists()

@@ -32,6 +32,7 @@
 use crate::common::sandbox::{pid_alive, Sandbox};
 use crate::update_support::{fake_binary, sha256_hex, SmallFs};
 
+use crate::common::spawn::spawn;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -194,25 +195,6 @@ fn spawn_agent_env(exe: &Path, root: &Path, env: &[(&str, &str)]) -> Child {
             .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
             .process_group(0),
     )
-}
-
-/// Spawns `cmd`, retrying briefly on "text file busy": a fork in another worker thread
-/// (its child between fork and exec) can hold the write descriptor of a binary this
-/// process has just written (the agent copy of the `agent` scenario), as `process::run`
-/// retries in the agent (found by `power_cut_campaign_short`, run 3 of 5 with the
-/// `hawkbit` scenario: `AgentUpdate`'s first start failed with ETXTBSY).
-fn spawn(cmd: &mut Command) -> Child {
-    let mut tries = 0;
-    loop {
-        match cmd.spawn() {
-            Ok(c) => return c,
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 40 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("{}: {e}", cmd.get_program().to_string_lossy()),
-        }
-    }
 }
 
 fn spawn_agent(root: &Path) -> Child {

@@ -457,10 +457,8 @@ fn the_executable_of_a_running_process_is_never_removed() {
     std::fs::write(&hang_path, &hang).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hang_path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut running = std::process::Command::new(&hang_path)
-        .arg("run")
-        .spawn()
-        .unwrap();
+    let mut running =
+        crate::common::spawn::spawn(std::process::Command::new(&hang_path).arg("run"));
     // Wait until the process has exec'd (its /proc exe names the file).
     let exe = format!("/proc/{}/exe", running.id());
     while std::fs::read_link(&exe).ok().as_deref() != Some(hang_path.as_path()) {

@@ -27,11 +27,11 @@ fn install_from_file(paths: &Paths, name: &str, version: &str, behavior: &str) -
 /// Starts `bin/<name> run` the way systemd would and waits for it, killing it after
 /// `limit` (systemd's start timeout / watchdog). Returns true when it exited 0.
 fn start_once(paths: &Paths, name: &str, starts_file: &Path, limit: Duration) -> bool {
-    let mut child = Command::new(paths.bin_link(name))
-        .arg("run")
-        .env("SVC_FAKE_STARTS", starts_file)
-        .spawn()
-        .unwrap();
+    let mut child = crate::common::spawn::spawn(
+        Command::new(paths.bin_link(name))
+            .arg("run")
+            .env("SVC_FAKE_STARTS", starts_file),
+    );
     let deadline = Instant::now() + limit;
     loop {
         if let Some(st) = child.try_wait().unwrap() {
