@@ -38,7 +38,7 @@ cargo test --locked --lib --bins -- --test-threads=16
 # and measurements stay out, by exact name (scripts/lib/ignored-tests.py checks every reason).
 list=$(mktemp) && trap 'rm -f "$list"' EXIT
 cargo test --locked --test it -- --list --ignored >"$list"
-names=$(python3 scripts/lib/ignored-tests.py "$list" tests src)
+names=$(python3 scripts/lib/ignored-tests.py "$list" tests/it src)
 skip=()
 for name in $names; do skip+=(--skip "$name"); done
 cargo test --locked --test it -- --include-ignored --exact "${skip[@]}" --test-threads=16
