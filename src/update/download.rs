@@ -132,7 +132,7 @@ pub(crate) fn part_path(paths: &Paths, a: &Artifact) -> PathBuf {
     paths.cache_dir().join(format!("{}-{}.part", a.name, v))
 }
 
-fn sidecar_path(part: &Path) -> PathBuf {
+pub(crate) fn sidecar_path(part: &Path) -> PathBuf {
     let mut s = part.as_os_str().to_os_string();
     s.push(".json");
     PathBuf::from(s)
@@ -237,8 +237,18 @@ pub(crate) fn fetch_into(
         _ => 0,
     };
     let limit = a.size.unwrap_or(opts.max_unannounced_size);
-    if offset > limit || (a.is_pin() && conditional.is_some()) {
-        // Over the limit, or a conditional check that must start from a clean slate.
+    if offset > limit {
+        // Not a prefix of the file: nothing to resume from.
+        crate::warn!(
+            SUB,
+            "{} {}: the partial download {} holds {offset} bytes, more than the {limit} expected: discarded, downloading from the start",
+            a.name,
+            a.version,
+            part.display()
+        );
+        offset = 0;
+    } else if a.is_pin() && conditional.is_some() {
+        // A conditional check must start from a clean slate.
         offset = 0;
     }
     if offset == 0 {
@@ -340,6 +350,7 @@ pub(crate) fn fetch_into(
                     job.offset,
                     delay.as_secs_f64()
                 );
+                let _wait = crate::watchdog::waiting(delay);
                 std::thread::sleep(delay);
             }
         }
@@ -405,6 +416,7 @@ impl Job<'_> {
             }
             self.hasher.update(&buf[..n]);
             left -= n as u64;
+            crate::watchdog::progress();
         }
         self.offset = len - left;
         self.file
@@ -654,6 +666,7 @@ impl Job<'_> {
     }
 
     fn progress(&mut self) {
+        crate::watchdog::progress();
         if let Some(total) = self.total {
             if !self.half_passed && total > 0 && self.offset * 2 >= total {
                 self.half_passed = true;
