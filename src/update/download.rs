@@ -11,6 +11,8 @@
 //!   network error to retry), a per-request deadline, and a bounded number of attempts that
 //!   made no progress.
 //! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
+//! - A stop request (SIGTERM) ends a download at its next chunk, its bytes kept: the daemon's
+//!   loop may be inside it (the hawkBit `.swu`), and systemd's stop timeout is short.
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -315,6 +317,22 @@ pub(crate) fn fetch_into(
                 discard(&job.part);
                 return Err(e);
             }
+            Err(Failure::Transient(msg, _)) if crate::signals::stop_requested() => {
+                // Stopping (SIGTERM): the bytes so far are kept for the next start.
+                crate::info!(
+                    SUB,
+                    "{} {}: download stopped at byte {} ({msg}); kept for resuming",
+                    a.name,
+                    a.version,
+                    job.offset
+                );
+                let _ = job.file.sync_all();
+                return Err(UpdateError::Network {
+                    url: a.url.clone(),
+                    attempts,
+                    last: msg,
+                });
+            }
             Err(Failure::Transient(msg, retry_after)) => {
                 let gained = job.offset.saturating_sub(before);
                 failures = if gained >= opts.min_progress {
@@ -459,7 +477,13 @@ impl Job<'_> {
         f.seek(SeekFrom::Start(self.offset))
             .map_err(fatal(format!("seeking {}", src.display())))?;
         self.pump(&mut f)
-            .map_err(|e| Failure::Fatal(io_err(format!("copying {}", src.display()))(e)))?
+            .map_err(|e| {
+                if crate::signals::stop_requested() {
+                    Failure::Transient(e.to_string(), None)
+                } else {
+                    Failure::Fatal(io_err(format!("copying {}", src.display()))(e))
+                }
+            })?
             .map_or(Ok(AttemptEnd::Done), |e| Err(Failure::Fatal(e)))
     }
 
@@ -602,6 +626,10 @@ impl Job<'_> {
         let mut buf = vec![0u8; CHUNK];
         self.file.seek(SeekFrom::Start(self.offset))?;
         loop {
+            if crate::signals::stop_requested() {
+                // A stop is not held up by a long download (the daemon's loop may be in it).
+                return Err(std::io::Error::other("the process is stopping"));
+            }
             let n = match src.read(&mut buf) {
                 Ok(0) => return Ok(None),
                 Ok(n) => n,

@@ -315,6 +315,85 @@ fn a_swu_download_cut_by_a_kill_resumes_after_the_restart_and_installs() {
     assert!(swu_part(&cache).is_none(), "no partial file left");
 }
 
+/// SIGTERM (systemd stopping the unit) while the loop is inside a slow `.swu` download: the
+/// download stops at its next chunk with its bytes kept, and the agent stops svc-server and
+/// exits cleanly. Before, the stop waited for the download to end (its request's deadline is
+/// 300 s), past systemd's stop timeout, which then killed svc-server with the agent.
+#[test]
+fn a_stop_during_a_slow_swu_download_is_clean_and_keeps_the_partial_file() {
+    let ddi = DdiServer::start();
+    let sb = machine("hb-swu-stop", &ddi);
+    let body = fake_binary(NAME, "2.0.0", "hang", 0);
+    let image = swu_image(&[(NAME, "2.0.0", &body)], &[&body], None, None);
+    let half = image.len() / 2;
+    // Half the image at once; then one step per token; then nothing until the test ends.
+    let tokens = Arc::new(AtomicUsize::new(0));
+    let end = Arc::new(AtomicBool::new(false));
+    {
+        let (tokens, end) = (tokens.clone(), end.clone());
+        ddi.state.lock().unwrap().pace = Some(Arc::new(move |at| {
+            if at < half {
+                return true;
+            }
+            loop {
+                if end.load(Ordering::SeqCst) {
+                    return false;
+                }
+                let t = tokens.load(Ordering::SeqCst);
+                if t > 0
+                    && tokens
+                        .compare_exchange(t, t - 1, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }));
+    }
+    ddi.deploy("53", &format!("[{}]", swu_chunk(&ddi, "2.0.0", &image)));
+    let cache = sb.root.join("opt/svc/cache");
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_FAST_START", "1")]);
+    wait_for("half the image in the agent's partial file", 120, || {
+        swu_part(&cache)
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.len() as usize >= half)
+    });
+    svc::sys::kill(agent.id() as i32, libc::SIGTERM);
+    // One more step reaches the agent; the rest waits (as a stalled link would).
+    tokens.store(1, Ordering::SeqCst);
+    let end_status = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = agent.try_wait().unwrap() {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    end.store(true, Ordering::SeqCst);
+    let Some(status) = end_status else {
+        let _ = agent.kill();
+        let _ = agent.wait();
+        panic!(
+            "the agent did not stop within 60 s of SIGTERM during a download\n{}",
+            sb.log()
+        );
+    };
+    assert!(status.success(), "{status:?}\n{}", sb.log());
+    let log = sb.log();
+    assert!(log.contains("kept for resuming"), "{log}");
+    assert!(
+        log.contains("(signal 15)"),
+        "svc-server stopped by TERM: {log}"
+    );
+    let kept = swu_part(&cache).expect("the partial file is kept");
+    assert!(std::fs::metadata(kept).unwrap().len() as usize >= half);
+}
+
 /// The backend alone, each poll by a new transport (as after a restart), downloads cut by
 /// the server after half the image and not retried in the same poll.
 struct Backend {
