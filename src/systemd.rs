@@ -73,8 +73,8 @@ pub(crate) fn watchdog_interval() -> Option<Duration> {
 }
 
 /// The watchdog's timing for an interval `w` (`WatchdogSec`): the feeder pings every `w/4`
-/// while the loop is alive; the loop is alive for `w/2` after each report
-/// (`watchdog::grace`) and beats at least every `w/4`. With `WatchdogSec=60`: pings 15 s
+/// while the loop is alive; the loop is alive for `w/2` after each report (the grace given to
+/// `watchdog::start`) and beats at least every `w/4`. With `WatchdogSec=60`: pings 15 s
 /// apart at most (45 s to spare); a loop that stops reporting is pinged for at most 30 s
 /// more and killed by systemd at most 90 s after its last report; one inside a bounded wait
 /// (a plain poll's 30 s, a DDI request's 30 s, an artifact request's 300 s) at most 90 s
