@@ -146,11 +146,15 @@ impl Request {
         use_ring();
         let mut current = self.url.clone();
         for _ in 0..=MAX_REDIRECTS {
+            // The whole exchange, body included, keeps this deadline: on the daemon's loop
+            // it is a bounded wait for systemd's watchdog (`watchdog`), until the answer is
+            // dropped.
+            let wait = crate::watchdog::waiting(std::time::Duration::from_secs(self.timeout_secs));
             let lazy = self
                 .build(&current)
                 .send_lazy()
                 .map_err(|e| HttpError::Network(network_text(&e)))?;
-            let resp = Response { lazy };
+            let resp = Response { lazy, _wait: wait };
             if !self.follow || !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
                 return Ok(resp);
             }
@@ -211,6 +215,7 @@ fn network_text(e: &minreq::Error) -> String {
 /// An answer whose body has not been read yet.
 pub(crate) struct Response {
     lazy: minreq::ResponseLazy,
+    _wait: crate::watchdog::Wait,
 }
 
 impl Response {

@@ -29,3 +29,4 @@ pub mod sys;
 pub mod syscfg;
 pub mod systemd;
 pub mod update;
+pub(crate) mod watchdog;

@@ -78,6 +78,8 @@ pub(crate) fn run(mut cmd: Command, timeout: Duration) -> Result<Output, RunErro
     };
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
+    // A bounded wait for systemd's watchdog (`watchdog`) when this is the daemon's loop.
+    let _wait = crate::watchdog::waiting(timeout);
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {

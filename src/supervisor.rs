@@ -348,6 +348,9 @@ impl Supervisor {
         };
         let pgid = child.id();
         kill_group(pgid, libc::SIGTERM);
+        // TERM, `timeout`, KILL, then at most 5 s for the orphans: a bounded wait for
+        // systemd's watchdog (`watchdog`) when the daemon's loop stops svc-server.
+        let _wait = crate::watchdog::waiting(timeout + Duration::from_secs(5));
         let deadline = Instant::now() + timeout;
         let mut status = None;
         loop {

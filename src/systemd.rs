@@ -58,8 +58,8 @@ pub(crate) fn notify(state: &str) {
     }
 }
 
-/// How often to feed the watchdog: half of `WATCHDOG_USEC`, when it is meant for us.
-pub(crate) fn watchdog_period() -> Option<Duration> {
+/// systemd's watchdog interval (`WATCHDOG_USEC`, `WatchdogSec=`), when it is meant for us.
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
     if let Some(pid) = std::env::var("WATCHDOG_PID")
         .ok()
@@ -69,7 +69,63 @@ pub(crate) fn watchdog_period() -> Option<Duration> {
             return None;
         }
     }
-    (usec > 0).then(|| Duration::from_micros(usec / 2))
+    (usec > 0).then(|| Duration::from_micros(usec))
+}
+
+/// The watchdog's timing for an interval `w` (`WatchdogSec`): the feeder pings every `w/4`
+/// while the loop is alive; the loop is alive for `w/2` after each report (the grace given to
+/// `watchdog::start`) and beats at least every `w/4`. With `WatchdogSec=60`: pings 15 s
+/// apart at most (45 s to spare); a loop that stops reporting is pinged for at most 30 s
+/// more and killed by systemd at most 90 s after its last report; one inside a bounded wait
+/// (a plain poll's 30 s, a DDI request's 30 s, an artifact request's 300 s) at most 90 s
+/// after that wait's deadline. docs/agent.md "systemd".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WatchdogTiming {
+    pub feed_every: Duration,
+    pub grace: Duration,
+}
+
+impl WatchdogTiming {
+    pub(crate) fn of(interval: Duration) -> WatchdogTiming {
+        WatchdogTiming {
+            feed_every: interval / 4,
+            grace: interval / 2,
+        }
+    }
+}
+
+/// Starts feeding systemd's watchdog, when it is on, from a thread of its own: `WATCHDOG=1`
+/// every `feed_every` while `watchdog::alive` says the loop (the calling thread, from now
+/// on) is alive. Returns how often the loop must beat.
+pub(crate) fn start_watchdog() -> Option<Duration> {
+    let timing = WatchdogTiming::of(watchdog_interval()?);
+    crate::watchdog::start(timing.grace);
+    let spawned = std::thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            let mut fed = true;
+            loop {
+                std::thread::sleep(timing.feed_every);
+                let alive = crate::watchdog::alive() == Some(true);
+                if alive {
+                    if !fed {
+                        crate::info!("agent", "the loop reports again: feeding systemd's watchdog");
+                    }
+                    notify("WATCHDOG=1");
+                } else if fed {
+                    crate::error!(
+                        "agent",
+                        "the loop has not reported within its deadline: no longer feeding systemd's watchdog"
+                    );
+                }
+                fed = alive;
+            }
+        });
+    if let Err(e) = spawned {
+        // Without the feeder systemd restarts the agent: said, and tried again then.
+        crate::error!("agent", "cannot start the watchdog thread: {e}");
+    }
+    Some(timing.feed_every)
 }
 
 #[derive(Debug)]

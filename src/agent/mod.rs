@@ -1,7 +1,8 @@
 //! The daemon: `svc-agent run`. One thread drives everything through `Agent::tick`:
 //! signals, svc-server supervision, polls of the management app, config and commands,
-//! updates, log shipping and the systemd watchdog. A held poll (the long poll) waits on a
-//! thread of its own and hands its answer back through a channel. Decisions live in
+//! updates and log shipping. A held poll (the long poll) waits on a thread of its own and
+//! hands its answer back through a channel; systemd's watchdog is fed by a thread of its own
+//! while this loop reports (`watchdog`). Decisions live in
 //! `policy`; effects sit in the modules this one calls.
 pub(crate) mod cache;
 pub(crate) mod logs;
@@ -1018,12 +1019,16 @@ pub(crate) fn run(paths: Paths) -> i32 {
         }
     };
     crate::systemd::notify("READY=1\nSTATUS=running");
-    // The watchdog is fed only from the loop, so a hung loop gets the agent restarted.
-    let feed_every = crate::systemd::watchdog_period();
-    let mut last_feed = Instant::now();
+    // The watchdog is fed by a thread of its own while this loop reports (a pass, or a
+    // bounded wait inside one: `watchdog`), so a slow download or a slow answer never
+    // starves it and a hung loop still gets the agent restarted.
+    let beat_every = crate::systemd::start_watchdog();
     let mut healthy_marked = false;
     while agent.exit().is_none() {
+        crate::watchdog::test_hang_point();
+        crate::watchdog::beat();
         let wait = agent.tick();
+        crate::watchdog::beat();
         if !healthy_marked {
             // The first loop went round: this binary works; end a self-update's probation
             // and make it the known-good one the boot guard runs from.
@@ -1041,15 +1046,8 @@ pub(crate) fn run(paths: Paths) -> i32 {
                 p.nudge();
             }
         }
-        if let Some(period) = feed_every {
-            if last_feed.elapsed() >= period {
-                crate::systemd::notify("WATCHDOG=1");
-                last_feed = Instant::now();
-            }
-        }
         if agent.exit().is_none() {
-            let until_feed = feed_every.map(|p| p.saturating_sub(last_feed.elapsed()));
-            signals::wait(until_feed.map_or(wait, |f| f.min(wait)));
+            signals::wait(beat_every.map_or(wait, |b| b.min(wait)));
         }
     }
     crate::systemd::notify("STOPPING=1\nSTATUS=stopping svc-server");

@@ -11,6 +11,8 @@
 //!   network error to retry), a per-request deadline, and a bounded number of attempts that
 //!   made no progress.
 //! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
+//! - A stop request (SIGTERM) ends a download at its next chunk, its bytes kept: the daemon's
+//!   loop may be inside it (the hawkBit `.swu`), and systemd's stop timeout is short.
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -132,7 +134,7 @@ pub(crate) fn part_path(paths: &Paths, a: &Artifact) -> PathBuf {
     paths.cache_dir().join(format!("{}-{}.part", a.name, v))
 }
 
-fn sidecar_path(part: &Path) -> PathBuf {
+pub(crate) fn sidecar_path(part: &Path) -> PathBuf {
     let mut s = part.as_os_str().to_os_string();
     s.push(".json");
     PathBuf::from(s)
@@ -237,8 +239,18 @@ pub(crate) fn fetch_into(
         _ => 0,
     };
     let limit = a.size.unwrap_or(opts.max_unannounced_size);
-    if offset > limit || (a.is_pin() && conditional.is_some()) {
-        // Over the limit, or a conditional check that must start from a clean slate.
+    if offset > limit {
+        // Not a prefix of the file: nothing to resume from.
+        crate::warn!(
+            SUB,
+            "{} {}: the partial download {} holds {offset} bytes, more than the {limit} expected: discarded, downloading from the start",
+            a.name,
+            a.version,
+            part.display()
+        );
+        offset = 0;
+    } else if a.is_pin() && conditional.is_some() {
+        // A conditional check must start from a clean slate.
         offset = 0;
     }
     if offset == 0 {
@@ -305,6 +317,22 @@ pub(crate) fn fetch_into(
                 discard(&job.part);
                 return Err(e);
             }
+            Err(Failure::Transient(msg, _)) if crate::signals::stop_requested() => {
+                // Stopping (SIGTERM): the bytes so far are kept for the next start.
+                crate::info!(
+                    SUB,
+                    "{} {}: download stopped at byte {} ({msg}); kept for resuming",
+                    a.name,
+                    a.version,
+                    job.offset
+                );
+                let _ = job.file.sync_all();
+                return Err(UpdateError::Network {
+                    url: a.url.clone(),
+                    attempts,
+                    last: msg,
+                });
+            }
             Err(Failure::Transient(msg, retry_after)) => {
                 let gained = job.offset.saturating_sub(before);
                 failures = if gained >= opts.min_progress {
@@ -340,6 +368,7 @@ pub(crate) fn fetch_into(
                     job.offset,
                     delay.as_secs_f64()
                 );
+                let _wait = crate::watchdog::waiting(delay);
                 std::thread::sleep(delay);
             }
         }
@@ -405,6 +434,7 @@ impl Job<'_> {
             }
             self.hasher.update(&buf[..n]);
             left -= n as u64;
+            crate::watchdog::progress();
         }
         self.offset = len - left;
         self.file
@@ -447,7 +477,13 @@ impl Job<'_> {
         f.seek(SeekFrom::Start(self.offset))
             .map_err(fatal(format!("seeking {}", src.display())))?;
         self.pump(&mut f)
-            .map_err(|e| Failure::Fatal(io_err(format!("copying {}", src.display()))(e)))?
+            .map_err(|e| {
+                if crate::signals::stop_requested() {
+                    Failure::Transient(e.to_string(), None)
+                } else {
+                    Failure::Fatal(io_err(format!("copying {}", src.display()))(e))
+                }
+            })?
             .map_or(Ok(AttemptEnd::Done), |e| Err(Failure::Fatal(e)))
     }
 
@@ -590,6 +626,10 @@ impl Job<'_> {
         let mut buf = vec![0u8; CHUNK];
         self.file.seek(SeekFrom::Start(self.offset))?;
         loop {
+            if crate::signals::stop_requested() {
+                // A stop is not held up by a long download (the daemon's loop may be in it).
+                return Err(std::io::Error::other("the process is stopping"));
+            }
             let n = match src.read(&mut buf) {
                 Ok(0) => return Ok(None),
                 Ok(n) => n,
@@ -654,6 +694,7 @@ impl Job<'_> {
     }
 
     fn progress(&mut self) {
+        crate::watchdog::progress();
         if let Some(total) = self.total {
             if !self.half_passed && total > 0 && self.offset * 2 >= total {
                 self.half_passed = true;

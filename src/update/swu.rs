@@ -843,10 +843,15 @@ impl Engine {
                 return Ok(unpacked);
             }
         }
-        // A new archive: whatever an earlier one left goes.
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(&root).map_err(io_err(format!("creating {}", root.display())))?;
-        let part = root.join(format!("{}.swu.part", &hash[..hash.len().min(16)]));
+        // A new archive: whatever an earlier one left goes, except this archive's partial
+        // download, which resumes (`Range`), also after a restart. It is named by the
+        // archive's whole hash and size, so the bytes of another image are never appended to.
+        let part = root.join(format!(
+            "{}-{}.swu.part",
+            hash.to_ascii_lowercase(),
+            offer.size
+        ));
+        clear_all_but(&root, &part)?;
         let a = Artifact {
             name: "swu".into(),
             version: offer.version.clone(),
@@ -912,6 +917,25 @@ impl Engine {
         );
         Ok(files)
     }
+}
+
+/// Empties `root` (made when missing) but for the partial download `part` and its sidecar.
+fn clear_all_but(root: &Path, part: &Path) -> Result<(), UpdateError> {
+    fs::create_dir_all(root).map_err(io_err(format!("creating {}", root.display())))?;
+    let keep = [part.to_path_buf(), super::download::sidecar_path(part)];
+    let entries = fs::read_dir(root).map_err(io_err(format!("listing {}", root.display())))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if keep.contains(&p) && e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let gone = match e.file_type() {
+            Ok(t) if t.is_dir() => fs::remove_dir_all(&p),
+            _ => fs::remove_file(&p),
+        };
+        gone.map_err(io_err(format!("removing {}", p.display())))?;
+    }
+    Ok(())
 }
 
 /// The archive against the server's hash: its sha256 when given, else its sha1 (what

@@ -17,7 +17,9 @@
 //!   (`softwaremodules/{id}/artifacts/{file}` in hawkBit; the path is the server's to choose).
 //!
 //! Requests without `Authorization: TargetToken {token}` get `401`, artifacts included. A test can queue raw
-//! answers for the base resource (429, 503, a huge body) and swap any document.
+//! answers for the base resource (429, 503, a huge body) and swap any document, make the
+//! server slow (`pace`: artifacts a step at a time as the test allows; `before_answer`: every
+//! other answer), ignore `Range`, and count the artifact bytes it served (`served`).
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
@@ -65,7 +67,22 @@ pub struct State {
     pub confirm: Option<(String, Vec<u8>, Vec<u8>)>,
     /// Every confirmation feedback: (action id, document).
     pub confirm_feedback: Vec<(String, serde_json::Value)>,
+    /// Artifact answers are written `PACE_STEP` bytes at a time, each step only once this
+    /// says yes (given the byte of the file it starts at); a no closes the connection there.
+    pub pace: Option<Pacer>,
+    /// Called before every answer that is not an artifact (a slow server).
+    pub before_answer: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Artifact bytes written to connections (bodies only).
+    pub served: usize,
+    /// Artifacts are always answered whole (`200`), `Range` or not.
+    pub ignore_range: bool,
 }
+
+/// See [`State::pace`].
+pub type Pacer = Arc<dyn Fn(usize) -> bool + Send + Sync>;
+
+/// Bytes of one paced step.
+pub const PACE_STEP: usize = 256 * 1024;
 
 pub struct DdiServer {
     pub port: u16,
@@ -192,6 +209,12 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
             .unwrap_or(0)
     ];
     conn.read_exact(&mut body)?;
+    if !path.starts_with("/artifacts/") {
+        let slow = st.lock().unwrap().before_answer.clone();
+        if let Some(f) = slow {
+            f();
+        }
+    }
     let mut s = st.lock().unwrap();
     s.requests
         .push((method.clone(), path.clone(), headers.clone()));
@@ -208,7 +231,8 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
         };
         let from = h("range")
             .and_then(|r| r.strip_prefix("bytes=").map(str::to_string))
-            .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok());
+            .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok())
+            .filter(|_| !s.ignore_range);
         if let Some(r) = h("range") {
             s.ranges.push(r);
         }
@@ -230,15 +254,27 @@ fn serve(mut conn: TcpStream, port: u16, st: &Mutex<State>) -> std::io::Result<(
         };
         let mut extra = extra;
         extra.push(("ETag".into(), format!("\"{}\"", bytes.len())));
-        return match cut {
-            Some(n) => {
-                let head = head_text(status, &extra, part.len());
-                conn.write_all(head.as_bytes())?;
-                conn.write_all(&part[..n.min(part.len())])?;
-                Ok(())
-            }
-            None => reply(&mut conn, status, &extra, part),
+        let pace = st.lock().unwrap().pace.clone();
+        let head = head_text(status, &extra, part.len());
+        conn.write_all(head.as_bytes())?;
+        let end = cut.map_or(part.len(), |n| n.min(part.len()));
+        let start = bytes.len() - part.len();
+        let step = if pace.is_some() {
+            PACE_STEP
+        } else {
+            end.max(1)
         };
+        let mut at = 0;
+        while at < end {
+            if pace.as_ref().is_some_and(|p| !p(start + at)) {
+                return Ok(());
+            }
+            let n = step.min(end - at);
+            conn.write_all(&part[at..at + n])?;
+            st.lock().unwrap().served += n;
+            at += n;
+        }
+        return conn.flush();
     }
     if !authorized {
         return reply(&mut conn, 401, &[], b"{\"message\": \"unauthorized\"}");

@@ -438,7 +438,7 @@ fn a_cancel_is_accepted_before_activation_and_rejected_after() {
 
 /// An SWUpdate image of `files` (name, version, bytes) whose sw-description says `desc_body`
 /// for each (a lie when it differs), signed by `sign` when given.
-fn swu_image(
+pub(crate) fn swu_image(
     files: &[(&str, &str, &[u8])],
     desc_body: &[&[u8]],
     sign: Option<&dyn Fn(&Artifact) -> String>,

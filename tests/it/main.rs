@@ -64,3 +64,4 @@ mod update_bench;
 mod update_https;
 mod update_powercut;
 mod update_rollback;
+mod watchdog;

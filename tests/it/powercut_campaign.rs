@@ -107,7 +107,7 @@ fn procs_under(root: &Path) -> Vec<i32> {
 
 /// The power goes: SIGKILL to the child's process group, the child, and every process
 /// running a binary of the sandbox; returns once they are all gone.
-fn power_cut(child: Option<&mut Child>, root: &Path) {
+pub(crate) fn power_cut(child: Option<&mut Child>, root: &Path) {
     if let Some(c) = child {
         // Stopped first, so that it forks no more: a child it forked into a process group
         // of its own (`process::run`) and that has not exec'd yet runs the agent's image, not
