@@ -110,13 +110,19 @@ pub(crate) fn start_watchdog() -> Option<Duration> {
                 if alive {
                     if !fed {
                         crate::info!("agent", "the loop reports again: feeding systemd's watchdog");
+                        notify("STATUS=running");
                     }
                     notify("WATCHDOG=1");
-                } else if fed {
-                    crate::error!(
-                        "agent",
-                        "the loop has not reported within its deadline: no longer feeding systemd's watchdog"
-                    );
+                } else {
+                    if fed {
+                        crate::error!(
+                            "agent",
+                            "the loop has not reported within its deadline: no longer feeding systemd's watchdog"
+                        );
+                    }
+                    // Each tick without a report is told to systemd in place of the ping
+                    // (`systemctl status` shows it until systemd's own deadline).
+                    notify("STATUS=stalled: the loop has not reported within its deadline");
                 }
                 fed = alive;
             }

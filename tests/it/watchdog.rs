@@ -34,6 +34,10 @@ struct NotifySocket {
     path: PathBuf,
     pings: Arc<AtomicUsize>,
     ready: Arc<AtomicBool>,
+    /// The feeder's ticks without a ping (`STATUS=stalled...`), and the pings that came
+    /// while the last status said stalled: one sender, one socket, so in order.
+    stalled_ticks: Arc<AtomicUsize>,
+    pings_while_stalled: Arc<AtomicUsize>,
 }
 
 impl NotifySocket {
@@ -44,9 +48,13 @@ impl NotifySocket {
             .unwrap();
         let pings = Arc::new(AtomicUsize::new(0));
         let ready = Arc::new(AtomicBool::new(false));
+        let stalled_ticks = Arc::new(AtomicUsize::new(0));
+        let pings_while_stalled = Arc::new(AtomicUsize::new(0));
         let (p, r) = (Arc::downgrade(&pings), ready.clone());
+        let (st, ps) = (stalled_ticks.clone(), pings_while_stalled.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
+            let mut stalled = false;
             // Ends when the test drops its counter.
             while let Some(pings) = p.upgrade() {
                 let Ok(n) = sock.recv(&mut buf) else { continue };
@@ -54,14 +62,28 @@ impl NotifySocket {
                     match line {
                         "WATCHDOG=1" => {
                             pings.fetch_add(1, Ordering::SeqCst);
+                            if stalled {
+                                ps.fetch_add(1, Ordering::SeqCst);
+                            }
                         }
                         "READY=1" => r.store(true, Ordering::SeqCst),
+                        l if l.starts_with("STATUS=stalled") => {
+                            stalled = true;
+                            st.fetch_add(1, Ordering::SeqCst);
+                        }
+                        l if l.starts_with("STATUS=") => stalled = false,
                         _ => {}
                     }
                 }
             }
         });
-        NotifySocket { path, pings, ready }
+        NotifySocket {
+            path,
+            pings,
+            ready,
+            stalled_ticks,
+            pings_while_stalled,
+        }
     }
 }
 
@@ -231,15 +253,17 @@ fn a_hung_loop_stops_the_pings() {
     wait_for("the feeder to notice the hung loop", 60, || {
         sb.log().contains("no longer feeding")
     });
-    let at_stop = notify.pings.load(Ordering::SeqCst);
-    // Twice the watchdog interval with the loop held: systemd would have killed the agent.
-    // A broken feeder pings in this window on any machine; a slow one only pings less.
-    std::thread::sleep(2 * Duration::from_micros(WATCHDOG_USEC.parse().unwrap()));
+    // The window: eight of the feeder's ticks (twice the watchdog interval) with the loop
+    // held, each told to systemd as a stalled status in place of a ping.
+    wait_for("eight ticks of the feeder with the loop held", 120, || {
+        notify.stalled_ticks.load(Ordering::SeqCst) >= 8
+    });
     assert_eq!(
-        notify.pings.load(Ordering::SeqCst),
-        at_stop,
+        notify.pings_while_stalled.load(Ordering::SeqCst),
+        0,
         "WATCHDOG=1 while the loop was hung"
     );
+    let at_stop = notify.pings.load(Ordering::SeqCst);
     std::fs::remove_file(&hang).unwrap();
     wait_for("the feeder to see the loop again", 60, || {
         sb.log().contains("feeding systemd's watchdog") && sb.log().contains("reports again")
