@@ -561,8 +561,6 @@ pub(crate) struct Driver {
     /// service reports back.
     awaiting: Option<(String, String)>,
     pub provisioned_at: Option<Instant>,
-    /// Centrals forgotten (idle, disconnected) whose read values must go too.
-    gone: Vec<String>,
 }
 
 impl Driver {
@@ -571,7 +569,6 @@ impl Driver {
             centrals: Centrals::new(secret),
             awaiting: None,
             provisioned_at: None,
-            gone: Vec::new(),
         }
     }
 
@@ -601,12 +598,12 @@ impl Driver {
     /// `who` disconnected: its session (authorization, nonce, failures, half a frame) goes.
     pub(crate) fn forget(&mut self, who: &str) {
         self.centrals.forget(who);
-        self.gone.push(who.to_string());
     }
 
-    /// The centrals forgotten since the last call.
+    /// The centrals forgotten (pushed out, idle, disconnected) since the last call: their
+    /// read values must go too.
     pub(crate) fn take_gone(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.gone)
+        self.centrals.take_gone()
     }
 
     /// One event (`None`: time passes); returns the outputs for the GATT side, each with
@@ -648,7 +645,7 @@ impl Driver {
                 let out = self.centrals.joined(&who, online, now, "");
                 out.into_iter().map(|o| (who.clone(), o)).collect()
             }
-            None => self.centrals.tick(now, &mut self.gone),
+            None => self.centrals.tick(now),
         };
         let mut rest = Vec::new();
         for (who, o) in routed {

@@ -371,6 +371,9 @@ pub(crate) struct Busy;
 pub(crate) struct Centrals {
     secret: Vec<u8>,
     by_path: std::collections::HashMap<String, Central>,
+    /// Centrals forgotten (pushed out, idle, disconnected) since `take_gone`: the transport
+    /// drops what it keeps for them.
+    gone: Vec<String>,
 }
 
 impl Centrals {
@@ -378,6 +381,7 @@ impl Centrals {
         Centrals {
             secret: secret.to_vec(),
             by_path: std::collections::HashMap::new(),
+            gone: Vec::new(),
         }
     }
 
@@ -403,6 +407,7 @@ impl Centrals {
                     .map(|(p, _)| p.clone())
                     .ok_or(Busy)?;
                 self.by_path.remove(&victim);
+                self.gone.push(victim);
             }
             let c = Central {
                 session: Session::new(&self.secret),
@@ -423,10 +428,10 @@ impl Centrals {
     }
 
     /// Time passes: unused authorizations lapse (outputs per central), and centrals idle
-    /// for `IDLE_SECS` are forgotten (their paths listed in `gone`), except one whose
-    /// network is being tried.
-    pub(crate) fn tick(&mut self, now: u64, gone: &mut Vec<String>) -> Vec<(String, Output)> {
+    /// for `IDLE_SECS` are forgotten, except one whose network is being tried.
+    pub(crate) fn tick(&mut self, now: u64) -> Vec<(String, Output)> {
         let mut out = Vec::new();
+        let gone = &mut self.gone;
         self.by_path.retain(|who, c| {
             if c.session.state != State::Provisioning && now.saturating_sub(c.seen) >= IDLE_SECS {
                 gone.push(who.clone());
@@ -440,7 +445,14 @@ impl Centrals {
 
     /// The central disconnected: its session goes (a later connection starts afresh).
     pub(crate) fn forget(&mut self, who: &str) {
-        self.by_path.remove(who);
+        if self.by_path.remove(who).is_some() {
+            self.gone.push(who.to_string());
+        }
+    }
+
+    /// The centrals forgotten since the last call.
+    pub(crate) fn take_gone(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.gone)
     }
 
     /// The paths of the centrals tracked now.
@@ -483,7 +495,6 @@ pub fn fuzz_writes(data: &[u8]) -> usize {
         networks: vec![("n".into(), -50, true)],
     };
     let (mut joins, mut rest, mut now) = (0, data, 0u64);
-    let mut gone = Vec::new();
     while let Some((&n, tail)) = rest.split_first() {
         let who = ["/dev_a", "/dev_b", "/dev_c", "/dev_d"][usize::from(n >> 6)];
         let len = usize::from(n % 21).min(tail.len());
@@ -498,7 +509,8 @@ pub fn fuzz_writes(data: &[u8]) -> usize {
             .values()
             .all(|x| x.assembler.buf.len() <= MAX_FRAME));
         assert!(c.by_path.len() <= MAX_CENTRALS);
-        c.tick(now, &mut gone);
+        c.tick(now);
+        c.take_gone();
     }
     joins
 }
@@ -788,10 +800,12 @@ pub(crate) mod tests {
             assert!(c.paths().len() <= MAX_CENTRALS);
         }
         assert!(c.paths().contains(&"/owner".to_string()));
+        // Every central pushed out is listed for the transport (it drops their values).
+        let gone = c.take_gone();
+        assert_eq!(gone.len(), MAX_CENTRALS + 3, "{gone:?}");
         // Idle centrals are forgotten (the owner's authorization lapsed long before).
-        let mut gone = Vec::new();
-        c.tick(1000, &mut gone);
+        c.tick(1000);
         assert!(c.paths().is_empty(), "{:?}", c.paths());
-        assert!(gone.contains(&"/owner".to_string()));
+        assert!(c.take_gone().contains(&"/owner".to_string()));
     }
 }
