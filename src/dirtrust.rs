@@ -1,6 +1,7 @@
 //! Trust in the directories root runs binaries from and keeps secrets in (issue 40, finding
 //! 8): the state directory (`bin/`, `cache/`, svc-server's `home/`) and the credentials
-//! directory. A directory another user owns, or one they can write, or one below a directory
+//! directory, and the files root runs or reads from them (what `bin/svc-agent`,
+//! `bin/svc-agent.stable`, `bin/svc-server` lead to; the credentials file). A directory another user owns, or one they can write, or one below a directory
 //! they can write (they could rename it away and put theirs in its place), hands them root:
 //! systemd and the agent run `bin/svc-agent` and `bin/svc-server` from there as root.
 //!
@@ -103,11 +104,22 @@ pub(crate) fn secure(paths: &Paths, mode: Mode) -> Result<Vec<String>, Untrusted
             check_dir(dir, me, mode, &mut fixed)?;
         }
     }
+    // What root runs and reads from there, where each link leads (a dangling link is the
+    // seed's or the update engine's business, not a question of trust).
+    let files = ["svc-agent", "svc-agent.stable", "svc-server"]
+        .iter()
+        .map(|n| paths.bin_link(n))
+        .chain([paths.credentials()]);
+    for file in files {
+        if let Ok(real) = std::fs::canonicalize(&file) {
+            check_node(&real, me, mode, &mut fixed, false)?;
+        }
+    }
     Ok(fixed)
 }
 
-/// `secure` with `Repair`, as every command that runs or installs binaries there uses it
-/// (`run`, `check-dirs`, `install`, `seed`): what was fixed is logged as a warning, a
+/// `secure` with `Repair`, as every command that runs or installs binaries or keeps
+/// secrets there uses it (`run`, `check-dirs`, `install`, `seed`, `provision`): what was fixed is logged as a warning, a
 /// directory not trusted as an error; `false` then.
 pub(crate) fn trusted_or_logged(paths: &Paths, cmd: &str) -> bool {
     match secure(paths, Mode::Repair) {
@@ -143,17 +155,28 @@ fn make_0700(dir: &Path) -> std::io::Result<()> {
 /// `dir` itself (no group/other write; ours may be fixed) below trusted parents, both as
 /// written and as resolved.
 fn check_dir(dir: &Path, me: u32, mode: Mode, fixed: &mut Vec<String>) -> Result<(), Untrusted> {
+    check_node(dir, me, mode, fixed, true)
+}
+
+/// A directory (`dir`) or a file, by the same rule.
+fn check_node(
+    path: &Path,
+    me: u32,
+    mode: Mode,
+    fixed: &mut Vec<String>,
+    dir: bool,
+) -> Result<(), Untrusted> {
     let io = |p: &Path, e: std::io::Error| Untrusted::Io {
         path: p.to_path_buf(),
         error: e.to_string(),
     };
-    check_parents(dir, me)?;
-    let real = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
-    if real != dir {
+    check_parents(path, me)?;
+    let real = std::fs::canonicalize(path).map_err(|e| io(path, e))?;
+    if real != path {
         check_parents(&real, me)?;
     }
     let md = std::fs::metadata(&real).map_err(|e| io(&real, e))?;
-    if !md.is_dir() {
+    if dir && !md.is_dir() {
         return Err(Untrusted::NotDirectory { path: real });
     }
     let (uid, bits) = (md.uid(), md.mode() & 0o7777);
@@ -245,6 +268,35 @@ mod tests {
 
     fn mode_of(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_binary_or_credentials_file_another_user_owns_is_refused() {
+        if crate::sys::euid() != 0 {
+            return; // chown to another uid needs root; tests/it/state_dirs.rs needs it too
+        }
+        let root = scratch("files");
+        let paths = Paths::new(&root);
+        secure(&paths, Mode::Repair).unwrap();
+        std::fs::create_dir_all(paths.cache_dir()).unwrap();
+        std::fs::create_dir_all(paths.bin_dir()).unwrap();
+        let build = paths.cache_dir().join("svc-server-1.0.0");
+        std::fs::write(&build, "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("../cache/svc-server-1.0.0", paths.bin_link("svc-server"))
+            .unwrap();
+        assert_eq!(secure(&paths, Mode::Check), Ok(vec![]));
+        std::os::unix::fs::chown(&build, Some(12345), None).unwrap();
+        let e = secure(&paths, Mode::Repair).unwrap_err();
+        assert!(
+            matches!(&e, Untrusted::Owner { path, uid: 12345, .. } if *path == build),
+            "{e}"
+        );
+        std::os::unix::fs::chown(&build, Some(0), None).unwrap();
+        std::fs::write(paths.credentials(), "{}").unwrap();
+        std::os::unix::fs::chown(paths.credentials(), Some(12345), None).unwrap();
+        let e = secure(&paths, Mode::Check).unwrap_err();
+        assert!(e.to_string().contains("is owned by uid 12345"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -450,6 +450,10 @@ fn cmd_provision(rest: &[String]) -> Result<i32, UsageError> {
         return Ok(EXIT_OK);
     }
     let paths = crate::cli::device_paths(&a)?;
+    // The label secret and the DPP key are kept in the state directory.
+    if !crate::dirtrust::trusted_or_logged(&paths, "provision") {
+        return Ok(EXIT_INVALID);
+    }
     Ok(crate::provisioning::service::cmd_provision(
         paths,
         a.flag("until-online"),
