@@ -10,6 +10,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod credentials;
+pub(crate) mod dirtrust;
 pub mod encoding;
 pub mod fsutil;
 pub mod hawkbit;

@@ -232,6 +232,12 @@ pub(crate) fn ipv4_interface(addr: Ipv4Addr) -> std::io::Result<Option<(String, 
     Ok(found)
 }
 
+/// This process's effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid takes nothing, touches no memory of ours and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -408,6 +408,7 @@ mod tests {
             "RequiresMountsFor=/data/svc /data/etc",
             "Environment=SVC_STATE_DIR=/data/svc SVC_CREDENTIALS_DIR=/data/etc",
             "ExecStartPre=+mkdir -p -m 0700 /data/svc /data/etc",
+            "ExecStartPre=/usr/lib/svc-agent/svc-agent check-dirs",
             "ExecStartPre=-/usr/lib/svc-agent/svc-agent seed",
             "ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard",
             "ExecStart=/data/svc/bin/svc-agent run",
@@ -415,12 +416,14 @@ mod tests {
         ] {
             assert!(d.lines().any(|l| l == line), "{line:?} missing in:\n{d}");
         }
-        // The seed runs before the guard, the guard before the start.
+        // The directories are checked (a failure stops the start: no `-`) before anything
+        // runs from them; the seed runs before the guard, the guard before the start.
         let at = |s: &str| d.find(s).unwrap();
         let mkdir = at("ExecStartPre=+mkdir");
+        let check = at("ExecStartPre=/usr/lib/svc-agent/svc-agent check-dirs");
         let seed = at("ExecStartPre=-/usr/lib/svc-agent/svc-agent seed");
         let guard = at("ExecStartPre=-/data/svc/bin/svc-agent.stable boot-guard");
-        assert!(mkdir < seed && seed < guard && guard < at("ExecStart=/data"));
+        assert!(mkdir < check && check < seed && seed < guard && guard < at("ExecStart=/data"));
         let without = data_partition_dropin(&paths, None);
         assert!(!without.lines().any(|l| l.ends_with(" seed")), "{without}");
     }

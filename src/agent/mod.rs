@@ -969,6 +969,11 @@ pub(crate) fn run(paths: Paths) -> i32 {
         error!("agent", "{e}");
         return 1;
     }
+    // Nothing runs from, or is kept in, a state or credentials directory another user owns
+    // or can write (issue 40): checked before the lock, which makes the state directory.
+    if !crate::dirtrust::trusted_or_logged(&paths, "run") {
+        return 1;
+    }
     // The lock first (it makes the state directory when missing): only its holder may start
     // svc-server.
     let mut lock = match crate::systemd::InstanceLock::acquire(&paths) {

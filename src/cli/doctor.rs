@@ -60,6 +60,16 @@ pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
     if let Ok(c) = &creds {
         out.extend(app_checks(&c.app_address));
     }
+    out.push(
+        match crate::dirtrust::secure(paths, crate::dirtrust::Mode::Check) {
+            Ok(_) => check(
+                "dir-trust",
+                Verdict::Ok,
+                "the state and credentials directories are root's, writable by no one else",
+            ),
+            Err(e) => check("dir-trust", Verdict::Fail, e.to_string()),
+        },
+    );
     out.push(disk_check(&paths.state_dir()));
     out.extend(writable_checks(paths, &|p| {
         crate::sys::on_read_only_mount(p).unwrap_or(false)

@@ -45,6 +45,9 @@ commands:
   seed [--root DIR]                before each agent start on a read-only image (ExecStartPre,
                                    from the image's binary): make the image's agent current
                                    when the state directory has none or an older one
+  check-dirs [--root DIR]          before each agent start on a data partition (ExecStartPre,
+                                   from the image's binary): the state and credentials
+                                   directories are root's and writable by no one else
   help                             this text
 
 Run `svc-agent <command> --help` for a command's details.
@@ -85,6 +88,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "syscfg-apply" => Ok(syscfg::cmd_syscfg(rest)),
         "boot-guard" => cmd_boot_guard(rest),
         "seed" => cmd_seed(rest),
+        "check-dirs" => cmd_check_dirs(rest),
         "provision" => cmd_provision(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -409,6 +413,9 @@ fn cmd_install(rest: &[String]) -> Result<i32, UsageError> {
             return Ok(EXIT_INVALID);
         }
     };
+    if !crate::dirtrust::trusted_or_logged(&paths, "install") {
+        return Ok(EXIT_INVALID);
+    }
     if !paths.credentials().exists() {
         eprintln!(
             "svc-agent install: warning: no credentials at {}; the agent will run from its cache until they are placed",
@@ -443,6 +450,10 @@ fn cmd_provision(rest: &[String]) -> Result<i32, UsageError> {
         return Ok(EXIT_OK);
     }
     let paths = crate::cli::device_paths(&a)?;
+    // The label secret and the DPP key are kept in the state directory.
+    if !crate::dirtrust::trusted_or_logged(&paths, "provision") {
+        return Ok(EXIT_INVALID);
+    }
     Ok(crate::provisioning::service::cmd_provision(
         paths,
         a.flag("until-online"),
@@ -494,6 +505,9 @@ fn cmd_seed(rest: &[String]) -> Result<i32, UsageError> {
             return Ok(EXIT_INVALID);
         }
     };
+    if !crate::dirtrust::trusted_or_logged(&paths, "seed") {
+        return Ok(EXIT_INVALID);
+    }
     use crate::update::SeedOutcome::*;
     match crate::update::seed_from_image(&paths, &exe, env!("SVC_VERSION")) {
         Ok(Seeded { version }) => crate::info!(
@@ -524,6 +538,31 @@ fn cmd_seed(rest: &[String]) -> Result<i32, UsageError> {
         }
     }
     Ok(EXIT_OK)
+}
+
+const CHECK_DIRS_HELP: &str = "\
+usage: svc-agent check-dirs [--root DIR]
+  Run by systemd (ExecStartPre of the data-partition drop-in) from the binary the image
+  ships, before anything runs from the state directory. Makes the state and credentials
+  directories when missing (0700), takes group and other write off those root owns, and
+  fails, naming the path, its owner and its mode, when one (or bin/, cache/, home/ in the
+  state directory, or a parent of either) is owned by another user or writable by others.
+  Exit 0 when they can be trusted, 1 otherwise (the unit does not start).
+";
+
+fn cmd_check_dirs(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &["root"])?;
+    if help_requested(&a, CHECK_DIRS_HELP) {
+        return Ok(EXIT_OK);
+    }
+    let paths = crate::cli::device_paths(&a)?;
+    Ok(
+        if crate::dirtrust::trusted_or_logged(&paths, "check-dirs") {
+            EXIT_OK
+        } else {
+            EXIT_INVALID
+        },
+    )
 }
 
 fn cmd_uninstall(rest: &[String]) -> Result<i32, UsageError> {

@@ -4,12 +4,25 @@
 //! Improv service UUID and its service data (state, capabilities).
 //!
 //! The protocol and its authorization are `improv.rs` (pure). Here: one thread owns the
-//! `improv::Session`; D-Bus method calls (run on zbus's own thread) only hand the bytes a
-//! client wrote to it through a bounded channel, and read the characteristics' values. A
-//! network the session accepts goes into the one `pending` slot the portal and DPP use (the
-//! service then joins it and reports back with `Event::Joined`). Nothing written by a
-//! client is logged (it carries the pass key in clear).
-use super::improv::{self, Assembler, ErrorCode, Output, Session, State};
+//! `improv::Centrals` (a session per connected central); D-Bus method calls (run on zbus's
+//! own thread) only hand the bytes a client wrote, with the central's device path
+//! (`options["device"]`), to it through a bounded channel, and read the characteristics'
+//! values: each central reads its own session's State, Error and RPC Result. A network a
+//! session accepts goes into the one `pending` slot the portal and DPP use (the service then
+//! joins it and reports back with `Event::Joined`). Nothing written by a client is logged (it
+//! carries the pass key in clear).
+//!
+//! Notifications: an external GATT application has no way to notify one central only.
+//! bluetoothd turns a `PropertiesChanged` on `Value` into a notification to every central
+//! subscribed to that characteristic (BlueZ's `gatt-database.c` sends it to each device whose
+//! CCC is on; `AcquireNotify` is one socket for all of them too). So the value notified is
+//! the one of the central that asked, and every other subscriber sees it as well: its state
+//! code, its error code, its RPC result (device info, a nonce, scan results: the SSIDs the
+//! machine sees, the empty result of "provisioned"). None is a secret or a grant: a nonce is
+//! only good for the session it was issued to, and a notified state gives no central
+//! anything (each write is judged by its sender's own session). What a central reads (and
+//! what decides) is always its own.
+use super::improv::{self, Busy, Centrals, ErrorCode, Output, State};
 use super::portal::NetworkInput;
 use super::portal_http::Visible;
 use std::collections::HashMap;
@@ -45,8 +58,8 @@ const LINGER: Duration = Duration::from_secs(15);
 const CAPABILITIES: u8 = 0x00;
 
 pub(crate) enum Event {
-    /// Bytes a client wrote to RPC Command.
-    Write(Vec<u8>),
+    /// Bytes the central at BlueZ device path `from` wrote to RPC Command.
+    Write { from: String, bytes: Vec<u8> },
     /// The service tried `ssid` (from whichever source): `online` or not.
     Joined { ssid: String, online: bool },
 }
@@ -102,14 +115,40 @@ fn fdo(e: impl std::fmt::Display) -> zbus::fdo::Error {
     zbus::fdo::Error::Failed(e.to_string())
 }
 
+/// The central a GATT call comes from: the device path bluetoothd passes in `options`
+/// (every BlueZ since 5.46 does). Without one, the calls share the session of "".
+fn device_of(options: &HashMap<String, OwnedValue>) -> String {
+    match options.get("device").map(|v| &**v) {
+        Some(Value::ObjectPath(p)) => p.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The characteristics whose values are per central, in `Reads` order.
+const PER_CENTRAL: [&str; 3] = [
+    improv::CHAR_STATE,
+    improv::CHAR_ERROR,
+    improv::CHAR_RPC_RESULT,
+];
+
+/// What each tracked central reads from State, Error and RPC Result (`PER_CENTRAL` order):
+/// its own session's values. Entries go with their central (`Driver::take_gone`).
+type Reads = Arc<Mutex<HashMap<String, [Vec<u8>; 3]>>>;
+
 /// One Improv characteristic (`org.bluez.GattCharacteristic1`).
 struct Chr {
     uuid: &'static str,
     flags: Vec<String>,
+    /// What a central without a value of its own reads (the device's state, no error, no
+    /// result).
+    initial: Vec<u8>,
+    /// The last value notified (the `Value` property).
     value: Vec<u8>,
     notifying: bool,
     /// RPC Command only: where writes go.
     tx: Option<SyncSender<Event>>,
+    /// State, Error, RPC Result: the per-central values and this one's index in them.
+    reads: Option<(Reads, usize)>,
 }
 
 #[zbus::interface(name = "org.bluez.GattCharacteristic1")]
@@ -119,7 +158,13 @@ impl Chr {
             .get("offset")
             .and_then(|v| u16::try_from(v).ok())
             .map_or(0, usize::from);
-        match self.value.get(offset..) {
+        let who = device_of(&options);
+        let own = self.reads.as_ref().and_then(|(r, i)| {
+            let r = r.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            r.get(&who).map(|v| v[*i].clone())
+        });
+        let value = own.unwrap_or_else(|| self.initial.clone());
+        match value.get(offset..) {
             Some(v) => Ok(v.to_vec()),
             None => Err(zbus::fdo::Error::InvalidArgs("offset".into())),
         }
@@ -128,11 +173,14 @@ impl Chr {
     fn write_value(
         &mut self,
         value: Vec<u8>,
-        _options: HashMap<String, OwnedValue>,
+        options: HashMap<String, OwnedValue>,
     ) -> zbus::fdo::Result<()> {
         match &self.tx {
             Some(tx) => tx
-                .try_send(Event::Write(value))
+                .try_send(Event::Write {
+                    from: device_of(&options),
+                    bytes: value,
+                })
                 .map_err(|_| fdo("busy: too many writes waiting")),
             None => Err(zbus::fdo::Error::NotSupported("not writable".into())),
         }
@@ -221,6 +269,7 @@ impl Adv {
 struct Gatt {
     conn: Connection,
     adapter: OwnedObjectPath,
+    reads: Reads,
 }
 
 fn call<B>(conn: &Connection, path: &str, iface: &str, method: &str, body: &B) -> Result<(), String>
@@ -233,7 +282,7 @@ where
 }
 
 impl Gatt {
-    fn start(tx: SyncSender<Event>, state: State) -> Result<Gatt, String> {
+    fn start(tx: SyncSender<Event>, state: State, reads: &Reads) -> Result<Gatt, String> {
         let err = |e: zbus::Error| format!("system D-Bus: {e}");
         let mut b = zbus::blocking::connection::Builder::system()
             .map_err(err)?
@@ -254,9 +303,14 @@ impl Gatt {
             let c = Chr {
                 uuid,
                 flags: flags.iter().map(|f| f.to_string()).collect(),
+                initial: value.clone(),
                 value,
                 notifying: false,
                 tx: (uuid == improv::CHAR_RPC_COMMAND).then(|| tx.clone()),
+                reads: PER_CENTRAL
+                    .iter()
+                    .position(|u| *u == uuid)
+                    .map(|i| (Arc::clone(reads), i)),
             };
             b = b.serve_at(format!("{SERVICE}/{name}"), c).map_err(err)?;
         }
@@ -279,7 +333,11 @@ impl Gatt {
             "RegisterApplication",
             &(&app, &opts),
         )?;
-        let g = Gatt { conn, adapter };
+        let g = Gatt {
+            conn,
+            adapter,
+            reads: Arc::clone(reads),
+        };
         let adv = ObjectPath::from_static_str_unchecked(ADV);
         call(
             &g.conn,
@@ -291,12 +349,27 @@ impl Gatt {
         Ok(g)
     }
 
-    /// Sets a characteristic's value and notifies it (PropertiesChanged on `Value`, which
-    /// bluetoothd turns into a notification for subscribed clients).
-    fn set(&self, uuid: &str, value: Vec<u8>) {
+    /// Sets central `who`'s value of a characteristic and notifies it (PropertiesChanged on
+    /// `Value`, which bluetoothd turns into a notification for every subscribed central:
+    /// the module comment says what that shows the others).
+    fn set(&self, uuid: &str, who: &str, value: Vec<u8>) {
         let Some((name, _, _)) = CHARS.iter().find(|c| c.1 == uuid) else {
             return;
         };
+        if let Some(i) = PER_CENTRAL.iter().position(|u| *u == uuid) {
+            let mut r = self
+                .reads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let own = r.entry(who.to_string()).or_insert_with(|| {
+                [
+                    vec![State::AuthorizationRequired as u8],
+                    vec![ErrorCode::None as u8],
+                    Vec::new(),
+                ]
+            });
+            own[i].clone_from(&value);
+        }
         let path = format!("{SERVICE}/{name}");
         if let Ok(i) = self.conn.object_server().interface::<_, Chr>(path.as_str()) {
             i.get_mut().value.clone_from(&value);
@@ -311,11 +384,36 @@ impl Gatt {
         );
     }
 
-    fn set_state(&self, s: State) {
-        self.set(improv::CHAR_STATE, vec![s as u8]);
+    /// The device's state (not a central's): what a central without a session reads, and
+    /// the advertisement's.
+    fn set_device_state(&self, s: State) {
+        let path = format!("{SERVICE}/char1");
+        if let Ok(i) = self.conn.object_server().interface::<_, Chr>(path.as_str()) {
+            i.get_mut().initial = vec![s as u8];
+        }
         if let Ok(i) = self.conn.object_server().interface::<_, Adv>(ADV) {
             i.get_mut().state = s as u8;
         }
+    }
+
+    /// Whether the central at `who` is still connected (`org.bluez.Device1.Connected`); a
+    /// device bluetoothd no longer knows is not.
+    fn connected(&self, who: &str) -> bool {
+        let Ok(path) = ObjectPath::try_from(who) else {
+            return false;
+        };
+        self.conn
+            .call_method(
+                Some("org.bluez"),
+                &path,
+                Some("org.freedesktop.DBus.Properties"),
+                "Get",
+                &("org.bluez.Device1", "Connected"),
+            )
+            .ok()
+            .and_then(|m| m.body().deserialize::<OwnedValue>().ok())
+            .and_then(|v| bool::try_from(&*v).ok())
+            .unwrap_or(false)
     }
 }
 
@@ -455,49 +553,83 @@ fn device(visible: &Mutex<Vec<Visible>>) -> improv::Device {
     }
 }
 
-/// The session's state as the thread drives it: bytes in, outputs applied.
+/// The centrals' sessions as the thread drives them: bytes in, outputs (each for the
+/// central it answers) out.
 pub(crate) struct Driver {
-    session: Session,
-    assembler: Assembler,
-    /// The SSID handed to the service, until it reports back.
-    awaiting: Option<String>,
+    centrals: Centrals,
+    /// The central whose network was handed to the service, and its SSID, until the
+    /// service reports back.
+    awaiting: Option<(String, String)>,
     pub provisioned_at: Option<Instant>,
 }
 
 impl Driver {
     pub(crate) fn new(secret: &[u8]) -> Driver {
         Driver {
-            session: Session::new(secret),
-            assembler: Assembler::default(),
+            centrals: Centrals::new(secret),
             awaiting: None,
             provisioned_at: None,
         }
     }
 
+    /// The device's state (the advertisement's, and what a new central reads): provisioned
+    /// once a network from BLE worked, provisioning while one is tried, else authorization
+    /// required. A central's own authorization is never shown to others here.
     pub(crate) fn state(&self) -> State {
-        self.session.state()
+        if self.provisioned_at.is_some() {
+            State::Provisioned
+        } else if self.awaiting.is_some() {
+            State::Provisioning
+        } else {
+            State::AuthorizationRequired
+        }
     }
 
-    /// One event; returns the outputs for the GATT side (`Join` already handled: the network
-    /// is in `pending`, or refused when another is being tried).
+    #[cfg(test)]
+    pub(crate) fn state_of(&self, who: &str) -> State {
+        self.centrals.state_of(who)
+    }
+
+    /// The paths of the centrals with a session.
+    pub(crate) fn centrals(&self) -> Vec<String> {
+        self.centrals.paths()
+    }
+
+    /// `who` disconnected: its session (authorization, nonce, failures, half a frame) goes.
+    pub(crate) fn forget(&mut self, who: &str) {
+        self.centrals.forget(who);
+    }
+
+    /// The centrals forgotten (pushed out, idle, disconnected) since the last call: their
+    /// read values must go too.
+    pub(crate) fn take_gone(&mut self) -> Vec<String> {
+        self.centrals.take_gone()
+    }
+
+    /// One event (`None`: time passes); returns the outputs for the GATT side, each with
+    /// the central it answers (`Join` already handled: the network is in `pending`, or
+    /// refused when another is being tried).
     pub(crate) fn event(
         &mut self,
         ev: Option<Event>,
         now: u64,
         dev: &dyn Fn() -> improv::Device,
         pending: &Mutex<Option<NetworkInput>>,
-    ) -> Vec<Output> {
-        let out = match ev {
-            Some(Event::Write(bytes)) => match self.assembler.push(&bytes) {
-                Some(Ok(frame)) => self.session.handle(&frame, now, &dev(), nonce()),
-                Some(Err(e)) => vec![Output::Error(e)],
-                None => Vec::new(),
-            },
-            Some(Event::Joined { ssid, online }) => {
-                if self.awaiting.as_deref() != Some(ssid.as_str()) {
-                    return Vec::new();
+    ) -> Vec<(String, Output)> {
+        let routed: Vec<(String, Output)> = match ev {
+            Some(Event::Write { from, bytes }) => {
+                match self.centrals.write(&from, &bytes, now, dev, nonce()) {
+                    Ok(out) => out.into_iter().map(|o| (from.clone(), o)).collect(),
+                    Err(Busy) => {
+                        crate::debug!("provisioning", "BLE: a write refused: too many centrals");
+                        Vec::new()
+                    }
                 }
-                self.awaiting = None;
+            }
+            Some(Event::Joined { ssid, online }) => {
+                let Some((who, _)) = self.awaiting.take_if(|(_, awaited)| *awaited == ssid) else {
+                    return Vec::new();
+                };
                 crate::info!(
                     "provisioning",
                     "BLE: network {ssid:?} {}",
@@ -510,14 +642,15 @@ impl Driver {
                 if online {
                     self.provisioned_at = Some(Instant::now());
                 }
-                self.session.joined(online, now, "")
+                let out = self.centrals.joined(&who, online, now, "");
+                out.into_iter().map(|o| (who.clone(), o)).collect()
             }
-            None => self.session.tick(now),
+            None => self.centrals.tick(now),
         };
         let mut rest = Vec::new();
-        for o in out {
+        for (who, o) in routed {
             let Output::Join(net) = o else {
-                rest.push(o);
+                rest.push((who, o));
                 continue;
             };
             let mut p = pending
@@ -530,10 +663,11 @@ impl Driver {
                     "BLE: network {:?} refused: another network is being tried",
                     net.ssid
                 );
-                rest.extend(self.session.joined(false, now, ""));
+                let out = self.centrals.joined(&who, false, now, "");
+                rest.extend(out.into_iter().map(|o| (who.clone(), o)));
             } else {
                 crate::info!("provisioning", "BLE: network {:?} received", net.ssid);
-                self.awaiting = Some(net.ssid.clone());
+                self.awaiting = Some((who, net.ssid.clone()));
                 *p = Some(net);
             }
         }
@@ -541,12 +675,12 @@ impl Driver {
     }
 }
 
-fn apply(g: &Gatt, out: Vec<Output>) {
-    for o in out {
+fn apply(g: &Gatt, out: Vec<(String, Output)>) {
+    for (who, o) in out {
         match o {
-            Output::State(s) => g.set_state(s),
-            Output::Error(e) => g.set(improv::CHAR_ERROR, vec![e as u8]),
-            Output::Result(r) => g.set(improv::CHAR_RPC_RESULT, r),
+            Output::State(s) => g.set(improv::CHAR_STATE, &who, vec![s as u8]),
+            Output::Error(e) => g.set(improv::CHAR_ERROR, &who, vec![e as u8]),
+            Output::Result(r) => g.set(improv::CHAR_RPC_RESULT, &who, r),
             Output::Identify => crate::info!("provisioning", "BLE: identify requested"),
             Output::Join(_) => {}
         }
@@ -577,6 +711,8 @@ fn ble_loop(
     let mut next_try = Instant::now();
     let mut last_error = String::new();
     let dev = || device(&ctx.visible);
+    let reads: Reads = Arc::default();
+    let mut last_tick = Instant::now();
     loop {
         let lingering = d.provisioned_at.is_some_and(|t| t.elapsed() < LINGER);
         // Stopping waits out the linger (bounded), so that the client that just provisioned
@@ -587,7 +723,7 @@ fn ble_loop(
         let starting = want.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
         if starting && gatt.is_none() && Instant::now() >= next_try {
             next_try = Instant::now() + RETRY;
-            match Gatt::start(ctx.tx.clone(), d.state()) {
+            match Gatt::start(ctx.tx.clone(), d.state(), &reads) {
                 Ok(g) => {
                     crate::info!(
                         "provisioning",
@@ -622,9 +758,35 @@ fn ble_loop(
             }
         };
         let now = started.elapsed().as_secs();
-        let out = d.event(ev, now, &dev, &ctx.pending);
+        let before = d.state();
+        let mut out = d.event(ev, now, &dev, &ctx.pending);
+        // Time passes also under a stream of writes; a central that disconnected loses its
+        // session (a later connection from the same address starts afresh).
+        if last_tick.elapsed() >= POLL {
+            last_tick = Instant::now();
+            out.extend(d.event(None, now, &dev, &ctx.pending));
+            if let Some(g) = &gatt {
+                for who in d.centrals() {
+                    if !who.is_empty() && !g.connected(&who) {
+                        d.forget(&who);
+                    }
+                }
+            }
+        }
         if let Some(g) = &gatt {
             apply(g, out);
+            if d.state() != before {
+                g.set_device_state(d.state());
+            }
+        }
+        let gone = d.take_gone();
+        if !gone.is_empty() {
+            let mut r = reads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for who in &gone {
+                r.remove(who);
+            }
         }
     }
 }
@@ -644,11 +806,19 @@ mod tests {
 
     /// Writes `f` as a client does: 20 bytes per GATT write.
     fn write(d: &mut Driver, f: &[u8], pending: &Mutex<Option<NetworkInput>>) -> Vec<Output> {
-        let mut out = Vec::new();
-        for w in f.chunks(20) {
-            out.extend(d.event(Some(Event::Write(w.to_vec())), 1, &dev, pending));
-        }
-        out
+        write_from(d, PHONE, f, 1, pending)
+    }
+
+    const PHONE: &str = "/org/bluez/hci0/dev_CC_CC_CC_CC_CC_CC";
+
+    /// The outputs, which must all answer `PHONE`.
+    fn to_phone(out: Vec<(String, Output)>) -> Vec<Output> {
+        out.into_iter()
+            .map(|(who, o)| {
+                assert_eq!(who, PHONE);
+                o
+            })
+            .collect()
     }
 
     fn authorize(d: &mut Driver, secret: &[u8], pending: &Mutex<Option<NetworkInput>>) {
@@ -659,6 +829,118 @@ mod tests {
         let mac = hmac_sha256(secret, &r[3..19]);
         let out = write(d, &frame(CMD_AUTHORIZE, &mac), pending);
         assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+    }
+
+    /// Writes `f` as the central `who` (a BlueZ device path) does, 20 bytes per write.
+    fn write_from(
+        d: &mut Driver,
+        who: &str,
+        f: &[u8],
+        now: u64,
+        pending: &Mutex<Option<NetworkInput>>,
+    ) -> Vec<Output> {
+        let mut out = Vec::new();
+        for w in f.chunks(20) {
+            let ev = Event::Write {
+                from: who.to_string(),
+                bytes: w.to_vec(),
+            };
+            for (to, o) in d.event(Some(ev), now, &dev, pending) {
+                assert_eq!(to, who, "an answer to another central: {o:?}");
+                out.push(o);
+            }
+        }
+        out
+    }
+
+    /// Answers a challenge from `who` with `secret`; the outputs of the answer.
+    fn answer(
+        d: &mut Driver,
+        who: &str,
+        secret: &[u8],
+        now: u64,
+        pending: &Mutex<Option<NetworkInput>>,
+    ) -> Vec<Output> {
+        let out = write_from(d, who, &frame(CMD_AUTHORIZE, &[]), now, pending);
+        let Some(Output::Result(r)) = out.last() else {
+            return out;
+        };
+        let mac = hmac_sha256(secret, &r[3..19]);
+        write_from(d, who, &frame(CMD_AUTHORIZE, &mac), now, pending)
+    }
+
+    const OWNER: &str = "/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA";
+    const STRANGER: &str = "/org/bluez/hci0/dev_BB_BB_BB_BB_BB_BB";
+
+    /// Finding 6 of issue 40: the owner authorizes; a second phone in range must not ride
+    /// that authorization (no network from it, no renewal of the owner's), and must not get
+    /// the owner locked out with wrong answers of its own.
+    #[test]
+    fn a_second_central_never_rides_the_owners_authorization() {
+        let pending = Mutex::new(None);
+        let mut d = Driver::new(b"label-secret-1");
+        let out = answer(&mut d, OWNER, b"label-secret-1", 1, &pending);
+        assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+        // The stranger's Wi-Fi settings: refused, nothing pending.
+        let out = write_from(&mut d, STRANGER, &wifi(b"evil", b"password-9"), 2, &pending);
+        assert!(
+            out.contains(&Output::Error(ErrorCode::NotAuthorized)),
+            "the stranger's settings were not refused: {out:?}"
+        );
+        assert!(
+            pending.lock().unwrap().is_none(),
+            "the stranger's network is pending"
+        );
+        // The stranger's frames do not keep the owner's authorization alive.
+        for t in (10..=improv::AUTHORIZED_SECS + 5).step_by(10) {
+            write_from(
+                &mut d,
+                STRANGER,
+                &frame(improv::CMD_IDENTIFY, &[]),
+                t,
+                &pending,
+            );
+        }
+        let out = write_from(
+            &mut d,
+            OWNER,
+            &wifi(b"home", b"password-1"),
+            improv::AUTHORIZED_SECS + 6,
+            &pending,
+        );
+        assert!(
+            out.contains(&Output::Error(ErrorCode::NotAuthorized)),
+            "the owner's authorization was kept alive by the stranger: {out:?}"
+        );
+        // Half a frame from the stranger does not corrupt the owner's frames.
+        let t = improv::AUTHORIZED_SECS + 7;
+        write_from(
+            &mut d,
+            STRANGER,
+            &[improv::CMD_WIFI_SETTINGS, 40, 1, 2],
+            t,
+            &pending,
+        );
+        let out = answer(&mut d, OWNER, b"label-secret-1", t, &pending);
+        assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+        // The stranger's five wrong answers lock the stranger out, not the owner.
+        let t = t + 1;
+        for _ in 0..improv::MAX_FAILURES {
+            answer(&mut d, STRANGER, b"a-wrong-guess-00", t, &pending);
+        }
+        let out = answer(&mut d, STRANGER, b"label-secret-1", t, &pending);
+        assert!(
+            !out.contains(&Output::State(State::Authorized)),
+            "the stranger is locked out: {out:?}"
+        );
+        let out = answer(&mut d, OWNER, b"label-secret-1", t, &pending);
+        assert!(
+            !out.contains(&Output::Error(ErrorCode::NotAuthorized)),
+            "the owner was locked out by the stranger's wrong answers: {out:?}"
+        );
+        let out = write_from(&mut d, OWNER, &wifi(b"home", b"password-1"), t, &pending);
+        assert!(out.contains(&Output::State(State::Provisioning)), "{out:?}");
+        assert_eq!(pending.lock().unwrap().take().unwrap().ssid, "home");
     }
 
     #[test]
@@ -703,14 +985,14 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(pending.lock().unwrap().as_ref(), Some(&portal));
-        assert_eq!(d.state(), State::Authorized);
+        assert_eq!(d.state_of(PHONE), State::Authorized);
         // Free: taken, split over two writes.
         *pending.lock().unwrap() = None;
         let f = wifi(b"home network", b"a long pass key of many bytes");
         assert!(f.len() > 20);
         write(&mut d, &f, &pending);
         assert_eq!(pending.lock().unwrap().take().unwrap().ssid, "home network");
-        assert_eq!(d.state(), State::Provisioning);
+        assert_eq!(d.state_of(PHONE), State::Provisioning);
         // Another source's result is not this session's.
         let j = |ssid: &str, online| {
             Some(Event::Joined {
@@ -719,16 +1001,17 @@ mod tests {
             })
         };
         assert!(d.event(j("portal", true), 2, &dev, &pending).is_empty());
-        let out = d.event(j("home network", false), 3, &dev, &pending);
+        let out = to_phone(d.event(j("home network", false), 3, &dev, &pending));
         assert!(
             out.contains(&Output::Error(ErrorCode::UnableToConnect)),
             "{out:?}"
         );
         write(&mut d, &f, &pending);
         pending.lock().unwrap().take();
-        let out = d.event(j("home network", true), 4, &dev, &pending);
+        let out = to_phone(d.event(j("home network", true), 4, &dev, &pending));
         assert_eq!(out[0], Output::State(State::Provisioned));
         assert!(d.provisioned_at.is_some());
+        assert_eq!(d.state(), State::Provisioned, "the device's state");
     }
 
     /// The portal's bad-input scenario over BLE, through the transport's driver (split
@@ -758,7 +1041,7 @@ mod tests {
                 "{what}: {out:?}"
             );
             assert!(pending.lock().unwrap().is_none(), "{what}");
-            assert_eq!(d.state(), State::Authorized, "{what}");
+            assert_eq!(d.state_of(PHONE), State::Authorized, "{what}");
         }
         // Quotes and shell metacharacters are kept byte for byte.
         write(

@@ -13,6 +13,15 @@
 //! authorization lapses after `AUTHORIZED_SECS` without a command (the spec's advice). The
 //! label secret therefore never crosses the air; the Wi-Fi pass key does (Improv carries it in
 //! clear): docs/security.md.
+//!
+//! Authorization belongs to a connection, not to the device: `Centrals` keeps one `Session`
+//! and one `Assembler` per central (keyed by the BlueZ device path bluetoothd passes with
+//! every GATT call), so a second phone in range neither rides the owner's authorization nor
+//! renews it, and its wrong answers lock out only its own connection. There is no lockout
+//! shared by all centrals: before an answer is checked nobody can tell the owner from a
+//! stranger, so any shared lock is one a stranger can trip. Guessing across reconnects is
+//! bounded by the secret instead (128 random bits, 16 printable characters at least) and by
+//! the number of centrals tracked at once (`MAX_CENTRALS`).
 
 use super::portal::NetworkInput;
 use sha2::{Digest, Sha256};
@@ -36,6 +45,14 @@ pub(crate) const MAX_FAILURES: u32 = 5;
 pub(crate) const LOCKOUT_SECS: u64 = 300;
 /// The largest frame: command, length, 255 bytes of data, checksum.
 const MAX_FRAME: usize = 258;
+/// Centrals with a session at once; a newcomer beyond them takes the place of the least
+/// recently active unauthorized one that has been quiet for `EVICT_QUIET_SECS`, or is
+/// refused (a GATT error) when there is none.
+pub(crate) const MAX_CENTRALS: usize = 8;
+const EVICT_QUIET_SECS: u64 = 10;
+/// A central that wrote nothing for this long is forgotten (also when its disconnection
+/// went unnoticed); longer than an authorization lives.
+pub(crate) const IDLE_SECS: u64 = AUTHORIZED_SECS + 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -205,6 +222,7 @@ impl Session {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn state(&self) -> State {
         self.state
     }
@@ -233,6 +251,9 @@ impl Session {
             Ok(x) => x,
             Err(e) => return vec![Output::Error(e)],
         };
+        // An authorization that lapsed is gone before the frame is judged, whether or not
+        // a tick came first.
+        let lapsed = self.tick(now);
         let mut out = vec![Output::Error(ErrorCode::None)];
         if self.state == State::Authorized {
             self.authorized_at = now;
@@ -268,7 +289,7 @@ impl Session {
             },
             _ => out = vec![Output::Error(ErrorCode::UnknownRpc)],
         }
-        out
+        lapsed.into_iter().chain(out).collect()
     }
 
     fn authorize(&mut self, data: &[u8], now: u64, fresh: [u8; 16], out: &mut Vec<Output>) {
@@ -331,29 +352,165 @@ impl Session {
     }
 }
 
+/// A central's place in `Centrals`.
+struct Central {
+    session: Session,
+    assembler: Assembler,
+    /// When it last wrote.
+    seen: u64,
+}
+
+/// No room for another central (every tracked one is authorized or was active within
+/// `EVICT_QUIET_SECS`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Busy;
+
+/// Every connected central's own Improv session, frame assembler, nonce, authorization and
+/// failures, keyed by its BlueZ device path (see the module comment). At most
+/// `MAX_CENTRALS`.
+pub(crate) struct Centrals {
+    secret: Vec<u8>,
+    by_path: std::collections::HashMap<String, Central>,
+    /// Centrals forgotten (pushed out, idle, disconnected) since `take_gone`: the transport
+    /// drops what it keeps for them.
+    gone: Vec<String>,
+}
+
+impl Centrals {
+    pub(crate) fn new(secret: &[u8]) -> Centrals {
+        Centrals {
+            secret: secret.to_vec(),
+            by_path: std::collections::HashMap::new(),
+            gone: Vec::new(),
+        }
+    }
+
+    /// One GATT write from central `who`: its outputs, for that central only.
+    pub(crate) fn write(
+        &mut self,
+        who: &str,
+        bytes: &[u8],
+        now: u64,
+        dev: &dyn Fn() -> Device,
+        nonce: [u8; 16],
+    ) -> Result<Vec<Output>, Busy> {
+        if !self.by_path.contains_key(who) {
+            if self.by_path.len() >= MAX_CENTRALS {
+                let victim = self
+                    .by_path
+                    .iter()
+                    .filter(|(_, c)| {
+                        c.session.state == State::AuthorizationRequired
+                            && now.saturating_sub(c.seen) >= EVICT_QUIET_SECS
+                    })
+                    .min_by_key(|(_, c)| c.seen)
+                    .map(|(p, _)| p.clone())
+                    .ok_or(Busy)?;
+                self.by_path.remove(&victim);
+                self.gone.push(victim);
+            }
+            let c = Central {
+                session: Session::new(&self.secret),
+                assembler: Assembler::default(),
+                seen: now,
+            };
+            self.by_path.insert(who.to_string(), c);
+        }
+        let Some(c) = self.by_path.get_mut(who) else {
+            return Err(Busy);
+        };
+        c.seen = now;
+        Ok(match c.assembler.push(bytes) {
+            Some(Ok(frame)) => c.session.handle(&frame, now, &dev(), nonce),
+            Some(Err(e)) => vec![Output::Error(e)],
+            None => Vec::new(),
+        })
+    }
+
+    /// Time passes: unused authorizations lapse (outputs per central), and centrals idle
+    /// for `IDLE_SECS` are forgotten, except one whose network is being tried.
+    pub(crate) fn tick(&mut self, now: u64) -> Vec<(String, Output)> {
+        let mut out = Vec::new();
+        let gone = &mut self.gone;
+        self.by_path.retain(|who, c| {
+            if c.session.state != State::Provisioning && now.saturating_sub(c.seen) >= IDLE_SECS {
+                gone.push(who.clone());
+                return false;
+            }
+            out.extend(c.session.tick(now).into_iter().map(|o| (who.clone(), o)));
+            true
+        });
+        out
+    }
+
+    /// The central disconnected: its session goes (a later connection starts afresh).
+    pub(crate) fn forget(&mut self, who: &str) {
+        if self.by_path.remove(who).is_some() {
+            self.gone.push(who.to_string());
+        }
+    }
+
+    /// The centrals forgotten since the last call.
+    pub(crate) fn take_gone(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.gone)
+    }
+
+    /// The paths of the centrals tracked now.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        self.by_path.keys().cloned().collect()
+    }
+
+    /// `who`'s state (authorization required for a central without a session).
+    #[cfg(test)]
+    pub(crate) fn state_of(&self, who: &str) -> State {
+        self.by_path
+            .get(who)
+            .map_or(State::AuthorizationRequired, |c| c.session.state())
+    }
+
+    /// The network `who` sent was tried: see `Session::joined`.
+    pub(crate) fn joined(
+        &mut self,
+        who: &str,
+        online: bool,
+        now: u64,
+        redirect: &str,
+    ) -> Vec<Output> {
+        self.by_path
+            .get_mut(who)
+            .map(|c| c.session.joined(online, now, redirect))
+            .unwrap_or_default()
+    }
+}
+
 /// GATT writes as a fuzzer sends them (each chunk: one length byte, then that many bytes,
-/// at most 20) through the assembler and an unauthorized session. Returns how many networks
-/// the session would join (0 unless the label secret's HMAC was guessed: the fuzz target
-/// asserts it) and checks the assembler never holds more than one frame.
+/// at most 20; the length byte's top bits choose one of four centrals) through `Centrals`,
+/// none authorized. Returns how many networks would be joined (0 unless the label secret's
+/// HMAC was guessed: the fuzz target asserts it) and checks that no assembler holds more than
+/// one frame and no more than `MAX_CENTRALS` are tracked.
 pub fn fuzz_writes(data: &[u8]) -> usize {
-    let mut a = Assembler::default();
-    let mut s = Session::new(b"fuzz-label-secret");
-    let dev = Device {
+    let mut c = Centrals::new(b"fuzz-label-secret");
+    let dev = || Device {
         info: Default::default(),
         networks: vec![("n".into(), -50, true)],
     };
     let (mut joins, mut rest, mut now) = (0, data, 0u64);
     while let Some((&n, tail)) = rest.split_first() {
-        let n = usize::from(n % 21).min(tail.len());
-        let (w, tail) = tail.split_at(n);
+        let who = ["/dev_a", "/dev_b", "/dev_c", "/dev_d"][usize::from(n >> 6)];
+        let len = usize::from(n % 21).min(tail.len());
+        let (w, tail) = tail.split_at(len);
         rest = tail;
         now += 1;
-        if let Some(Ok(frame)) = a.push(w) {
-            let out = s.handle(&frame, now, &dev, [7; 16]);
+        if let Ok(out) = c.write(who, w, now, &dev, [7; 16]) {
             joins += out.iter().filter(|o| matches!(o, Output::Join(_))).count();
         }
-        assert!(a.buf.len() <= MAX_FRAME);
-        s.tick(now);
+        assert!(c
+            .by_path
+            .values()
+            .all(|x| x.assembler.buf.len() <= MAX_FRAME));
+        assert!(c.by_path.len() <= MAX_CENTRALS);
+        c.tick(now);
+        c.take_gone();
     }
     joins
 }
@@ -577,5 +734,78 @@ pub(crate) mod tests {
             );
             assert_eq!(s.state(), State::Authorized, "{what}");
         }
+    }
+
+    /// Answers a challenge from `who` with `secret` through `Centrals`.
+    fn answer(c: &mut Centrals, who: &str, secret: &[u8], now: u64) -> Vec<Output> {
+        let out = c
+            .write(who, &frame(CMD_AUTHORIZE, &[]), now, &dev, N)
+            .unwrap();
+        if !out.iter().any(|o| matches!(o, Output::Result(_))) {
+            return out;
+        }
+        let mac = hmac_sha256(secret, &N);
+        c.write(who, &frame(CMD_AUTHORIZE, &mac), now, &dev, N)
+            .unwrap()
+    }
+
+    #[test]
+    fn each_central_has_its_own_session_and_lockout() {
+        let mut c = Centrals::new(b"label-secret-1");
+        let out = answer(&mut c, "/owner", b"label-secret-1", 1);
+        assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+        let out = c.write("/stranger", &wifi(b"evil", b"password-9"), 2, &dev, N);
+        assert_eq!(out, Ok(vec![Output::Error(ErrorCode::NotAuthorized)]));
+        // The owner's nonce is not the stranger's: the stranger's session has none.
+        c.write("/owner", &frame(CMD_AUTHORIZE, &[]), 3, &dev, N)
+            .unwrap();
+        let mac = hmac_sha256(b"label-secret-1", &N);
+        let out = c.write("/stranger", &frame(CMD_AUTHORIZE, &mac), 3, &dev, N);
+        assert_eq!(out, Ok(vec![Output::Error(ErrorCode::NotAuthorized)]));
+        for _ in 0..MAX_FAILURES {
+            answer(&mut c, "/stranger", b"wrong-secret-000", 4);
+        }
+        let out = answer(&mut c, "/stranger", b"label-secret-1", 5);
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)], "locked");
+        assert_eq!(c.state_of("/owner"), State::Authorized);
+        let out = answer(&mut c, "/late-owner", b"label-secret-1", 5);
+        assert!(out.contains(&Output::State(State::Authorized)), "{out:?}");
+        // A disconnection ends the session.
+        c.forget("/owner");
+        assert_eq!(c.state_of("/owner"), State::AuthorizationRequired);
+    }
+
+    #[test]
+    fn centrals_are_bounded_and_an_authorized_one_is_never_pushed_out() {
+        let mut c = Centrals::new(b"label-secret-1");
+        answer(&mut c, "/owner", b"label-secret-1", 0);
+        let ping = frame(CMD_IDENTIFY, &[]);
+        for i in 1..MAX_CENTRALS {
+            c.write(&format!("/s{i}"), &ping, 0, &dev, N).unwrap();
+        }
+        // All active just now: a newcomer is refused, nobody is pushed out.
+        assert_eq!(c.write("/new", &ping, 1, &dev, N), Err(Busy));
+        // Quiet ones make room, the least recently active first; never the owner.
+        let t = EVICT_QUIET_SECS + 1;
+        c.write("/owner", &ping, t, &dev, N).unwrap();
+        for i in 0..MAX_CENTRALS + 3 {
+            c.write(
+                &format!("/new{i}"),
+                &ping,
+                t + EVICT_QUIET_SECS * i as u64,
+                &dev,
+                N,
+            )
+            .unwrap();
+            assert!(c.paths().len() <= MAX_CENTRALS);
+        }
+        assert!(c.paths().contains(&"/owner".to_string()));
+        // Every central pushed out is listed for the transport (it drops their values).
+        let gone = c.take_gone();
+        assert_eq!(gone.len(), MAX_CENTRALS + 3, "{gone:?}");
+        // Idle centrals are forgotten (the owner's authorization lapsed long before).
+        c.tick(1000);
+        assert!(c.paths().is_empty(), "{:?}", c.paths());
+        assert!(c.take_gone().contains(&"/owner".to_string()));
     }
 }

@@ -3,6 +3,8 @@
 //! Decisions are pure (`state::step`, `defaults::effective`); NetworkManager, the portal and the
 //! internet check are effects wired around them.
 pub(crate) mod ble;
+#[cfg(test)]
+mod ble_dbus_tests;
 pub(crate) mod check;
 pub(crate) mod conflicts;
 pub(crate) mod defaults;

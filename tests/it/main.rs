@@ -56,6 +56,7 @@ mod release_tool;
 mod server;
 mod server_app;
 mod shipped_files;
+mod state_dirs;
 mod state_files;
 mod supervisor;
 mod syscfg;
