@@ -7,7 +7,6 @@
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -42,8 +41,8 @@ usage: svc-release COMMAND [options]
                                --prune removes the artifacts no target names any more
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
-  match), --name svc-agent|svc-server and --version V (default: what `BINARY version --json`
-  says; required for a binary this machine cannot run).
+  match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
+  read from its bytes: a binary is never run; required for a binary without a stamp).
 ";
 
 /// Largest binary the tool reads (svc binaries are a few MiB).
@@ -348,7 +347,7 @@ struct Release {
 
 impl Release {
     /// Reads `path` and checks it is an executable ELF of the target (`--target`, or its own
-    /// architecture), names it (`--name`/`--version` or its own `version --json`).
+    /// architecture), names it (its release stamp, or `--name`/`--version`). Never runs it.
     fn read(path: &Path, o: &Opts) -> R<Release> {
         let shown = path.display();
         let meta = std::fs::metadata(path).map_err(|e| format!("binary {shown}: {e}"))?;
@@ -386,7 +385,7 @@ impl Release {
                 e => format!("binary {shown}: {e}"),
             }
         })?;
-        let (name, version) = identify(path, &target, o)?;
+        let (name, version) = identify(path, &bytes, &target, o)?;
         if !["svc-agent", "svc-server"].contains(&name.as_str()) {
             return Err(format!(
                 "binary {shown} is {name:?}; releases are of svc-agent or svc-server"
@@ -437,28 +436,30 @@ impl Release {
     }
 }
 
-/// Name and version: `--name`/`--version`, checked against `version --json` when this machine
-/// can run the binary; required when it cannot.
-fn identify(path: &Path, target: &str, o: &Opts) -> R<(String, String)> {
-    let runnable = target == std::env::consts::ARCH
-        && std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
-    if !runnable {
+/// Name and version from the binary's release stamp (the `.svc_release` section every svc
+/// build carries: what its `version --json` says), read from its bytes: this process holds
+/// the private key and never runs what it signs. `--name`/`--version`, when given, must agree
+/// with the stamp; they are required for a binary without one.
+fn identify(path: &Path, bytes: &[u8], target: &str, o: &Opts) -> R<(String, String)> {
+    let shown = path.display();
+    let stamp = verify::release_stamp(bytes).map_err(|e| format!("binary {shown}: {e}"))?;
+    let Some(info) = stamp else {
         return match (&o.name, &o.version) {
             (Some(n), Some(v)) => Ok((n.clone(), v.clone())),
             _ => Err(format!(
-                "binary {}: this machine cannot run it to ask its name and version; pass --name and --version",
-                path.display()
+                "binary {shown} carries no release stamp (the {} section of svc builds); pass --name and --version",
+                verify::STAMP_SECTION
             )),
         };
+    };
+    // The stamp's target triple begins with the architecture (`x86_64-unknown-linux-musl`).
+    let stamped_arch = info.target.split('-').next().unwrap_or_default();
+    if stamped_arch != target {
+        return Err(format!(
+            "binary {shown}: its release stamp says target {}, the ELF header and the target are {target} (devices would refuse it)",
+            info.target
+        ));
     }
-    // An absolute path, so that a bare file name is not looked up on PATH.
-    let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let info = verify::version_info(&abs, Duration::from_secs(10)).map_err(|e| {
-        format!(
-            "binary {}: {e}; is it svc-agent or svc-server? (--name and --version name a binary that cannot say)",
-            path.display()
-        )
-    })?;
     for (flag, given, own) in [
         ("--name", &o.name, &info.binary_name),
         ("--version", &o.version, &info.version),
@@ -466,8 +467,7 @@ fn identify(path: &Path, target: &str, o: &Opts) -> R<(String, String)> {
         if let Some(g) = given {
             if g != own {
                 return Err(format!(
-                    "binary {} says it is {own:?}; {flag} {g:?} disagrees (devices would refuse it)",
-                    path.display()
+                    "binary {shown} says it is {own:?}; {flag} {g:?} disagrees (devices would refuse it)"
                 ));
             }
         }

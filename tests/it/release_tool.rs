@@ -329,6 +329,15 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
     arm[18..20].copy_from_slice(&183u16.to_le_bytes()); // an aarch64 ELF
     let arm_bin = d.join("svc-server-aarch64");
     write_exec(&arm_bin, &arm);
+    // The same without its release stamp (the section renamed): it must be named.
+    let mut bare = arm.clone();
+    let at = bare
+        .windows(13)
+        .rposition(|w| w == b".svc_release\0")
+        .expect("svc-server has a release stamp");
+    bare[at + 1] = b'X';
+    let arm_bare = d.join("svc-server-aarch64-bare");
+    write_exec(&arm_bare, &bare);
     let x86_named = d.join("svc-server-x86");
     let mut x86 = arm.clone();
     x86[18..20].copy_from_slice(&62u16.to_le_bytes());
@@ -397,7 +406,11 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
         ),
         (
             vec!["publish", "--key", &k, &m, p(&arm_bin)],
-            "pass --name and --version",
+            "its release stamp says target x86_64",
+        ),
+        (
+            vec!["publish", "--key", &k, &m, p(&arm_bare)],
+            "carries no release stamp (the .svc_release section of svc builds); pass --name and --version",
         ),
         (
             vec!["publish", "--key", &k, "--version", "9.9.9", &m, p(&good)],
@@ -440,7 +453,7 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
         "--version",
         "1.0.0",
         p(&arm_mgmt),
-        p(&arm_bin),
+        p(&arm_bare),
     ]);
     assert!(ok(&["verify", "--pub", &pubkey, p(&arm_mgmt)]).contains("(aarch64)"));
     std::fs::remove_dir_all(&d).unwrap();
@@ -703,4 +716,78 @@ fn swu_images_hold_signed_binaries_and_a_validated_config() {
         "8",
     ]);
     assert!(e.contains("--target"), "{e}");
+}
+
+/// Issue 40, finding 9: the release tool holds the private key, so it must never run what
+/// it signs. A "build output" that writes a marker when run (it could as well copy
+/// `vendor.key`) goes through every command that reads a binary; none may run it.
+#[test]
+fn the_release_tool_never_runs_what_it_signs() {
+    let d = scratch("no-exec");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let marker = d.join("executed");
+    let bin = d.join("svc-server");
+    write_exec(&bin, &fake_binary("svc-server", "2.0.0", "ok", 0));
+    let mgmt = d.join("m");
+    ok(&["init", p(&mgmt)]);
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_svc-release"))
+            .args(args)
+            .env("SVC_FAKE_EXECUTED", &marker)
+            .output()
+            .unwrap();
+        assert!(
+            !marker.exists(),
+            "svc-release {args:?} ran the binary it signs"
+        );
+        assert!(
+            out.status.success(),
+            "svc-release {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let sig = run(&["sign", "--key", p(&key), p(&bin)]);
+    let pubkey = d.join("k.pub");
+    run(&[
+        "verify",
+        "--pub",
+        p(&pubkey),
+        "--signature",
+        sig.trim(),
+        p(&bin),
+    ]);
+    let targets = run(&["targets", "--key", p(&key), p(&bin)]);
+    assert!(targets.contains("\"2.0.0\""), "{targets}");
+    run(&["publish", "--key", p(&key), p(&mgmt), p(&bin)]);
+    run(&["verify", "--pub", p(&pubkey), p(&mgmt)]);
+    run(&[
+        "swu",
+        "--key",
+        p(&key),
+        "--out",
+        p(&d.join("s.swu")),
+        p(&bin),
+    ]);
+    // The real builds: what their stamps say is what `version --json` says (run here, by the
+    // test, not by the tool).
+    for exe in [
+        env!("CARGO_BIN_EXE_svc-agent"),
+        env!("CARGO_BIN_EXE_svc-server"),
+    ] {
+        let own: serde_json::Value = serde_json::from_slice(
+            &Command::new(exe)
+                .args(["version", "--json"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let name = own["binary_name"].as_str().unwrap();
+        let printed: serde_json::Value =
+            serde_json::from_str(&run(&["targets", "--key", p(&key), exe])).unwrap();
+        assert_eq!(printed[name]["version"], own["version"], "{exe}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
 }
