@@ -134,6 +134,15 @@ pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateE
     verify_signature(&keys, a, super::this_target())
 }
 
+/// Whether the device has a vendor key file: then every piece of authority from outside
+/// must be signed by it (an unreadable or malformed file counts: it refuses, never waives).
+pub(crate) fn vendor_key_present(paths: &Paths) -> bool {
+    !matches!(
+        std::fs::symlink_metadata(paths.signing_key()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    )
+}
+
 /// The largest vendor key file read: a few keys, not a stream.
 pub const MAX_KEY_FILE: u64 = 4096;
 /// At most this many keys in one key file (two during a rotation; some room to spare).

@@ -61,6 +61,7 @@ mod server;
 mod server_app;
 mod shipped_files;
 mod state_files;
+mod stick_authority;
 mod supervisor;
 mod syscfg;
 mod update_agent;

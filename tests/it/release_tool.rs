@@ -466,7 +466,7 @@ fn publish_writes_targets_by_content_and_prunes_on_request() {
     ok(&["keygen", p(&key)]);
     let mgmt = d.join("m");
     std::fs::create_dir_all(&mgmt).unwrap();
-    // An existing answer: its config and other members are kept.
+    // An existing answer: its other members are kept, its config signed.
     std::fs::write(
         mgmt.join("poll.json"),
         r#"{"poll_interval_secs": 7, "config": {"agent": {}}}"#,
@@ -482,7 +482,9 @@ fn publish_writes_targets_by_content_and_prunes_on_request() {
     let answer: serde_json::Value =
         serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
     assert_eq!(answer["poll_interval_secs"], 7);
-    assert_eq!(answer["config"], json!({"agent": {}}));
+    // The config is kept, signed: moved into `signed_config` (issue 40).
+    assert!(answer.get("config").is_none(), "{answer}");
+    assert!(answer["signed_config"]["signature"].is_string(), "{answer}");
     let s = &answer["targets"]["svc-server"];
     let sha1 = sha256_hex(&std::fs::read(&v1).unwrap());
     assert_eq!(s["version"], "1.0.0");
@@ -789,5 +791,103 @@ fn the_release_tool_never_runs_what_it_signs() {
             serde_json::from_str(&run(&["targets", "--key", p(&key), exe])).unwrap();
         assert_eq!(printed[name]["version"], own["version"], "{exe}");
     }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Issue 40, finding 7: `publish` signs the machine config it publishes (poll.json's own
+/// `config`, or `--config`) as `signed_config`, a file in `artifacts/` beside the binaries;
+/// `verify` checks it, and fails on a changed file or an unsigned config.
+#[test]
+fn publish_signs_the_config_and_verify_checks_it() {
+    let d = scratch("config");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let pubkey = d.join("k.pub");
+    let mgmt = d.join("m");
+    std::fs::create_dir_all(&mgmt).unwrap();
+    let cfg = json!({"agent": {"svc-server": {"pin_version": "1.0.0"}}});
+    std::fs::write(
+        mgmt.join("poll.json"),
+        json!({"poll_interval_secs": 7, "config": cfg}).to_string(),
+    )
+    .unwrap();
+    let bin = d.join("svc-server");
+    write_exec(&bin, &fake_binary("svc-server", "1.0.0", "ok", 0));
+    let out = ok(&["publish", "--key", p(&key), p(&mgmt), p(&bin)]);
+    assert!(out.contains("published the config"), "{out}");
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    assert!(answer.get("config").is_none(), "{answer}");
+    assert_eq!(answer["poll_interval_secs"], 7);
+    let sc = &answer["signed_config"];
+    let file = mgmt.join(sc["url"].as_str().unwrap());
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+        cfg
+    );
+    assert_eq!(sc["sha256"], sha256_hex(&bytes).as_str());
+    // The device's one signature check, under the name `config`.
+    let a = Artifact {
+        name: "config".into(),
+        version: sc["version"].as_str().unwrap().into(),
+        url: String::new(),
+        sha256: Some(sha256_hex(&bytes)),
+        size: Some(bytes.len() as u64),
+        signature: sc["signature"].as_str().map(str::to_string),
+        identity: None,
+    };
+    let keys = svc::update::verify::parse_public_keys(&std::fs::read(&pubkey).unwrap()).unwrap();
+    svc::update::verify::verify_signature(&keys, &a, std::env::consts::ARCH).unwrap();
+    let v = ok(&["verify", "--pub", p(&pubkey), p(&mgmt)]);
+    assert!(v.contains("ok: config"), "{v}");
+    // Publishing binaries again keeps the signed config, and --prune keeps its file.
+    ok(&["publish", "--key", p(&key), "--prune", p(&mgmt), p(&bin)]);
+    assert!(file.exists());
+    // A config given as a file, with a version; an invalid one changes nothing.
+    let given = d.join("machine.json");
+    std::fs::write(
+        &given,
+        r#"{"agent": {"svc-server": {"disable_subsystem": "yes"}}}"#,
+    )
+    .unwrap();
+    let before = snapshot(&mgmt);
+    let e = fails(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--config",
+        p(&given),
+        p(&mgmt),
+        p(&bin),
+    ]);
+    assert!(e.contains("is not valid"), "{e}");
+    assert_eq!(snapshot(&mgmt), before);
+    std::fs::write(&given, r#"{"agent": {}}"#).unwrap();
+    ok(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--config",
+        p(&given),
+        "--config-version",
+        "2026.11",
+        "--target",
+        std::env::consts::ARCH,
+        p(&mgmt),
+    ]);
+    assert!(ok(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("ok: config 2026.11"));
+    // A changed config file, and an unsigned config beside the signed one: verify fails.
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    let file = mgmt.join(answer["signed_config"]["url"].as_str().unwrap());
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, br#"{"agent": {"svc-agent": {}}}"#).unwrap();
+    assert!(fails(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("/signed_config"));
+    std::fs::write(&file, &good).unwrap();
+    let mut with_inline = answer.clone();
+    with_inline["config"] = json!({"agent": {}});
+    std::fs::write(mgmt.join("poll.json"), with_inline.to_string()).unwrap();
+    assert!(fails(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("config is not signed"));
     std::fs::remove_dir_all(&d).unwrap();
 }
