@@ -109,28 +109,57 @@ fn check_content(a: &Artifact, bytes: &[u8]) -> Result<(), Diagnostic> {
 }
 
 /// A signed config may not run a program that lives in the directory: the vendor signed
-/// the config, not the program's bytes, which anyone holding the stick can change.
+/// the config, not the program's bytes, which anyone holding the stick can change. A local
+/// module's `executable_path`, and every path in its `env` values (`PATH`-like lists split
+/// at `:`; `LD_PRELOAD`, `PYTHONPATH` load code too), must lie outside it, links resolved.
 fn no_code_from(dir: &Path, config: &Value) -> Result<(), Diagnostic> {
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let dir_real = real(dir);
+    let inside = |p: &str| {
+        let p = Path::new(p);
+        p.is_absolute() && (p.starts_with(dir) || real(p).starts_with(&dir_real))
+    };
     let modules = config.get("modules").and_then(Value::as_array);
     for (i, m) in modules.into_iter().flatten().enumerate() {
-        let Some(exe) = m.get("executable_path").and_then(Value::as_str) else {
-            continue;
-        };
-        let exe = PathBuf::from(exe);
-        if exe.starts_with(dir) || real(&exe).starts_with(&dir_real) {
+        let mut named: Vec<(String, &str)> = Vec::new();
+        if let Some(exe) = m.get("executable_path").and_then(Value::as_str) {
+            named.push((format!("/modules/{i}/executable_path"), exe));
+        }
+        let env = m.get("env").and_then(Value::as_object);
+        for (k, v) in env.into_iter().flatten() {
+            for piece in v.as_str().unwrap_or_default().split(':') {
+                named.push((format!("/modules/{i}/env/{k}"), piece));
+            }
+        }
+        if let Some((at, p)) = named.into_iter().find(|(_, p)| inside(p)) {
             return Err(refused(
-                &format!("/modules/{i}/executable_path"),
+                &at,
                 format!(
-                    "{} is in the management directory {}; on a device with a vendor key no program runs from it (only signed svc-agent and svc-server releases do)",
-                    exe.display(),
+                    "{p} is in the management directory {}; on a device with a vendor key no program runs from it (only signed svc-agent and svc-server releases do)",
                     dir.display()
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// `p` with every link of its longest existing ancestor resolved (a path need not exist
+/// yet to be refused: the stick may hold it by the time svc-server looks).
+fn real(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        if let Ok(base) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(base, |acc, c| acc.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -255,6 +284,25 @@ mod tests {
              "executable_path": link.join("bin/m").display().to_string()}]}))
         .unwrap();
         assert!(accept(&paths, &dir, signed(sign(&carrying, "9"), &carrying)).is_err());
+        // A library preloaded from the stick, a PATH entry on it (not there yet).
+        let preload = serde_json::to_vec(&json!({"modules": [
+            {"type": "local", "name": "m", "module_id": "a:m", "executable_path": "/bin/true",
+             "env": {"LD_PRELOAD": link.join("evil.so").display().to_string()}}]}))
+        .unwrap();
+        let e = accept(&paths, &dir, signed(sign(&preload, "9"), &preload)).unwrap_err();
+        assert_eq!(e.path, "/modules/0/env/LD_PRELOAD");
+        let path_entry = serde_json::to_vec(&json!({"modules": [
+            {"type": "local", "name": "m", "module_id": "a:m", "executable_path": "/bin/true",
+             "env": {"PATH": format!("/usr/bin:{}", dir.join("new/bin").display())}}]}))
+        .unwrap();
+        let e = accept(&paths, &dir, signed(sign(&path_entry, "9"), &path_entry)).unwrap_err();
+        assert_eq!(e.path, "/modules/0/env/PATH");
+        // A module elsewhere, with an ordinary environment: taken.
+        let fine = serde_json::to_vec(&json!({"modules": [
+            {"type": "local", "name": "m", "module_id": "a:m", "executable_path": "/bin/true",
+             "env": {"PATH": "/usr/bin:/bin", "MODE": "x"}}]}))
+        .unwrap();
+        assert!(accept(&paths, &dir, signed(sign(&fine, "9"), &fine)).is_ok());
         // A malformed key file refuses too (it never waives the rule).
         std::fs::write(paths.signing_key(), "not a key\n").unwrap();
         assert!(accept(&paths, &dir, signed(sign(bytes, "7"), bytes)).is_err());
