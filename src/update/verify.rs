@@ -485,7 +485,7 @@ pub fn version_check(
 }
 
 /// What `<file> version --json` says (bounded by `timeout`).
-pub fn version_info(file: &Path, timeout: Duration) -> Result<VersionInfo, UpdateError> {
+pub(crate) fn version_info(file: &Path, timeout: Duration) -> Result<VersionInfo, UpdateError> {
     let vc = |m: String| UpdateError::VersionCheck(m);
     let mut cmd = Command::new(file);
     cmd.args(["version", "--json"]);
