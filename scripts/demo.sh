@@ -6,7 +6,9 @@
 #
 # Try, in another terminal, while it runs:
 #   cat target/demo/root/opt/svc/status.json          # what the agent reports
-#   edit target/demo/app/poll.json                     # change the config: applied live
+#   edit a config and sign it into the directory:      # applied live (the sandbox has a
+#     target/debug/svc-release publish --key target/demo/vendor.key --config FILE \
+#       --target "$(uname -m)" target/demo/app         # vendor key: unsigned configs are refused)
 #   tail -f target/demo/app/logs.jsonl                 # the logs the agent ships
 #
 # `scripts/demo.sh --check` runs the same demo unattended for a while, checks that the
@@ -65,6 +67,7 @@ cat > "$app/poll.json" <<JSON
 }
 JSON
 # A device image without svc-server: the agent installs the signed release from the app.
+# publish signs the config above too (a device with a vendor key refuses an unsigned one).
 "$bin/svc-release" publish --key "$demo/vendor.key" "$app" "$bin/svc-server"
 
 echo "demo: sandbox at $root; management directory at $app"

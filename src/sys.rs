@@ -238,6 +238,56 @@ pub(crate) fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+// ---- the release stamp (issue 40) ----
+
+/// Declares a binary's release stamp, placed in `update::verify::STAMP_SECTION`: `release_stamp!(STAMP,
+/// "svc-agent")`. The binary must use the static (e.g. `std::hint::black_box(&STAMP)`), so
+/// that no linker drops it. Its version and target are the build's, the same `env!` values
+/// `version --json` prints.
+#[macro_export]
+macro_rules! release_stamp {
+    ($static:ident, $name:literal) => {
+        // `link_section` counts as unsafe code: two items placed in one section under
+        // clashing assumptions could misbehave. Here the section holds one plain byte array
+        // that nothing writes and nothing but the release tool reads (from the file).
+        #[allow(unsafe_code)]
+        #[used]
+        #[link_section = ".svc_release"]
+        static $static: [u8; {
+            concat!(
+                "svc-release-stamp/1 binary_name=",
+                $name,
+                " version=",
+                env!("SVC_VERSION"),
+                " target=",
+                env!("SVC_TARGET"),
+                "\n"
+            )
+            .len()
+        }] = $crate::sys::stamp_array(concat!(
+            "svc-release-stamp/1 binary_name=",
+            $name,
+            " version=",
+            env!("SVC_VERSION"),
+            " target=",
+            env!("SVC_TARGET"),
+            "\n"
+        ));
+    };
+}
+
+/// `s` as a fixed-size array (for [`crate::release_stamp!`]).
+pub const fn stamp_array<const N: usize>(s: &str) -> [u8; N] {
+    let b = s.as_bytes();
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N && i < b.len() {
+        out[i] = b[i];
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

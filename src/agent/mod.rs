@@ -6,6 +6,7 @@
 //! `policy`; effects sit in the modules this one calls.
 pub(crate) mod cache;
 pub(crate) mod logs;
+mod medium;
 pub(crate) mod policy;
 pub(crate) mod provisioning;
 #[cfg(test)]
@@ -712,7 +713,11 @@ impl Agent {
     }
 
     fn apply_answer(&mut self, answer: protocol::PollAnswer, etag: Option<String>) {
-        if let Some(raw) = answer.config {
+        let config = match answer.medium_config {
+            Some(offered) => self.config_from_medium(offered),
+            None => answer.config,
+        };
+        if let Some(raw) = config {
             self.apply_config(raw);
         }
         self.cached.etag = etag;
@@ -742,6 +747,29 @@ impl Agent {
             .retain(|id| live.contains(&id.as_str()));
         if let Err(e) = cache::save_answer(&self.paths, &self.cached) {
             warn!("agent", "cannot save the answer cache: {e}");
+        }
+    }
+
+    /// The config a management directory offers, when this device may take it
+    /// (`medium::accept`); a refusal is reported like a rejected config and the last good
+    /// one stays.
+    fn config_from_medium(&mut self, offered: protocol::MediumConfig) -> Option<Value> {
+        let dir = self
+            .credentials
+            .as_ref()
+            .and_then(|c| c.app_address.strip_prefix("file://"))
+            .unwrap_or_default()
+            .to_string();
+        match medium::accept(&self.paths, std::path::Path::new(&dir), offered) {
+            Ok(config) => config,
+            Err(refusal) => {
+                error!(
+                    "config",
+                    "config refused, keeping the last good one: {refusal}"
+                );
+                self.config_errors = vec![refusal];
+                None
+            }
         }
     }
 

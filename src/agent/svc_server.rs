@@ -37,11 +37,25 @@ impl ServerManager {
     /// The module registry of the management app at `app_address` (`<app>/registry`,
     /// docs/registry.md); an `SVC_REGISTRY` in the agent's own environment (a systemd
     /// drop-in of the OEM) wins.
+    /// On a device with a vendor key a `file://` directory (a USB stick) offers no registry:
+    /// its index and the sha256s in it would come from the same unsigned medium (issue 40;
+    /// docs/releases.md, *What a stick can change*).
     pub(crate) fn with_app(mut self, app_address: Option<&str>) -> ServerManager {
+        let keyed = crate::update::verify::vendor_key_present(&self.paths);
         self.registry = std::env::var("SVC_REGISTRY")
             .ok()
             .filter(|r| !r.is_empty())
-            .or_else(|| app_address.map(registry_of));
+            .or_else(|| {
+                let app = app_address?;
+                if keyed && app.starts_with("file://") {
+                    crate::info!(
+                        "svc-server",
+                        "no module registry from {app}: this device has a vendor key and a directory's registry modules are not signed"
+                    );
+                    return None;
+                }
+                Some(registry_of(app))
+            });
         self
     }
 

@@ -15,10 +15,15 @@
 #[cfg(not(test))]
 use std::ffi::{c_char, c_int};
 
+// What `version --json` says, readable without running this file (`svc-release`).
+svc::release_stamp!(STAMP, "svc-agent");
+
 #[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     svc::sys::process_start();
+    // Keeps the release stamp in the file whatever the linker collects.
+    std::hint::black_box(&STAMP);
     // SAFETY: the C runtime calls `main` with the argument vector exec passed: `argc`
     // pointers to NUL-terminated strings that live as long as the process.
     let args = unsafe { svc::sys::c_args(argc, argv) };

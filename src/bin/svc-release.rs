@@ -7,7 +7,6 @@
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -36,14 +35,17 @@ usage: svc-release COMMAND [options]
                                holding BINARY... and/or the machine config, each with its sha256
                                and signature in sw-description (docs/hawkbit.md); FILE defaults
                                to <name>-<version>-<arch>.swu; a config alone needs --target
-  publish --key KEY [--prune] DIR BINARY...
+  publish --key KEY [--prune] [--config CONFIG.json [--config-version V]] DIR [BINARY...]
                                copy BINARY... into DIR/artifacts/<sha256>, write their targets
                                (version, sha256, size, signature) into DIR/poll.json atomically;
-                               --prune removes the artifacts no target names any more
+                               the machine config (--config, else poll.json's own `config`) is
+                               validated, signed and published the same way as `signed_config`
+                               (devices with a vendor key take no other); --prune removes the
+                               artifacts nothing names any more
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
-  match), --name svc-agent|svc-server and --version V (default: what `BINARY version --json`
-  says; required for a binary this machine cannot run).
+  match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
+  read from its bytes: a binary is never run; required for a binary without a stamp).
 ";
 
 /// Largest binary the tool reads (svc binaries are a few MiB).
@@ -206,9 +208,9 @@ fn run(args: &[String]) -> Result<(), Failure> {
             init(Path::new(&o.positional[0]))?;
         }
         "publish" => {
-            if o.positional.len() < 2 {
+            if o.positional.is_empty() {
                 return Err(Failure::Usage(
-                    "publish needs DIR and one BINARY or more".into(),
+                    "publish needs DIR, and one BINARY or more or a config".into(),
                 ));
             }
             let kp = load_private_key(&key_opt()?)?;
@@ -348,7 +350,7 @@ struct Release {
 
 impl Release {
     /// Reads `path` and checks it is an executable ELF of the target (`--target`, or its own
-    /// architecture), names it (`--name`/`--version` or its own `version --json`).
+    /// architecture), names it (its release stamp, or `--name`/`--version`). Never runs it.
     fn read(path: &Path, o: &Opts) -> R<Release> {
         let shown = path.display();
         let meta = std::fs::metadata(path).map_err(|e| format!("binary {shown}: {e}"))?;
@@ -386,7 +388,7 @@ impl Release {
                 e => format!("binary {shown}: {e}"),
             }
         })?;
-        let (name, version) = identify(path, &target, o)?;
+        let (name, version) = identify(path, &bytes, &target, o)?;
         if !["svc-agent", "svc-server"].contains(&name.as_str()) {
             return Err(format!(
                 "binary {shown} is {name:?}; releases are of svc-agent or svc-server"
@@ -437,28 +439,30 @@ impl Release {
     }
 }
 
-/// Name and version: `--name`/`--version`, checked against `version --json` when this machine
-/// can run the binary; required when it cannot.
-fn identify(path: &Path, target: &str, o: &Opts) -> R<(String, String)> {
-    let runnable = target == std::env::consts::ARCH
-        && std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
-    if !runnable {
+/// Name and version from the binary's release stamp (the `.svc_release` section every svc
+/// build carries: what its `version --json` says), read from its bytes: this process holds
+/// the private key and never runs what it signs. `--name`/`--version`, when given, must agree
+/// with the stamp; they are required for a binary without one.
+fn identify(path: &Path, bytes: &[u8], target: &str, o: &Opts) -> R<(String, String)> {
+    let shown = path.display();
+    let stamp = verify::release_stamp(bytes).map_err(|e| format!("binary {shown}: {e}"))?;
+    let Some(info) = stamp else {
         return match (&o.name, &o.version) {
             (Some(n), Some(v)) => Ok((n.clone(), v.clone())),
             _ => Err(format!(
-                "binary {}: this machine cannot run it to ask its name and version; pass --name and --version",
-                path.display()
+                "binary {shown} carries no release stamp (the {} section of svc builds); pass --name and --version",
+                verify::STAMP_SECTION
             )),
         };
+    };
+    // The stamp's target triple begins with the architecture (`x86_64-unknown-linux-musl`).
+    let stamped_arch = info.target.split('-').next().unwrap_or_default();
+    if stamped_arch != target {
+        return Err(format!(
+            "binary {shown}: its release stamp says target {}, the ELF header and the target are {target} (devices would refuse it)",
+            info.target
+        ));
     }
-    // An absolute path, so that a bare file name is not looked up on PATH.
-    let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let info = verify::version_info(&abs, Duration::from_secs(10)).map_err(|e| {
-        format!(
-            "binary {}: {e}; is it svc-agent or svc-server? (--name and --version name a binary that cannot say)",
-            path.display()
-        )
-    })?;
     for (flag, given, own) in [
         ("--name", &o.name, &info.binary_name),
         ("--version", &o.version, &info.version),
@@ -466,8 +470,7 @@ fn identify(path: &Path, target: &str, o: &Opts) -> R<(String, String)> {
         if let Some(g) = given {
             if g != own {
                 return Err(format!(
-                    "binary {} says it is {own:?}; {flag} {g:?} disagrees (devices would refuse it)",
-                    path.display()
+                    "binary {shown} says it is {own:?}; {flag} {g:?} disagrees (devices would refuse it)"
                 ));
             }
         }
@@ -543,18 +546,42 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
     // Every check first: bad input changes nothing.
     let mut answer = load_answer(dir)?;
     let rels = read_releases(&o.positional[1..], o, kp)?;
+    let config = publishable_config(o, &mut answer, rels.first().map(|r| r.target.as_str()), kp)?;
+    if rels.is_empty() && config.is_none() {
+        return Err(format!(
+            "nothing to publish: no BINARY, no --config and no config in {}",
+            dir.join("poll.json").display()
+        ));
+    }
     let artifacts = dir.join("artifacts");
     std::fs::create_dir_all(&artifacts)
         .map_err(|e| format!("cannot create {}: {e}", artifacts.display()))?;
     // Artifacts first, then the answer that names them: a device never sees a target
     // whose file is not complete.
-    for r in &rels {
-        let dest = artifacts.join(r.sha256());
-        let present = std::fs::read(&dest).is_ok_and(|b| b == r.bytes);
+    let files = rels.iter().map(|r| (r.sha256(), r.bytes.as_slice())).chain(
+        config
+            .iter()
+            .map(|(a, bytes)| (a.sha256.as_deref().unwrap_or(""), bytes.as_slice())),
+    );
+    for (sha256, bytes) in files {
+        let dest = artifacts.join(sha256);
+        let present = std::fs::read(&dest).is_ok_and(|b| b == bytes);
         if !present {
-            svc::fsutil::atomic_write(&dest, &r.bytes, 0o644)
+            svc::fsutil::atomic_write(&dest, bytes, 0o644)
                 .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
         }
+    }
+    if let Some((a, _)) = &config {
+        answer.insert(
+            "signed_config".into(),
+            json!({
+                "version": a.version,
+                "url": format!("artifacts/{}", a.sha256.as_deref().unwrap_or("")),
+                "sha256": a.sha256,
+                "size": a.size,
+                "signature": a.signature,
+            }),
+        );
     }
     let targets = answer
         .entry("targets")
@@ -579,10 +606,84 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
             r.sha256()
         );
     }
+    if let Some((a, _)) = &config {
+        println!(
+            "published the config {} as artifacts/{}, signed (signed_config)",
+            a.version,
+            a.sha256.as_deref().unwrap_or("")
+        );
+    }
     if o.prune {
         prune(dir, &answer)?;
     }
     Ok(())
+}
+
+/// The machine config `publish` signs: `--config FILE`, else the answer's own `config`
+/// member (taken out of it: a device with a vendor key refuses an unsigned config), validated
+/// as the agent validates one and signed for `target` (the binaries', else `--target`) under
+/// the name `config`. `None`: no config to publish (an earlier `signed_config` stays).
+fn publishable_config(
+    o: &Opts,
+    answer: &mut Map<String, Value>,
+    target: Option<&str>,
+    kp: &Ed25519KeyPair,
+) -> R<Option<(Artifact, Vec<u8>)>> {
+    let inline = answer.remove("config");
+    let (bytes, shown) = match (&o.config, inline) {
+        (Some(path), _) => (
+            verify::read_bounded(path, MAX_CONFIG)
+                .map_err(|e| format!("config {}: cannot read: {e}", path.display()))?,
+            path.display().to_string(),
+        ),
+        (None, Some(v)) => {
+            let mut text = serde_json::to_vec_pretty(&v).map_err(|e| e.to_string())?;
+            text.push(b'\n');
+            (text, "poll.json's config".to_string())
+        }
+        (None, None) => return Ok(None),
+    };
+    validate_config(&bytes, &shown)?;
+    let target = match (target, &o.target) {
+        (Some(t), _) => t.to_string(),
+        (None, Some(t)) if ["x86_64", "aarch64"].contains(&t.as_str()) => t.clone(),
+        (None, _) => return Err("a config alone needs --target x86_64|aarch64".into()),
+    };
+    let version = o.config_version.clone().unwrap_or_else(|| {
+        // Content-named by default: each different config a different version.
+        hex(&Sha256::digest(&bytes))[..12].to_string()
+    });
+    Ok(Some((sign_config(kp, version, &target, &bytes)?, bytes)))
+}
+
+/// A machine config checked as the agent checks one: JSON, and valid.
+fn validate_config(bytes: &[u8], shown: &str) -> R<()> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("config {shown}: {e}"))?;
+    if let Err(report) = svc::config::parse_value(&value) {
+        return Err(format!("config {shown} is not valid:\n{report}"));
+    }
+    Ok(())
+}
+
+/// The config's artifact (name `config`, its version, sha256 and size), signed for `target`
+/// as binaries are; the one signing of configs, for `.swu` images and directories alike.
+fn sign_config(kp: &Ed25519KeyPair, version: String, target: &str, bytes: &[u8]) -> R<Artifact> {
+    if version.is_empty()
+        || !version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+    {
+        return Err(format!(
+            "config version {version:?}: use only letters, digits and . _ + -"
+        ));
+    }
+    let mut a = unsigned_artifact("config".into(), version, bytes);
+    a.signature = Some(verify::base64_encode(
+        kp.sign(&a.signed_message(target)).as_ref(),
+    ));
+    verify::verify_signature(&[kp.public_key().as_ref().to_vec()], &a, target)
+        .map_err(|e| format!("self-check of the config's signature failed: {e}"))?;
+    Ok(a)
 }
 
 /// Removes `DIR/artifacts/<sha256>` files no target names any more.
@@ -594,9 +695,18 @@ fn prune(dir: &Path, answer: &Map<String, Value>) -> R<()> {
             t.values()
                 .filter_map(|v| v.get("url").and_then(Value::as_str))
                 .map(str::to_string)
-                .collect()
+                .collect::<Vec<_>>()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            answer
+                .get("signed_config")
+                .and_then(|c| c.get("url"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        )
+        .collect();
     let artifacts = dir.join("artifacts");
     let entries = std::fs::read_dir(&artifacts)
         .map_err(|e| format!("cannot list {}: {e}", artifacts.display()))?;
@@ -621,9 +731,20 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if targets.is_empty() {
-        return Err(format!("{}: poll.json offers no targets", dir.display()));
+    if targets.is_empty() && !answer.contains_key("signed_config") {
+        return Err(format!(
+            "{}: poll.json offers no targets and no signed_config",
+            dir.display()
+        ));
     }
+    if answer.contains_key("config") {
+        return Err(format!(
+            "{}: poll.json's config is not signed; a device with a vendor key refuses it (`svc-release publish --key KEY {}` signs it)",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    let mut arch_seen: Option<String> = target.map(str::to_string);
     for (name, t) in &targets {
         let mut a: Artifact = serde_json::from_value(json!({
             "name": name,
@@ -676,7 +797,54 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
         a.url = file.display().to_string();
         verify::verify_signature(keys, &a, &arch).map_err(|e| format!("/targets/{name}: {e}"))?;
         println!("ok: {name} {} ({arch}): file and signature", a.version);
+        arch_seen.get_or_insert(arch);
     }
+    if let Some(c) = answer.get("signed_config") {
+        let arch = arch_seen
+            .ok_or("a directory with a config alone: verify needs --target x86_64|aarch64")?;
+        verify_signed_config(dir, c, keys, &arch)?;
+    }
+    Ok(())
+}
+
+/// The directory's `signed_config` as a device of `arch` checks it: its file in the
+/// directory, sha256, size, and the signature under the name `config`.
+fn verify_signed_config(dir: &Path, c: &Value, keys: &[Vec<u8>], arch: &str) -> R<()> {
+    let field = |k: &str| c.get(k).cloned().unwrap_or(Value::Null);
+    let a: Artifact = serde_json::from_value(json!({
+        "name": "config", "version": field("version"), "url": field("url"),
+        "sha256": field("sha256"), "size": field("size"), "signature": field("signature"),
+    }))
+    .map_err(|e| format!("/signed_config: {e}"))?;
+    let rel = Path::new(&a.url);
+    if a.url.contains("://")
+        || !rel
+            .components()
+            .all(|p| matches!(p, std::path::Component::Normal(_)))
+    {
+        return Err(format!(
+            "/signed_config: {} is not a path inside the directory (devices refuse it)",
+            a.url
+        ));
+    }
+    let file = dir.join(rel);
+    let bytes = verify::read_bounded(&file, MAX_CONFIG)
+        .map_err(|e| format!("/signed_config: {}: {e}", file.display()))?;
+    let sha = hex(&Sha256::digest(&bytes));
+    if a.sha256.as_deref().map(str::to_ascii_lowercase) != Some(sha.clone())
+        || a.size != Some(bytes.len() as u64)
+    {
+        return Err(format!(
+            "/signed_config: {} has sha256 {sha} and {} bytes, the answer says {} and {:?}",
+            file.display(),
+            bytes.len(),
+            a.sha256.as_deref().unwrap_or("nothing"),
+            a.size
+        ));
+    }
+    verify::verify_signature(keys, &a, arch).map_err(|e| format!("/signed_config: {e}"))?;
+    validate_config(&bytes, &file.display().to_string())?;
+    println!("ok: config {} ({arch}): file and signature", a.version);
     Ok(())
 }
 
@@ -719,15 +887,8 @@ fn swu(o: &Opts, kp: &Ed25519KeyPair) -> R<PathBuf> {
             .ok_or("--config needs --config-version V")?;
         let bytes = verify::read_bounded(path, MAX_CONFIG)
             .map_err(|e| format!("config {shown}: cannot read: {e}"))?;
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|e| format!("config {shown}: {e}"))?;
-        if let Err(report) = svc::config::parse_value(&value) {
-            return Err(format!("config {shown} is not valid:\n{report}"));
-        }
-        let mut a = unsigned_artifact("config".into(), version, &bytes);
-        a.signature = Some(verify::base64_encode(
-            kp.sign(&a.signed_message(&target)).as_ref(),
-        ));
+        validate_config(&bytes, &shown.to_string())?;
+        let a = sign_config(kp, version, &target, &bytes)?;
         files.push(("config".into(), bytes));
         artifacts.push(a);
     }

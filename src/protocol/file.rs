@@ -6,8 +6,9 @@
 //! | `DIR/poll.json` | the poll answer, same shape as over HTTPS |
 //! | `DIR/status.json` | the agent's last status report (written when the directory is writable) |
 //! | `DIR/logs.jsonl` | uploaded log records, one record object a line, appended (docs/logs.md) |
+//! | `DIR/artifacts/<sha256>` | binaries, and the config `signed_config` names (`svc-release publish`) |
 //! | anything else | artifacts, named by `file://` URLs or by paths relative to DIR |
-use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
+use super::{MediumConfig, PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES};
 use crate::encoding::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -45,6 +46,54 @@ impl FileTransport {
     }
 }
 
+/// `poll.json`'s `signed_config`, written by `svc-release publish`.
+#[derive(serde::Deserialize)]
+struct SignedMember {
+    #[serde(default)]
+    signed_config: Option<super::Target>,
+}
+
+impl FileTransport {
+    /// A file the answer names by a path relative to the directory (no `://`, no `..`, no
+    /// absolute path): a regular file, not a link, at most [`MAX_ANSWER_BYTES`].
+    fn read_member(&self, url: &str) -> Result<Vec<u8>, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let rel = std::path::Path::new(url);
+        let plain = !url.contains("://")
+            && rel.components().count() > 0
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
+            return Err(format!(
+                "{url:?} is not a path inside the management directory"
+            ));
+        }
+        let path = self.dir.join(rel);
+        let shown = path.display();
+        // No link followed, no FIFO waited on; then a regular file only.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{shown} is not a regular file"));
+        }
+        let mut body = Vec::new();
+        file.take(MAX_ANSWER_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        if body.len() as u64 > MAX_ANSWER_BYTES {
+            return Err(format!("{shown} is larger than {MAX_ANSWER_BYTES} bytes"));
+        }
+        Ok(body)
+    }
+}
+
 impl Transport for FileTransport {
     fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
         let report = serde_json::to_vec_pretty(status).unwrap_or_default();
@@ -56,8 +105,22 @@ impl Transport for FileTransport {
         if etag == Some(tag.as_str()) {
             return Ok(PollOutcome::NotModified);
         }
+        let mut answer = PollAnswer::parse(&body)?;
+        // Whatever config the directory offers goes to the agent's medium rule, never
+        // straight into use: a directory proves nothing about who wrote it.
+        let signed = serde_json::from_slice::<SignedMember>(&body)
+            .map_err(|e| ProtocolError::BadAnswer(format!("/signed_config: {e}")))?
+            .signed_config
+            .map(|t| {
+                let bytes = self.read_member(&t.url);
+                (t, bytes)
+            });
+        let inline = answer.config.take();
+        if inline.is_some() || signed.is_some() {
+            answer.medium_config = Some(MediumConfig { inline, signed });
+        }
         Ok(PollOutcome::Changed {
-            answer: Box::new(PollAnswer::parse(&body)?),
+            answer: Box::new(answer),
             etag: Some(tag),
         })
     }
@@ -112,6 +175,39 @@ fn record_lines(batch: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_directorys_config_goes_to_the_medium_rule_and_names_only_plain_files_inside() {
+        let dir = std::env::temp_dir().join(format!("svc-filemedium-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+        std::fs::write(dir.join("artifacts/c"), b"{}").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("artifacts/link")).unwrap();
+        let mut t = FileTransport::new(dir.to_str().unwrap(), "p");
+        let answer = |t: &mut FileTransport, url: &str| {
+            let body = serde_json::json!({"config": {"agent": {}},
+                "signed_config": {"version": "1", "url": url}});
+            std::fs::write(dir.join("poll.json"), body.to_string()).unwrap();
+            let PollOutcome::Changed { answer, .. } = t.poll(&Value::Null, None).unwrap() else {
+                panic!("a new answer")
+            };
+            assert!(answer.config.is_none(), "never straight into use");
+            let m = answer.medium_config.unwrap();
+            assert!(m.inline.is_some());
+            m.signed.unwrap().1
+        };
+        assert_eq!(answer(&mut t, "artifacts/c").unwrap(), b"{}");
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "file:///etc/passwd",
+            "artifacts/link",
+            "artifacts",
+        ] {
+            assert!(answer(&mut t, bad).is_err(), "{bad}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn answers_change_by_content_and_logs_append() {

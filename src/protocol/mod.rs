@@ -75,6 +75,23 @@ pub struct PollAnswer {
     /// activation gate (`agent::policy::restart_gate`) waits while it is set.
     #[serde(skip)]
     pub hold: Option<String>,
+    /// Set by a transport whose answers prove nothing about their author (`file://`: a USB
+    /// stick, a share): the config it offers, which the agent takes only as
+    /// `agent::medium` allows (signed by the vendor key on a device that has one). `config`
+    /// is then `None`. Not part of the management protocol: never read from JSON.
+    #[serde(skip)]
+    pub medium_config: Option<MediumConfig>,
+}
+
+/// The machine config a management directory offers (docs/releases.md, *What a stick can
+/// change*).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediumConfig {
+    /// `poll.json`'s own `config` member: unsigned.
+    pub inline: Option<Value>,
+    /// `poll.json`'s `signed_config` member (version, url, sha256, size, signature, as a
+    /// target's) and the bytes of the file it names, or why they could not be read.
+    pub signed: Option<(Target, Result<Vec<u8>, String>)>,
 }
 
 impl PollAnswer {

@@ -762,8 +762,10 @@ fn walk<R: Read>(
             path,
         };
         // The vendor key's verdict now, on every file, before any reaches the engine (which
-        // checks again on its own path): a bad archive is refused whole.
-        if let Some((paths, _)) = to.filter(|_| u.name != CONFIG_NAME || u.signature.is_some()) {
+        // checks again on its own path): a bad archive is refused whole. The config too: on
+        // a device with a vendor key an unsigned one is refused as a wrongly signed one is
+        // (issue 40); nothing but this check vouches for it.
+        if let Some((paths, _)) = to {
             super::verify::check_signature(paths, &u.artifact())
                 .map_err(|err| bad(format!("{:?}: {err}", e.name)))?;
         }
@@ -1193,6 +1195,29 @@ mod tests {
         let e = extract(&paths, &swu, &d.join("out"), ARCH).unwrap_err();
         assert!(e.to_string().contains("signature"), "{e}");
         assert!(!d.join("out").exists());
+    }
+
+    #[test]
+    fn a_device_with_a_vendor_key_needs_the_configs_signature_too() {
+        let (paths, d) = dir("unsigned-config");
+        let key = paths.signing_key();
+        fs::create_dir_all(key.parent().unwrap()).unwrap();
+        fs::write(&key, format!("{}\n", "ab".repeat(32))).unwrap();
+        let body = br#"{"agent": {}}"#.to_vec();
+        let desc = sw_description("7", ARCH, &[image(CONFIG_NAME, &body)]);
+        let swu = d.join("c.swu");
+        fs::write(&swu, archive(&desc, &[(CONFIG_NAME, &body)])).unwrap();
+        let e = extract(&paths, &swu, &d.join("out"), ARCH).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"config\": signature check failed: artifact has no signature"),
+            "{e}"
+        );
+        assert!(!d.join("out").exists());
+        // Without a vendor key nothing is signed, the config included (as before).
+        fs::remove_file(&key).unwrap();
+        let (_, files) = extract(&paths, &swu, &d.join("out"), ARCH).unwrap();
+        assert_eq!(files[0].name, CONFIG_NAME);
     }
 
     #[test]

@@ -134,6 +134,15 @@ pub(crate) fn check_signature(paths: &Paths, a: &Artifact) -> Result<(), UpdateE
     verify_signature(&keys, a, super::this_target())
 }
 
+/// Whether the device has a vendor key file: then every piece of authority from outside
+/// must be signed by it (an unreadable or malformed file counts: it refuses, never waives).
+pub(crate) fn vendor_key_present(paths: &Paths) -> bool {
+    !matches!(
+        std::fs::symlink_metadata(paths.signing_key()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    )
+}
+
 /// The largest vendor key file read: a few keys, not a stream.
 pub const MAX_KEY_FILE: u64 = 4096;
 /// At most this many keys in one key file (two during a rotation; some room to spare).
@@ -360,6 +369,104 @@ pub struct VersionInfo {
     pub target: String,
 }
 
+/// The ELF section that carries a build's release stamp: what `version --json` says, as
+/// bytes the release tool reads without running the binary (issue 40: the host that holds
+/// the private key never executes what it signs).
+pub const STAMP_SECTION: &str = ".svc_release";
+/// The stamp's first word; the format is `svc-release-stamp/1 binary_name=N version=V
+/// target=T`, one line, NUL padding allowed after it. Written by `svc::release_stamp!`
+/// (`src/sys.rs`).
+const STAMP_MAGIC: &str = "svc-release-stamp/1";
+
+/// The release stamp of an ELF file's bytes, read from its section table, never by running
+/// it. `Ok(None)`: the file has no [`STAMP_SECTION`] (not an svc build, or an old one).
+/// Only 64-bit little-endian ELF (x86_64, aarch64: what releases are made for).
+pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, String> {
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        elf.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    let truncated = || "the ELF section table is truncated or malformed".to_string();
+    if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let shoff = u64_at(0x28).ok_or_else(truncated)? as usize;
+    let shentsize = u16_at(0x3a).ok_or_else(truncated)? as usize;
+    let shnum = u16_at(0x3c).ok_or_else(truncated)? as usize;
+    let shstrndx = u16_at(0x3e).ok_or_else(truncated)? as usize;
+    if shnum == 0 {
+        return Ok(None);
+    }
+    if shentsize < 64 || shstrndx >= shnum {
+        return Err(truncated());
+    }
+    // (name offset, file offset, size) of section `i`.
+    let section = |i: usize| -> Option<(usize, usize, usize)> {
+        let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        Some((
+            u32_at(h)? as usize,
+            usize::try_from(u64_at(h + 24)?).ok()?,
+            usize::try_from(u64_at(h + 32)?).ok()?,
+        ))
+    };
+    let bytes_of = |off: usize, size: usize| elf.get(off..off.checked_add(size)?);
+    let (_, str_off, str_size) = section(shstrndx).ok_or_else(truncated)?;
+    let names = bytes_of(str_off, str_size).ok_or_else(truncated)?;
+    let mut found: Option<&[u8]> = None;
+    for i in 0..shnum {
+        let (name, off, size) = section(i).ok_or_else(truncated)?;
+        let name = names.get(name..).unwrap_or_default();
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        if name == STAMP_SECTION.as_bytes() {
+            if found.is_some() {
+                return Err(format!("two {STAMP_SECTION} sections"));
+            }
+            found = Some(bytes_of(off, size).ok_or_else(truncated)?);
+        }
+    }
+    let Some(raw) = found else {
+        return Ok(None);
+    };
+    parse_stamp(raw).map(Some)
+}
+
+fn parse_stamp(raw: &[u8]) -> Result<VersionInfo, String> {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    let bad = || format!("the {STAMP_SECTION} section is not a release stamp");
+    let text = std::str::from_utf8(&raw[..end]).map_err(|_| bad())?;
+    let mut words = text.trim_end_matches('\n').split(' ');
+    if words.next() != Some(STAMP_MAGIC) {
+        return Err(bad());
+    }
+    let (mut name, mut version, mut target) = (None, None, None);
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(bad)?;
+        let slot = match k {
+            "binary_name" => &mut name,
+            "version" => &mut version,
+            "target" => &mut target,
+            _ => continue,
+        };
+        if slot.replace(v.to_string()).is_some() || v.is_empty() {
+            return Err(bad());
+        }
+    }
+    match (name, version, target) {
+        (Some(binary_name), Some(version), Some(target)) => Ok(VersionInfo {
+            binary_name,
+            version,
+            target,
+        }),
+        _ => Err(bad()),
+    }
+}
+
 /// Runs `<file> version --json` (bounded by `timeout`) and requires
 /// `binary_name == expected_name`.
 pub fn version_check(
@@ -378,7 +485,7 @@ pub fn version_check(
 }
 
 /// What `<file> version --json` says (bounded by `timeout`).
-pub fn version_info(file: &Path, timeout: Duration) -> Result<VersionInfo, UpdateError> {
+pub(crate) fn version_info(file: &Path, timeout: Duration) -> Result<VersionInfo, UpdateError> {
     let vc = |m: String| UpdateError::VersionCheck(m);
     let mut cmd = Command::new(file);
     cmd.args(["version", "--json"]);
@@ -487,6 +594,45 @@ mod tests {
         assert!(parse_public_keys(b"# nothing\n").is_err());
         let many = format!("{}\n", hex(&k1)).repeat(MAX_KEYS + 1);
         assert!(parse_public_keys(many.as_bytes()).is_err());
+    }
+
+    crate::release_stamp!(TEST_STAMP, "svc-agent");
+
+    #[test]
+    fn the_release_stamp_is_read_from_the_section_and_says_what_version_json_says() {
+        // This test binary carries one (the macro above); read it from our own file.
+        std::hint::black_box(&TEST_STAMP);
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let info = release_stamp(&me).unwrap().expect("a stamp");
+        // The values `version --json` prints (tests/it/release_tool.rs compares the real
+        // builds' output).
+        assert_eq!(info.binary_name, "svc-agent");
+        assert_eq!(info.version, env!("SVC_VERSION"));
+        assert_eq!(info.target, env!("SVC_TARGET"));
+        // Malformed stamps are errors, a missing one is None, junk is no ELF.
+        assert!(parse_stamp(b"svc-release-stamp/1 binary_name=a version=1\0\0").is_err());
+        assert!(parse_stamp(b"other binary_name=a version=1 target=t").is_err());
+        assert!(
+            parse_stamp(b"svc-release-stamp/1 binary_name=a version=1 version=2 target=t").is_err()
+        );
+        assert_eq!(
+            parse_stamp(b"svc-release-stamp/1 binary_name=a version=1 target=t\n\0\0")
+                .unwrap()
+                .version,
+            "1"
+        );
+        assert!(release_stamp(b"#!/bin/sh\n").is_err());
+        let mut renamed = me.clone();
+        let at = renamed
+            .windows(STAMP_SECTION.len() + 1)
+            .rposition(|w| w == b".svc_release\0")
+            .unwrap();
+        renamed[at + 1] = b'X';
+        assert_eq!(release_stamp(&renamed).unwrap(), None);
+        // A section table pointing past the end of the file.
+        let mut cut = me.clone();
+        cut[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(release_stamp(&cut).is_err());
     }
 
     #[test]

@@ -571,3 +571,49 @@ fn swu_images_are_taken_apart_by_the_engine_and_hostile_ones_refused_whole() {
     f.poll(None).unwrap();
     assert_eq!(f.artifact_requests(), before);
 }
+
+/// Issue 40, finding 5: on a device with a vendor key, a machine config inside an image
+/// is authority from outside like a binary: without `svc-signature` it is refused as a wrong
+/// one is, the action fails once with the reason, and nothing of it is applied. Signed, it
+/// is the answer's config.
+#[test]
+fn a_config_in_an_image_without_a_valid_signature_is_refused_on_a_keyed_device() {
+    let f = setup("swu-config");
+    let sign = install_vendor_key(&f.paths);
+    let cfg = serde_json::to_vec(&json!({"modules": [{"type": "local", "name": "evil",
+        "module_id": "x:evil", "executable_path": "/bin/true"}]}))
+    .unwrap();
+    let wrong = |a: &Artifact| {
+        sign(&Artifact {
+            version: "other".into(),
+            ..a.clone()
+        })
+    };
+    type Signer<'a> = Option<&'a dyn Fn(&Artifact) -> String>;
+    let cases: Vec<(&str, Signer, &str)> = vec![
+        ("51", None, "no signature"),
+        ("52", Some(&wrong), "bad signature"),
+    ];
+    for (i, (id, signer, why)) in cases.into_iter().enumerate() {
+        let image = swu_image(&[("config", "7", &cfg)], &[&cfg], signer, None);
+        f.ddi
+            .deploy(id, &format!("[{}]", swu_chunk(&f, "7", &image)));
+        let e = f.poll(None).unwrap_err();
+        assert!(
+            matches!(&e, ProtocolError::BadAnswer(m) if m.contains(why)),
+            "{id}: {e}"
+        );
+        assert!(f.answer().0.config.is_none(), "{id}: a config got through");
+        let fb = f.ddi.feedback();
+        assert_eq!(fb.len(), i + 1, "{id}: {:?}", f.ddi.feedback_steps());
+        assert_eq!(fb[i].1["status"]["result"]["finished"], "failure");
+        let details = fb[i].1["status"]["details"][0].as_str().unwrap();
+        assert!(details.contains(why), "{id}: {details}");
+        assert!(!f.paths.state_dir().join("config.json").exists());
+    }
+    let image = swu_image(&[("config", "7", &cfg)], &[&cfg], Some(&sign), None);
+    f.ddi
+        .deploy("53", &format!("[{}]", swu_chunk(&f, "7", &image)));
+    let got = f.answer().0.config.expect("the signed config");
+    assert_eq!(got["modules"][0]["name"], "evil");
+}

@@ -58,6 +58,7 @@ mod server_app;
 mod shipped_files;
 mod state_dirs;
 mod state_files;
+mod stick_authority;
 mod supervisor;
 mod syscfg;
 mod update_agent;

@@ -335,6 +335,15 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
     arm[18..20].copy_from_slice(&183u16.to_le_bytes()); // an aarch64 ELF
     let arm_bin = d.join("svc-server-aarch64");
     write_exec(&arm_bin, &arm);
+    // The same without its release stamp (the section renamed): it must be named.
+    let mut bare = arm.clone();
+    let at = bare
+        .windows(13)
+        .rposition(|w| w == b".svc_release\0")
+        .expect("svc-server has a release stamp");
+    bare[at + 1] = b'X';
+    let arm_bare = d.join("svc-server-aarch64-bare");
+    write_exec(&arm_bare, &bare);
     let x86_named = d.join("svc-server-x86");
     let mut x86 = arm.clone();
     x86[18..20].copy_from_slice(&62u16.to_le_bytes());
@@ -403,7 +412,11 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
         ),
         (
             vec!["publish", "--key", &k, &m, p(&arm_bin)],
-            "pass --name and --version",
+            "its release stamp says target x86_64",
+        ),
+        (
+            vec!["publish", "--key", &k, &m, p(&arm_bare)],
+            "carries no release stamp (the .svc_release section of svc builds); pass --name and --version",
         ),
         (
             vec!["publish", "--key", &k, "--version", "9.9.9", &m, p(&good)],
@@ -446,7 +459,7 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
         "--version",
         "1.0.0",
         p(&arm_mgmt),
-        p(&arm_bin),
+        p(&arm_bare),
     ]);
     assert!(ok(&["verify", "--pub", &pubkey, p(&arm_mgmt)]).contains("(aarch64)"));
     std::fs::remove_dir_all(&d).unwrap();
@@ -459,7 +472,7 @@ fn publish_writes_targets_by_content_and_prunes_on_request() {
     ok(&["keygen", p(&key)]);
     let mgmt = d.join("m");
     std::fs::create_dir_all(&mgmt).unwrap();
-    // An existing answer: its config and other members are kept.
+    // An existing answer: its other members are kept, its config signed.
     std::fs::write(
         mgmt.join("poll.json"),
         r#"{"poll_interval_secs": 7, "config": {"agent": {}}}"#,
@@ -475,7 +488,9 @@ fn publish_writes_targets_by_content_and_prunes_on_request() {
     let answer: serde_json::Value =
         serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
     assert_eq!(answer["poll_interval_secs"], 7);
-    assert_eq!(answer["config"], json!({"agent": {}}));
+    // The config is kept, signed: moved into `signed_config` (issue 40).
+    assert!(answer.get("config").is_none(), "{answer}");
+    assert!(answer["signed_config"]["signature"].is_string(), "{answer}");
     let s = &answer["targets"]["svc-server"];
     let sha1 = sha256_hex(&std::fs::read(&v1).unwrap());
     assert_eq!(s["version"], "1.0.0");
@@ -709,4 +724,176 @@ fn swu_images_hold_signed_binaries_and_a_validated_config() {
         "8",
     ]);
     assert!(e.contains("--target"), "{e}");
+}
+
+/// Issue 40, finding 9: the release tool holds the private key, so it must never run what
+/// it signs. A "build output" that writes a marker when run (it could as well copy
+/// `vendor.key`) goes through every command that reads a binary; none may run it.
+#[test]
+fn the_release_tool_never_runs_what_it_signs() {
+    let d = scratch("no-exec");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let marker = d.join("executed");
+    let bin = d.join("svc-server");
+    write_exec(&bin, &fake_binary("svc-server", "2.0.0", "ok", 0));
+    let mgmt = d.join("m");
+    ok(&["init", p(&mgmt)]);
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_svc-release"))
+            .args(args)
+            .env("SVC_FAKE_EXECUTED", &marker)
+            .output()
+            .unwrap();
+        assert!(
+            !marker.exists(),
+            "svc-release {args:?} ran the binary it signs"
+        );
+        assert!(
+            out.status.success(),
+            "svc-release {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let sig = run(&["sign", "--key", p(&key), p(&bin)]);
+    let pubkey = d.join("k.pub");
+    run(&[
+        "verify",
+        "--pub",
+        p(&pubkey),
+        "--signature",
+        sig.trim(),
+        p(&bin),
+    ]);
+    let targets = run(&["targets", "--key", p(&key), p(&bin)]);
+    assert!(targets.contains("\"2.0.0\""), "{targets}");
+    run(&["publish", "--key", p(&key), p(&mgmt), p(&bin)]);
+    run(&["verify", "--pub", p(&pubkey), p(&mgmt)]);
+    run(&[
+        "swu",
+        "--key",
+        p(&key),
+        "--out",
+        p(&d.join("s.swu")),
+        p(&bin),
+    ]);
+    // The real builds: what their stamps say is what `version --json` says (run here, by the
+    // test, not by the tool).
+    for exe in [
+        env!("CARGO_BIN_EXE_svc-agent"),
+        env!("CARGO_BIN_EXE_svc-server"),
+    ] {
+        let own: serde_json::Value = serde_json::from_slice(
+            &Command::new(exe)
+                .args(["version", "--json"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let name = own["binary_name"].as_str().unwrap();
+        let printed: serde_json::Value =
+            serde_json::from_str(&run(&["targets", "--key", p(&key), exe])).unwrap();
+        assert_eq!(printed[name]["version"], own["version"], "{exe}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Issue 40, finding 7: `publish` signs the machine config it publishes (poll.json's own
+/// `config`, or `--config`) as `signed_config`, a file in `artifacts/` beside the binaries;
+/// `verify` checks it, and fails on a changed file or an unsigned config.
+#[test]
+fn publish_signs_the_config_and_verify_checks_it() {
+    let d = scratch("config");
+    let key = d.join("k");
+    ok(&["keygen", p(&key)]);
+    let pubkey = d.join("k.pub");
+    let mgmt = d.join("m");
+    std::fs::create_dir_all(&mgmt).unwrap();
+    let cfg = json!({"agent": {"svc-server": {"pin_version": "1.0.0"}}});
+    std::fs::write(
+        mgmt.join("poll.json"),
+        json!({"poll_interval_secs": 7, "config": cfg}).to_string(),
+    )
+    .unwrap();
+    let bin = d.join("svc-server");
+    write_exec(&bin, &fake_binary("svc-server", "1.0.0", "ok", 0));
+    let out = ok(&["publish", "--key", p(&key), p(&mgmt), p(&bin)]);
+    assert!(out.contains("published the config"), "{out}");
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    assert!(answer.get("config").is_none(), "{answer}");
+    assert_eq!(answer["poll_interval_secs"], 7);
+    let sc = &answer["signed_config"];
+    let file = mgmt.join(sc["url"].as_str().unwrap());
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+        cfg
+    );
+    assert_eq!(sc["sha256"], sha256_hex(&bytes).as_str());
+    // The device's one signature check, under the name `config`.
+    let a = Artifact {
+        name: "config".into(),
+        version: sc["version"].as_str().unwrap().into(),
+        url: String::new(),
+        sha256: Some(sha256_hex(&bytes)),
+        size: Some(bytes.len() as u64),
+        signature: sc["signature"].as_str().map(str::to_string),
+        identity: None,
+    };
+    let keys = svc::update::verify::parse_public_keys(&std::fs::read(&pubkey).unwrap()).unwrap();
+    svc::update::verify::verify_signature(&keys, &a, std::env::consts::ARCH).unwrap();
+    let v = ok(&["verify", "--pub", p(&pubkey), p(&mgmt)]);
+    assert!(v.contains("ok: config"), "{v}");
+    // Publishing binaries again keeps the signed config, and --prune keeps its file.
+    ok(&["publish", "--key", p(&key), "--prune", p(&mgmt), p(&bin)]);
+    assert!(file.exists());
+    // A config given as a file, with a version; an invalid one changes nothing.
+    let given = d.join("machine.json");
+    std::fs::write(
+        &given,
+        r#"{"agent": {"svc-server": {"disable_subsystem": "yes"}}}"#,
+    )
+    .unwrap();
+    let before = snapshot(&mgmt);
+    let e = fails(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--config",
+        p(&given),
+        p(&mgmt),
+        p(&bin),
+    ]);
+    assert!(e.contains("is not valid"), "{e}");
+    assert_eq!(snapshot(&mgmt), before);
+    std::fs::write(&given, r#"{"agent": {}}"#).unwrap();
+    ok(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--config",
+        p(&given),
+        "--config-version",
+        "2026.11",
+        "--target",
+        std::env::consts::ARCH,
+        p(&mgmt),
+    ]);
+    assert!(ok(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("ok: config 2026.11"));
+    // A changed config file, and an unsigned config beside the signed one: verify fails.
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    let file = mgmt.join(answer["signed_config"]["url"].as_str().unwrap());
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, br#"{"agent": {"svc-agent": {}}}"#).unwrap();
+    assert!(fails(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("/signed_config"));
+    std::fs::write(&file, &good).unwrap();
+    let mut with_inline = answer.clone();
+    with_inline["config"] = json!({"agent": {}});
+    std::fs::write(mgmt.join("poll.json"), with_inline.to_string()).unwrap();
+    assert!(fails(&["verify", "--pub", p(&pubkey), p(&mgmt)]).contains("config is not signed"));
+    std::fs::remove_dir_all(&d).unwrap();
 }

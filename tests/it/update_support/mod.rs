@@ -16,7 +16,23 @@ use svc::update::{Artifact, DownloadOptions, Engine, UpdateOptions};
 
 const FAKE_SRC: &str = r#"
 use std::io::{Read, Seek, SeekFrom, Write};
+// A release stamp as svc builds carry one (`svc::release_stamp!`), its text written in
+// by `fake_binary` over the placeholder.
+const fn pad(s: &[u8]) -> [u8; 160] {
+    let mut a = [0u8; 160];
+    let mut i = 0;
+    while i < s.len() { a[i] = s[i]; i += 1; }
+    a
+}
+#[used]
+#[link_section = ".svc_release"]
+static STAMP: [u8; 160] = pad(b"SVCFAKE-STAMP-PLACEHOLDER");
 fn main() {
+    std::hint::black_box(&STAMP);
+    // What a tampered build output does when a signing host runs it (issue 40, finding 9).
+    if let Some(p) = std::env::var_os("SVC_FAKE_EXECUTED") {
+        let _ = std::fs::write(p, "ran");
+    }
     let mut f = std::fs::File::open("/proc/self/exe").unwrap();
     let len = f.seek(SeekFrom::End(0)).unwrap();
     let tail = len.min(512);
@@ -90,9 +106,22 @@ pub fn fake_elf() -> &'static [u8] {
 }
 
 /// A fake binary of `name` `version` with `behavior` (`ok`, `exit1`, `hang`,
-/// `version-hangs`), padded with `pad` zero bytes before the trailer.
+/// `version-hangs`), padded with `pad` zero bytes before the trailer. Its release stamp
+/// (read by `svc-release`, which never runs it) says the same name and version.
 pub fn fake_binary(name: &str, version: &str, behavior: &str, pad: usize) -> Vec<u8> {
     let mut b = fake_elf().to_vec();
+    let placeholder = b"SVCFAKE-STAMP-PLACEHOLDER";
+    let at = b
+        .windows(placeholder.len())
+        .position(|w| w == placeholder)
+        .expect("the fake binary's stamp placeholder");
+    let stamp = format!(
+        "svc-release-stamp/1 binary_name={name} version={version} target={}-unknown-linux-gnu\n",
+        std::env::consts::ARCH
+    );
+    assert!(stamp.len() <= 160, "{stamp}");
+    b[at..at + 160].fill(0);
+    b[at..at + stamp.len()].copy_from_slice(stamp.as_bytes());
     b.resize(b.len() + pad, 0);
     b.extend_from_slice(format!("\nSVCFAKE1 {name} {version} {behavior}\n").as_bytes());
     b
