@@ -11,7 +11,6 @@ use super::{PollAnswer, PollOutcome, ProtocolError, Transport, MAX_ANSWER_BYTES}
 use crate::encoding::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::PathBuf;
 
 pub struct FileTransport {
@@ -27,21 +26,19 @@ impl FileTransport {
         }
     }
 
+    /// `poll.json`, opened as every name in the directory is (`fsutil::Dir`): a link, a
+    /// FIFO (which would block the loop before `READY=1`) or a device is refused with an
+    /// error naming it, and at most `MAX_ANSWER_BYTES` are read.
     fn read_answer(&self) -> Result<Vec<u8>, ProtocolError> {
         let path = self.dir.join("poll.json");
-        let file = std::fs::File::open(&path)
-            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
-        let mut body = Vec::new();
-        file.take(MAX_ANSWER_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
-        if body.len() as u64 > MAX_ANSWER_BYTES {
-            return Err(ProtocolError::BadAnswer(format!(
-                "{} is larger than {MAX_ANSWER_BYTES} bytes",
-                path.display()
-            )));
-        }
-        Ok(body)
+        crate::fsutil::read_regular(&path, MAX_ANSWER_BYTES).map_err(|e| {
+            let msg = format!("cannot read {}: {e}", path.display());
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                ProtocolError::BadAnswer(msg)
+            } else {
+                ProtocolError::Network(msg)
+            }
+        })
     }
 }
 

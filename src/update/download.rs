@@ -44,6 +44,10 @@ pub struct DownloadOptions {
     pub max_unannounced_size: u64,
     /// Free space to leave in the cache file system.
     pub free_space_margin: u64,
+    /// A `file://` management directory: `file://` sources are read only beneath it, with
+    /// no symbolic link followed in any component (`fsutil::Dir::open_beneath`). Without
+    /// it, a `file://` source's last component is still never followed.
+    pub file_root: Option<PathBuf>,
 }
 
 impl Default for DownloadOptions {
@@ -57,6 +61,7 @@ impl Default for DownloadOptions {
             progress_interval: Duration::from_secs(5),
             max_unannounced_size: 1024 * 1024 * 1024,
             free_space_margin: 16 * 1024 * 1024,
+            file_root: None,
         }
     }
 }
@@ -433,7 +438,17 @@ impl Job<'_> {
 
     fn attempt_file(&mut self, src: &Path) -> Result<AttemptEnd, Failure> {
         let fatal = |ctx: String| move |e| Failure::Fatal(io_err(ctx)(e));
-        let mut f = File::open(src).map_err(fatal(format!("opening {}", src.display())))?;
+        let opened = match &self.opts.file_root {
+            Some(root) => match src.strip_prefix(root) {
+                Ok(rel) => crate::fsutil::Dir::open(root).and_then(|d| d.open_beneath(rel)),
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("outside the management directory {}", root.display()),
+                )),
+            },
+            None => crate::fsutil::open_regular(src),
+        };
+        let mut f = opened.map_err(fatal(format!("opening {}", src.display())))?;
         let len = f
             .metadata()
             .map_err(fatal(format!("stat {}", src.display())))?

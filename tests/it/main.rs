@@ -39,6 +39,7 @@ mod cli_tools;
 mod config_rules;
 mod data_partition;
 mod ddi_server;
+mod fs_attacks;
 mod hawkbit;
 mod hawkbit_config;
 mod hawkbit_consent;
