@@ -31,6 +31,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A bound for reading the agent's own state files (records, caches, sidecars): far above
+/// any of them, so that only a file someone planted meets it.
+pub(crate) const STATE_FILE_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// Writes `data` to `path` atomically with the given permission bits (e.g. 0o600): a fresh
 /// temp file beside it (exclusive create, random name), fsync, rename, fsync of the folder.
 /// Missing folders are made. A link at `path` is replaced, never written through.
@@ -174,17 +178,12 @@ impl Dir {
 
     /// The bytes of the regular file `name`, at most `limit` (more is an error).
     pub fn read_regular(&self, name: &OsStr, limit: u64) -> io::Result<Vec<u8>> {
-        let mut body = Vec::new();
-        self.open_regular(name)?
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut body)?;
-        if body.len() as u64 > limit {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("larger than {limit} bytes"),
-            ));
-        }
-        Ok(body)
+        read_capped(self.open_regular(name)?, limit)
+    }
+
+    /// The bytes of the regular file at `rel` (see [`Dir::open_beneath`]), at most `limit`.
+    pub fn read_beneath(&self, rel: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        read_capped(self.open_beneath(rel)?, limit)
     }
 
     /// Writes `name` atomically (see [`atomic_write`]).
@@ -313,6 +312,18 @@ impl Dir {
             }
         })
     }
+}
+
+fn read_capped(f: File, limit: u64) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    f.take(limit.saturating_add(1)).read_to_end(&mut body)?;
+    if body.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(body)
 }
 
 /// Refuses what is not a regular file with one link (checked on the open descriptor).

@@ -20,6 +20,9 @@ pub struct FileTransport {
 
 impl FileTransport {
     pub(crate) fn new(dir: &str, _part_id: &str) -> FileTransport {
+        // The temps of status writes a kill or a power cut interrupted (a read-only
+        // directory keeps its own; nothing here fails for it).
+        crate::fsutil::remove_stale_temps(std::path::Path::new(dir));
         FileTransport {
             dir: PathBuf::from(dir),
             last_bytes: (0, 0),

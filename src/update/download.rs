@@ -11,7 +11,7 @@
 //!   network error to retry), a per-request deadline, and a bounded number of attempts that
 //!   made no progress.
 //! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -233,10 +233,11 @@ pub(crate) fn fetch_into(
         validators: Validators::default(),
     };
     // A partial download is only trusted when its sidecar names the same URL and hash.
-    let sidecar = fs::read(sidecar_path(&part))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
-        .filter(|s| s.url == want.url && s.sha256 == want.sha256);
+    let sidecar =
+        crate::fsutil::read_regular(&sidecar_path(&part), crate::fsutil::STATE_FILE_LIMIT)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
+            .filter(|s| s.url == want.url && s.sha256 == want.sha256);
     let mut offset = match (&sidecar, fs::metadata(&part)) {
         (Some(_), Ok(m)) => m.len(),
         _ => 0,
@@ -251,12 +252,8 @@ pub(crate) fn fetch_into(
     }
     check_space(&cache, a.size.map(|s| s.saturating_sub(offset)), opts)?;
 
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&part)
+    let file = crate::fsutil::Dir::open(&cache)
+        .and_then(|d| d.open_for_update(part.file_name().unwrap_or_default(), 0o644))
         .map_err(io_err(format!("opening {}", part.display())))?;
     let mut job = Job {
         a,

@@ -201,3 +201,117 @@ fn a_url_outside_the_management_directory_is_refused_before_it_is_read() {
     let st = terminate(&mut agent);
     assert!(st.success(), "agent exit {st:?}\n{}", sb.log());
 }
+
+/// svc-release with `args`, killed (and the test failed) if it has not ended in 60 s.
+fn release_tool(args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc-release"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("svc-release {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn svc_release_neither_writes_nor_hashes_through_names_in_a_shared_directory() {
+    let sb = Sandbox::new("fs-release");
+    let key = sb.root.join("vendor.key");
+    let out = release_tool(&["keygen", path_str(&key)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = sb.root.join("svc-server");
+    std::fs::write(
+        &bin,
+        crate::update_support::fake_binary("svc-server", "1.0.0", "ok", 0),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mgmt = sb.app.clone();
+    let outside = sb.root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let (secret, bytes) = plant_secret(&sb, 4321);
+    let publish = || {
+        release_tool(&[
+            "publish",
+            "--key",
+            path_str(&key),
+            path_str(&mgmt),
+            path_str(&bin),
+        ])
+    };
+
+    // poll.json as a FIFO: a clear refusal, not a hang.
+    let st = std::process::Command::new("mkfifo")
+        .arg(mgmt.join("poll.json"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = publish();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("not a regular file"),
+        "{err}"
+    );
+    std::fs::remove_file(mgmt.join("poll.json")).unwrap();
+    let out = release_tool(&["init", path_str(&mgmt)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `artifacts` planted as a link to another folder: nothing is written there.
+    std::os::unix::fs::symlink(&outside, mgmt.join("artifacts")).unwrap();
+    let out = publish();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert!(listing(&outside).is_empty(), "{:?}", listing(&outside));
+    std::fs::remove_file(mgmt.join("artifacts")).unwrap();
+    let out = publish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A published artifact swapped for a link to a root-only file: `verify` neither reads
+    // nor names it.
+    let sha_bin = sha256_hex(&std::fs::read(&bin).unwrap());
+    let art = mgmt.join("artifacts").join(&sha_bin);
+    std::fs::remove_file(&art).unwrap();
+    std::os::unix::fs::symlink(&secret, &art).unwrap();
+    let pubkey = sb.root.join("vendor.key.pub");
+    let out = release_tool(&["verify", "--pub", path_str(&pubkey), path_str(&mgmt)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert!(!err.contains(&sha256_hex(&bytes)), "{err}");
+    unchanged(&secret, &bytes).unwrap();
+}
