@@ -40,6 +40,7 @@ mod config_rules;
 mod data_partition;
 mod ddi_server;
 mod fs_attacks;
+mod fs_crash;
 mod hawkbit;
 mod hawkbit_config;
 mod hawkbit_consent;
