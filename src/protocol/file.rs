@@ -16,16 +16,16 @@ use std::path::PathBuf;
 pub struct FileTransport {
     dir: PathBuf,
     last_bytes: (u64, u64),
+    /// The directory's stale temps were swept (at the first poll: off the start's path).
+    swept: bool,
 }
 
 impl FileTransport {
     pub(crate) fn new(dir: &str, _part_id: &str) -> FileTransport {
-        // The temps of status writes a kill or a power cut interrupted (a read-only
-        // directory keeps its own; nothing here fails for it).
-        crate::fsutil::remove_stale_temps(std::path::Path::new(dir));
         FileTransport {
             dir: PathBuf::from(dir),
             last_bytes: (0, 0),
+            swept: false,
         }
     }
 
@@ -47,6 +47,11 @@ impl FileTransport {
 
 impl Transport for FileTransport {
     fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        if !std::mem::replace(&mut self.swept, true) {
+            // The temps of status writes a kill or a power cut interrupted (a read-only
+            // directory keeps its own; nothing here fails for it).
+            crate::fsutil::remove_stale_temps(&self.dir);
+        }
         let report = serde_json::to_vec_pretty(status).unwrap_or_default();
         // A read-only management directory (a USB stick, a factory share) is fine.
         let _ = crate::fsutil::atomic_write(&self.dir.join("status.json"), &report, 0o644);
@@ -167,6 +172,30 @@ mod tests {
             t.resolve_url("svc-server-1.0"),
             format!("file://{}/svc-server-1.0", dir.display())
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_first_poll_sweeps_temps_a_killed_writer_left() {
+        let dir =
+            std::env::temp_dir().join(format!("svc-filetransport-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // No process ever has a pid above pid_max.
+        let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let stale = dir.join(format!(".status.json.tmp.{}.1f", max + 1));
+        std::fs::write(&stale, b"half").unwrap();
+        let mine = dir.join(format!(".status.json.tmp.{}.2f", std::process::id()));
+        std::fs::write(&mine, b"in use").unwrap();
+        let mut t = FileTransport::new(dir.to_str().unwrap(), "p");
+        assert!(stale.exists(), "swept before any poll");
+        let _ = t.poll(&Value::Null, None);
+        assert!(!stale.exists(), "a dead writer's temp stayed");
+        assert!(mine.exists(), "a running writer's temp went");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
