@@ -191,7 +191,9 @@ fn a_url_outside_the_management_directory_is_refused_before_it_is_read() {
                 "version": format!("9.9.{i}"), "url": url, "sha256": "0".repeat(64)}}}));
         wait_for(&format!("the agent to act on {url}"), 90, || {
             let log = sb.log();
-            log.contains(says) && log.contains(url.trim_start_matches("file://"))
+            // One line naming both: this URL's own refusal.
+            let named = url.trim_start_matches("file://");
+            log.lines().any(|l| l.contains(says) && l.contains(named))
                 || log.contains(&sha)
                 || log.contains(&got_size)
         });
