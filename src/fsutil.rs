@@ -209,7 +209,7 @@ impl Dir {
         let result = (|| {
             f.write_all(data)?;
             f.sync_all()?;
-            match fs::hard_link(self.path.join(&tmp), self.path.join(name)) {
+            match crate::sys::linkat(self.file.as_fd(), &tmp, name) {
                 Err(e)
                     if matches!(
                         e.raw_os_error(),

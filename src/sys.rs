@@ -134,6 +134,24 @@ pub(crate) fn renameat(
     }
 }
 
+/// linkat(2) within one directory `dir`: a second name `to` for `from` (a link `from` is
+/// not followed); fails when `to` exists.
+pub(crate) fn linkat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    from: &std::ffi::OsStr,
+    to: &std::ffi::OsStr,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: a valid descriptor borrowed for the call and two NUL-terminated names.
+    if unsafe { libc::linkat(d, f.as_ptr(), d, t.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// unlinkat(2) of a non-directory `name` in `dir` (never follows it: a link goes, not its
 /// target).
 pub(crate) fn unlinkat(
