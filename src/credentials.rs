@@ -66,7 +66,7 @@ impl fmt::Display for CredentialsError {
 impl std::error::Error for CredentialsError {}
 
 /// Far above any credentials file: only a planted one meets it.
-const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 impl Credentials {
     /// Reads and checks the credentials file; every secret in it is registered with the
