@@ -65,6 +65,9 @@ impl fmt::Display for CredentialsError {
 
 impl std::error::Error for CredentialsError {}
 
+/// Far above any credentials file: only a planted one meets it.
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
 impl Credentials {
     /// Reads and checks the credentials file; every secret in it is registered with the
     /// logger so that it can never appear in a log line.
@@ -73,7 +76,8 @@ impl Credentials {
     }
 
     pub(crate) fn load_file(path: &Path) -> Result<Credentials, CredentialsError> {
-        let bytes = match std::fs::read(path) {
+        // A regular file only (no link, no FIFO that would hold the start), bounded.
+        let bytes = match crate::fsutil::read_regular(path, MAX_FILE_BYTES) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(CredentialsError::Missing(path.to_path_buf()))
@@ -191,13 +195,17 @@ impl Credentials {
 /// daemon does this each time it reads the file; `doctor` only reports. The file's metadata
 /// as read (before any change of mode, which leaves size and times alone), so a caller that
 /// also wants them stats the file once.
+///
+/// Through the open file (`fsutil::open_regular`), so that a link or a FIFO planted as the
+/// file is never followed by the chmod nor blocks it (`load_file` then refuses it).
 pub(crate) fn tighten_mode(path: &Path) -> Option<std::fs::Metadata> {
-    let meta = std::fs::metadata(path).ok()?;
+    let file = crate::fsutil::open_regular(path).ok()?;
+    let meta = file.metadata().ok()?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 == 0 {
         return Some(meta);
     }
-    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+    match file.set_permissions(std::fs::Permissions::from_mode(0o600)) {
         Ok(()) => crate::warn!(
             "agent",
             "{} was readable by other users (mode {mode:o}); set to 0600",
@@ -322,6 +330,37 @@ mod tests {
         tighten_mode(&p);
         assert_eq!(file_mode(&p), Some(0o600));
         assert!(Credentials::load_file(&p).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_or_a_fifo_as_the_credentials_file_is_neither_followed_nor_waited_on() {
+        let dir = std::env::temp_dir().join(format!("svc-creds-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let other = dir.join("other");
+        std::fs::write(&other, b"root-only").unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let p = dir.join("svc.json");
+        std::os::unix::fs::symlink(&other, &p).unwrap();
+        tighten_mode(&p);
+        assert_eq!(
+            file_mode(&other),
+            Some(0o640),
+            "chmod went through the link"
+        );
+        let e = Credentials::load_file(&p).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // No writer ever opens the FIFO: a blocking open would hang this test.
+        assert!(tighten_mode(&p).is_none());
+        let e = Credentials::load_file(&p).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -718,16 +718,10 @@ impl LogQueue {
     /// `level` records (oldest first). Returns the bytes freed.
     fn rewrite_segment(&mut self, i: usize, level: Level, need: u64) -> Result<u64, QueueError> {
         let seg = self.segments[i].clone();
-        let tmp = fsutil::temp_path(&seg.path);
         let src = File::open(&seg.path).map_err(io_err("open", &seg.path))?;
         let mut r = BufReader::with_capacity(64 * 1024, src);
-        let out = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io_err("create", &tmp))?;
+        let (out, tmp) = fsutil::create_temp(&seg.path, 0o600)
+            .map_err(io_err("create a temp for", &seg.path))?;
         let mut w = BufWriter::with_capacity(64 * 1024, out);
         let mut kept = Segment::new(&self.dir, seg.name_id);
         let mut freed = 0u64;

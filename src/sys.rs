@@ -69,6 +69,105 @@ pub(crate) fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
     }
 }
 
+/// A path component as a C string; a NUL byte in it is an invalid name.
+fn c_name(name: &std::ffi::OsStr) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a name"))
+}
+
+/// openat(2): `name` relative to the directory `dir` (`fsutil::Dir`, the one caller, always
+/// adds O_CLOEXEC); EINTR is retried.
+pub(crate) fn openat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let c = c_name(name)?;
+    loop {
+        // SAFETY: a valid descriptor borrowed for the call, a NUL-terminated name; the
+        // mode is read only with O_CREAT, as open(2) says.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) };
+        if fd >= 0 {
+            // SAFETY: a fresh descriptor that nothing else owns.
+            return Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// mkdirat(2) relative to `dir`.
+pub(crate) fn mkdirat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    mode: libc::mode_t,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let c = c_name(name)?;
+    // SAFETY: a valid descriptor borrowed for the call and a NUL-terminated name.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// renameat(2) within one directory `dir`.
+pub(crate) fn renameat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    from: &std::ffi::OsStr,
+    to: &std::ffi::OsStr,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: a valid descriptor borrowed for the call and two NUL-terminated names.
+    if unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// linkat(2) within one directory `dir`: a second name `to` for `from` (a link `from` is
+/// not followed); fails when `to` exists.
+pub(crate) fn linkat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    from: &std::ffi::OsStr,
+    to: &std::ffi::OsStr,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: a valid descriptor borrowed for the call and two NUL-terminated names.
+    if unsafe { libc::linkat(d, f.as_ptr(), d, t.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// unlinkat(2) of a non-directory `name` in `dir` (never follows it: a link goes, not its
+/// target).
+pub(crate) fn unlinkat(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let c = c_name(name)?;
+    // SAFETY: a valid descriptor borrowed for the call and a NUL-terminated name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Signals caught by [`catch_early`] and not yet taken, one bit per signal number.
 static EARLY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

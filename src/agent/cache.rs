@@ -33,7 +33,8 @@ pub(crate) struct CachedAnswer {
 
 /// Loads the cached config; a damaged or invalid cache is reported and ignored.
 pub(crate) fn load_config(paths: &Paths) -> Option<(MachineConfig, Value)> {
-    let bytes = std::fs::read(config_path(paths)).ok()?;
+    let bytes =
+        crate::fsutil::read_regular(&config_path(paths), crate::fsutil::STATE_FILE_LIMIT).ok()?;
     let raw: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => {
@@ -65,7 +66,7 @@ pub(crate) fn save_config(paths: &Paths, raw: &Value) -> std::io::Result<()> {
 }
 
 pub(crate) fn load_answer(paths: &Paths) -> CachedAnswer {
-    std::fs::read(answer_path(paths))
+    crate::fsutil::read_regular(&answer_path(paths), crate::fsutil::STATE_FILE_LIMIT)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()

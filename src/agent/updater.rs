@@ -8,7 +8,7 @@ use crate::paths::Paths;
 use crate::update::activate::linked_version;
 use crate::update::download::PinState;
 use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver};
 
 /// [`Engine`] plus the base that relative artifact URLs resolve against (the app address).
@@ -22,8 +22,14 @@ pub(crate) struct DaemonUpdater {
 
 impl DaemonUpdater {
     pub(crate) fn new(paths: Paths, base_url: Option<String>) -> DaemonUpdater {
+        let mut opts = UpdateOptions::default();
+        // A file:// app's artifacts are opened beneath its directory, no link followed.
+        opts.download.file_root = base_url
+            .as_deref()
+            .and_then(|b| b.strip_prefix("file://"))
+            .map(PathBuf::from);
         DaemonUpdater {
-            engine: Engine::new(paths, UpdateOptions::default()),
+            engine: Engine::new(paths, opts),
             base_url,
             identity: None,
         }
@@ -81,6 +87,18 @@ impl DaemonUpdater {
             return Ok(());
         }
         match &self.base_url {
+            // A file:// app names files in its own directory only: anything else would be
+            // read and hashed, and its size and sha256 would reach the directory's
+            // logs.jsonl (an oracle on every file root can read). Refused before any read.
+            Some(base) if base.starts_with("file://") => match url.strip_prefix("file://") {
+                Some(p) if !beneath(Path::new(p), Path::new(&base["file://".len()..])) => {
+                    Err(format!(
+                        "artifact URL {url:?} refused: outside the management directory {}",
+                        &base["file://".len()..]
+                    ))
+                }
+                _ => Ok(()),
+            },
             Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
                 Err(format!(
                     "artifact URL {url:?} refused: the management app is https, so its artifacts must be https too"
@@ -113,6 +131,16 @@ impl DaemonUpdater {
             Desired::Keep | Desired::RefuseOlder { .. } => None,
         }
     }
+}
+
+/// `path` is inside `dir` by its words alone: below it, and no `..` on the way.
+fn beneath(path: &Path, dir: &Path) -> bool {
+    path.strip_prefix(dir).is_ok_and(|rest| {
+        rest.components().next().is_some()
+            && rest
+                .components()
+                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    })
 }
 
 impl DaemonUpdater {
@@ -216,6 +244,32 @@ mod tests {
         assert!(u.check_scheme("https://cdn.example/svc-server").is_ok());
         let local = DaemonUpdater::new(p, Some("file:///srv/mgmt".into()));
         assert!(local.check_scheme("file:///srv/mgmt/bin/x").is_ok());
+        assert!(local.check_scheme("https://cdn.example/svc-server").is_ok());
+    }
+
+    #[test]
+    fn a_file_app_names_files_in_its_own_directory_only() {
+        let p = Paths::new(Path::new("/tmp/svc-scheme-test"));
+        let local = DaemonUpdater::new(p, Some("file:///srv/mgmt".into()));
+        assert_eq!(
+            local.engine.opts.download.file_root.as_deref(),
+            Some(Path::new("/srv/mgmt"))
+        );
+        for bad in [
+            "file:///etc/shadow",
+            "file:///srv/mgmt",
+            "file:///srv/mgmtx/a",
+            "file:///srv/mgmt/../../etc/shadow",
+            "file:///srv/mgmt/a/../../x",
+        ] {
+            let e = local.check_scheme(bad).unwrap_err();
+            assert!(e.contains("outside the management directory"), "{bad}: {e}");
+        }
+        let e = local
+            .check_scheme(&local.resolve("../etc/shadow"))
+            .unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        assert!(local.check_scheme(&local.resolve("artifacts/x")).is_ok());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //!
 //! The signature check is the device's own (`svc::update::verify::verify_signature`), so a
 //! release the tool verifies is one a device accepts.
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
@@ -13,6 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::PrivateKeyDer;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use svc::fsutil::Dir;
 use svc::update::verify;
 use svc::update::{Artifact, UpdateError};
 
@@ -252,19 +253,13 @@ fn keygen(key: &Path) -> R<()> {
     let kp = Ed25519KeyPair::from_pkcs8(doc.as_ref())
         .map_err(|e| format!("generated key rejected: {e}"))?;
     let pem = pem_encode("PRIVATE KEY", doc.as_ref());
-    // 0600 from the first byte: created with that mode, never widened.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(key)
+    // 0600 from the first byte, never widened; never through a name someone planted
+    // (a link, a FIFO) and never over anything; whole or not at all after a crash.
+    svc::fsutil::create_new(key, pem.as_bytes(), 0o600)
         .map_err(|e| format!("cannot create {}: {e}", key.display()))?;
-    f.write_all(pem.as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", key.display()))?;
     let public = format!("{}\n", verify::base64_encode(kp.public_key().as_ref()));
-    svc::fsutil::atomic_write(&pub_path, public.as_bytes(), 0o644)
-        .map_err(|e| format!("cannot write {}: {e}", pub_path.display()))?;
+    svc::fsutil::create_new(&pub_path, public.as_bytes(), 0o644)
+        .map_err(|e| format!("cannot create {}: {e}", pub_path.display()))?;
     eprintln!(
         "svc-release: wrote {} (private, keep it off devices) and {} (install it as /etc/svc-signing.pub)",
         key.display(),
@@ -513,7 +508,8 @@ fn load_answer(dir: &Path) -> R<Map<String, Value>> {
         return Err(not_mgmt("not a directory".into()));
     }
     let path = dir.join("poll.json");
-    let bytes = verify::read_bounded(&path, MAX_ANSWER)
+    // A name in a directory others may write: no link, FIFO or device (fsutil::Dir).
+    let bytes = svc::fsutil::read_regular(&path, MAX_ANSWER)
         .map_err(|e| not_mgmt(format!("{}: {e}", path.display())))?;
     let v: Value = serde_json::from_slice(&bytes)
         .map_err(|e| not_mgmt(format!("{} is not JSON: {e}", path.display())))?;
@@ -534,8 +530,7 @@ fn init(dir: &Path) -> R<()> {
     if path.exists() {
         return Err(format!("{} exists; not overwritten", path.display()));
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    svc::fsutil::atomic_write(&path, b"{\n  \"targets\": {}\n}\n", 0o644)
+    svc::fsutil::create_new(&path, b"{\n  \"targets\": {}\n}\n", 0o644)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     eprintln!("svc-release: {} is a management directory", dir.display());
     Ok(())
@@ -553,9 +548,12 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
             dir.join("poll.json").display()
         ));
     }
-    let artifacts = dir.join("artifacts");
-    std::fs::create_dir_all(&artifacts)
-        .map_err(|e| format!("cannot create {}: {e}", artifacts.display()))?;
+    // Every name below DIR through one held descriptor, no link followed (fsutil::Dir): a
+    // directory others may write cannot send our writes elsewhere.
+    let root = Dir::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let artifacts = root
+        .sub(OsStr::new("artifacts"), true)
+        .map_err(|e| format!("cannot create {}/artifacts: {e}", dir.display()))?;
     // Artifacts first, then the answer that names them: a device never sees a target
     // whose file is not complete.
     let files = rels.iter().map(|r| (r.sha256(), r.bytes.as_slice())).chain(
@@ -564,11 +562,14 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
             .map(|(a, bytes)| (a.sha256.as_deref().unwrap_or(""), bytes.as_slice())),
     );
     for (sha256, bytes) in files {
-        let dest = artifacts.join(sha256);
-        let present = std::fs::read(&dest).is_ok_and(|b| b == bytes);
+        let name = OsString::from(sha256);
+        let present = artifacts
+            .read_regular(&name, MAX_BINARY)
+            .is_ok_and(|b| b == bytes);
         if !present {
-            svc::fsutil::atomic_write(&dest, bytes, 0o644)
-                .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+            artifacts
+                .write_atomic(&name, bytes, 0o644)
+                .map_err(|e| format!("cannot write {}/artifacts/{sha256}: {e}", dir.display()))?;
         }
     }
     if let Some((a, _)) = &config {
@@ -594,9 +595,8 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
     let mut text =
         serde_json::to_vec_pretty(&Value::Object(answer.clone())).map_err(|e| e.to_string())?;
     text.push(b'\n');
-    let path = dir.join("poll.json");
-    svc::fsutil::atomic_write(&path, &text, 0o644)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    root.write_atomic(OsStr::new("poll.json"), &text, 0o644)
+        .map_err(|e| format!("cannot write {}/poll.json: {e}", dir.display()))?;
     for r in &rels {
         println!(
             "published {} {} ({}) as artifacts/{}",
@@ -707,14 +707,18 @@ fn prune(dir: &Path, answer: &Map<String, Value>) -> R<()> {
                 .map(str::to_string),
         )
         .collect();
-    let artifacts = dir.join("artifacts");
-    let entries = std::fs::read_dir(&artifacts)
-        .map_err(|e| format!("cannot list {}: {e}", artifacts.display()))?;
+    // The folder by descriptor, no link followed; removals relative to it (fsutil::Dir).
+    let artifacts = Dir::open(dir)
+        .and_then(|d| d.sub(OsStr::new("artifacts"), false))
+        .map_err(|e| format!("cannot open {}/artifacts: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(artifacts.path())
+        .map_err(|e| format!("cannot list {}: {e}", artifacts.path().display()))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let ours = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
         if ours && !named.iter().any(|u| *u == format!("artifacts/{name}")) {
-            std::fs::remove_file(e.path())
+            artifacts
+                .remove(&e.file_name())
                 .map_err(|err| format!("cannot remove {}: {err}", e.path().display()))?;
             println!("pruned artifacts/{name}");
         }
@@ -726,6 +730,10 @@ fn prune(dir: &Path, answer: &Map<String, Value>) -> R<()> {
 /// sha256, ELF architecture) and the signature.
 fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
     let answer = load_answer(dir)?;
+    let root = Dir::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let canonical = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
     let targets = answer
         .get("targets")
         .and_then(Value::as_object)
@@ -755,17 +763,25 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
             "signature": t.get("signature").cloned().unwrap_or(Value::Null),
         }))
         .map_err(|e| format!("/targets/{name}: {e}"))?;
-        let file = match a.url.strip_prefix("file://") {
-            Some(abs) => PathBuf::from(abs),
-            None if a.url.contains("://") => {
-                return Err(format!(
-                    "/targets/{name}: {} is not in this directory; cannot check its content",
-                    a.url
-                ))
-            }
-            None => dir.join(a.url.trim_start_matches('/')),
+        // As a device reads it: inside DIR only, no link followed (fsutil::Dir), so that a
+        // directory others wrote cannot make us hash and name our own files.
+        let outside = || {
+            format!(
+                "/targets/{name}: {} is not in this directory; cannot check its content",
+                a.url
+            )
         };
-        let bytes = verify::read_bounded(&file, MAX_BINARY)
+        let rel = match a.url.strip_prefix("file://") {
+            Some(abs) => Path::new(abs)
+                .strip_prefix(&canonical)
+                .map_err(|_| outside())?
+                .to_path_buf(),
+            None if a.url.contains("://") => return Err(outside()),
+            None => PathBuf::from(a.url.trim_start_matches('/')),
+        };
+        let file = dir.join(&rel);
+        let bytes = root
+            .read_beneath(&rel, MAX_BINARY)
             .map_err(|e| format!("/targets/{name}: {}: {e}", file.display()))?;
         let sha = hex(&Sha256::digest(&bytes));
         if a.sha256.as_deref().map(str::to_ascii_lowercase) != Some(sha.clone()) {

@@ -12,12 +12,13 @@ use super::{MediumConfig, PollAnswer, PollOutcome, ProtocolError, Transport, MAX
 use crate::encoding::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::PathBuf;
 
 pub struct FileTransport {
     dir: PathBuf,
     last_bytes: (u64, u64),
+    /// The directory's stale temps were swept (at the first poll: off the start's path).
+    swept: bool,
 }
 
 impl FileTransport {
@@ -25,24 +26,23 @@ impl FileTransport {
         FileTransport {
             dir: PathBuf::from(dir),
             last_bytes: (0, 0),
+            swept: false,
         }
     }
 
+    /// `poll.json`, opened as every name in the directory is (`fsutil::Dir`): a link, a
+    /// FIFO (which would block the loop before `READY=1`) or a device is refused with an
+    /// error naming it, and at most `MAX_ANSWER_BYTES` are read.
     fn read_answer(&self) -> Result<Vec<u8>, ProtocolError> {
         let path = self.dir.join("poll.json");
-        let file = std::fs::File::open(&path)
-            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
-        let mut body = Vec::new();
-        file.take(MAX_ANSWER_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| ProtocolError::Network(format!("cannot read {}: {e}", path.display())))?;
-        if body.len() as u64 > MAX_ANSWER_BYTES {
-            return Err(ProtocolError::BadAnswer(format!(
-                "{} is larger than {MAX_ANSWER_BYTES} bytes",
-                path.display()
-            )));
-        }
-        Ok(body)
+        crate::fsutil::read_regular(&path, MAX_ANSWER_BYTES).map_err(|e| {
+            let msg = format!("cannot read {}: {e}", path.display());
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                ProtocolError::BadAnswer(msg)
+            } else {
+                ProtocolError::Network(msg)
+            }
+        })
     }
 }
 
@@ -57,7 +57,6 @@ impl FileTransport {
     /// A file the answer names by a path relative to the directory (no `://`, no `..`, no
     /// absolute path): a regular file, not a link, at most [`MAX_ANSWER_BYTES`].
     fn read_member(&self, url: &str) -> Result<Vec<u8>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
         let rel = std::path::Path::new(url);
         let plain = !url.contains("://")
             && rel.components().count() > 0
@@ -70,32 +69,20 @@ impl FileTransport {
             ));
         }
         let path = self.dir.join(rel);
-        let shown = path.display();
-        // No link followed, no FIFO waited on; then a regular file only.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
-        if !meta.is_file() {
-            return Err(format!("{shown} is not a regular file"));
-        }
-        let mut body = Vec::new();
-        file.take(MAX_ANSWER_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
-        if body.len() as u64 > MAX_ANSWER_BYTES {
-            return Err(format!("{shown} is larger than {MAX_ANSWER_BYTES} bytes"));
-        }
-        Ok(body)
+        // No link followed on the way, no FIFO waited on, a regular file only (fsutil::Dir).
+        crate::fsutil::Dir::open(&self.dir)
+            .and_then(|d| d.read_beneath(rel, MAX_ANSWER_BYTES))
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
     }
 }
 
 impl Transport for FileTransport {
     fn poll(&mut self, status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
+        if !std::mem::replace(&mut self.swept, true) {
+            // The temps of status writes a kill or a power cut interrupted (a read-only
+            // directory keeps its own; nothing here fails for it).
+            crate::fsutil::remove_stale_temps(&self.dir);
+        }
         let report = serde_json::to_vec_pretty(status).unwrap_or_default();
         // A read-only management directory (a USB stick, a factory share) is fine.
         let _ = crate::fsutil::atomic_write(&self.dir.join("status.json"), &report, 0o644);
@@ -263,6 +250,30 @@ mod tests {
             t.resolve_url("svc-server-1.0"),
             format!("file://{}/svc-server-1.0", dir.display())
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_first_poll_sweeps_temps_a_killed_writer_left() {
+        let dir =
+            std::env::temp_dir().join(format!("svc-filetransport-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // No process ever has a pid above pid_max.
+        let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let stale = dir.join(format!(".status.json.tmp.{}.1f", max + 1));
+        std::fs::write(&stale, b"half").unwrap();
+        let mine = dir.join(format!(".status.json.tmp.{}.2f", std::process::id()));
+        std::fs::write(&mine, b"in use").unwrap();
+        let mut t = FileTransport::new(dir.to_str().unwrap(), "p");
+        assert!(stale.exists(), "swept before any poll");
+        let _ = t.poll(&Value::Null, None);
+        assert!(!stale.exists(), "a dead writer's temp stayed");
+        assert!(mine.exists(), "a running writer's temp went");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

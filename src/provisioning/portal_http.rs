@@ -452,7 +452,8 @@ fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
 /// `svc.json.prev`), and the app must be https (the agent runs what that app sends, as root).
 fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
     let file = s.paths.credentials();
-    let existing = match std::fs::read(&file) {
+    // As the daemon reads it: a regular file only (no link followed, no FIFO waited on).
+    let existing = match crate::fsutil::read_regular(&file, crate::credentials::MAX_FILE_BYTES) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err((500, format!("reading the current credentials: {e}"))),

@@ -13,7 +13,7 @@
 //! - 4xx other than 408/429 fail at once: no retry storm against a missing file.
 //! - A stop request (SIGTERM) ends a download at its next chunk, its bytes kept: the daemon's
 //!   loop may be inside it (the hawkBit `.swu`), and systemd's stop timeout is short.
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -46,6 +46,10 @@ pub struct DownloadOptions {
     pub max_unannounced_size: u64,
     /// Free space to leave in the cache file system.
     pub free_space_margin: u64,
+    /// A `file://` management directory: `file://` sources are read only beneath it, with
+    /// no symbolic link followed in any component (`fsutil::Dir::open_beneath`). Without
+    /// it, a `file://` source's last component is still never followed.
+    pub file_root: Option<PathBuf>,
 }
 
 impl Default for DownloadOptions {
@@ -59,6 +63,7 @@ impl Default for DownloadOptions {
             progress_interval: Duration::from_secs(5),
             max_unannounced_size: 1024 * 1024 * 1024,
             free_space_margin: 16 * 1024 * 1024,
+            file_root: None,
         }
     }
 }
@@ -230,10 +235,11 @@ pub(crate) fn fetch_into(
         validators: Validators::default(),
     };
     // A partial download is only trusted when its sidecar names the same URL and hash.
-    let sidecar = fs::read(sidecar_path(&part))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
-        .filter(|s| s.url == want.url && s.sha256 == want.sha256);
+    let sidecar =
+        crate::fsutil::read_regular(&sidecar_path(&part), crate::fsutil::STATE_FILE_LIMIT)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
+            .filter(|s| s.url == want.url && s.sha256 == want.sha256);
     let mut offset = match (&sidecar, fs::metadata(&part)) {
         (Some(_), Ok(m)) => m.len(),
         _ => 0,
@@ -258,12 +264,8 @@ pub(crate) fn fetch_into(
     }
     check_space(&cache, a.size.map(|s| s.saturating_sub(offset)), opts)?;
 
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&part)
+    let file = crate::fsutil::Dir::open(&cache)
+        .and_then(|d| d.open_for_update(part.file_name().unwrap_or_default(), 0o644))
         .map_err(io_err(format!("opening {}", part.display())))?;
     let mut job = Job {
         a,
@@ -463,7 +465,17 @@ impl Job<'_> {
 
     fn attempt_file(&mut self, src: &Path) -> Result<AttemptEnd, Failure> {
         let fatal = |ctx: String| move |e| Failure::Fatal(io_err(ctx)(e));
-        let mut f = File::open(src).map_err(fatal(format!("opening {}", src.display())))?;
+        let opened = match &self.opts.file_root {
+            Some(root) => match src.strip_prefix(root) {
+                Ok(rel) => crate::fsutil::Dir::open(root).and_then(|d| d.open_beneath(rel)),
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("outside the management directory {}", root.display()),
+                )),
+            },
+            None => crate::fsutil::open_regular(src),
+        };
+        let mut f = opened.map_err(fatal(format!("opening {}", src.display())))?;
         let len = f
             .metadata()
             .map_err(fatal(format!("stat {}", src.display())))?

@@ -72,7 +72,7 @@ impl VersionRecords {
     /// `versions.json.corrupt`) and treated as empty: the links still say what runs.
     pub fn load(paths: &Paths) -> Result<Self, UpdateError> {
         let p = Self::path(paths);
-        match std::fs::read(&p) {
+        match crate::fsutil::read_regular(&p, crate::fsutil::STATE_FILE_LIMIT) {
             Ok(bytes) => match serde_json::from_slice(&bytes) {
                 Ok(r) => Ok(r),
                 Err(e) => {

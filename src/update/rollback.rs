@@ -216,7 +216,8 @@ fn boot_path(paths: &Paths) -> PathBuf {
 }
 
 pub fn load_boot(paths: &Paths) -> Option<AgentBoot> {
-    serde_json::from_slice(&std::fs::read(boot_path(paths)).ok()?).ok()
+    let bytes = crate::fsutil::read_regular(&boot_path(paths), crate::fsutil::STATE_FILE_LIMIT);
+    serde_json::from_slice(&bytes.ok()?).ok()
 }
 
 fn save_boot(paths: &Paths, b: &AgentBoot) -> Result<(), UpdateError> {

@@ -35,6 +35,8 @@ mod cli_tools;
 mod config_rules;
 mod data_partition;
 mod ddi_server;
+mod fs_attacks;
+mod fs_crash;
 mod hawkbit;
 mod hawkbit_config;
 mod hawkbit_consent;

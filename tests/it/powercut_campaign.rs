@@ -251,7 +251,8 @@ fn running(paths: &Paths, name: &str, version: &str) -> bool {
 }
 
 /// Temp files under the state folder: downloads in progress and their sidecars, temp links,
-/// temp writes (the log queue's own files excepted).
+/// temp writes (the log queue's own files excepted); and the status writes' temps in the
+/// `file://` management directory (`app/`, issue 40: swept at the transport's first poll).
 fn temps(paths: &Paths) -> Vec<(String, u64)> {
     fn walk(dir: &Path, out: &mut Vec<(String, u64)>) {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -275,6 +276,16 @@ fn temps(paths: &Paths) -> Vec<(String, u64)> {
     }
     let mut out = Vec::new();
     walk(&paths.state_dir(), &mut out);
+    for e in std::fs::read_dir(paths.root().join("app"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().contains(".tmp.") {
+            let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+            out.push((e.path().display().to_string(), len));
+        }
+    }
     out
 }
 

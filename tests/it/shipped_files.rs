@@ -70,3 +70,38 @@ fn the_shipped_unit_is_sandboxed() {
         assert!(unit_text.contains(must), "{must}");
     }
 }
+
+/// Issue 40, finding 1: inside the writable `/etc`, what nothing in the sandbox writes and
+/// what would let one bad root write out of it stays read-only (docs/security.md "The
+/// sandbox against finding 1").
+#[test]
+fn the_unit_keeps_the_ways_out_of_the_sandbox_read_only() {
+    let unit = std::fs::read_to_string(Path::new(ROOT).join("dist/svc-agent.service")).unwrap();
+    let ro: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("ReadOnlyPaths="))
+        .flat_map(str::split_whitespace)
+        .collect();
+    for must in [
+        "-/etc/svc-signing.pub",
+        "-/etc/passwd",
+        "-/etc/shadow",
+        "-/etc/sudoers.d",
+        "-/etc/systemd/system",
+    ] {
+        assert!(ro.contains(&must), "{must} not read-only: {ro:?}");
+    }
+    // Nothing the agent writes is among them.
+    for written in [
+        "/etc/svc.json",
+        "/etc/NetworkManager",
+        "/etc/apt",
+        "/etc/systemd/journald.conf.d",
+    ] {
+        assert!(
+            !ro.iter()
+                .any(|p| written.starts_with(p.trim_start_matches('-'))),
+            "{written} is written by the agent"
+        );
+    }
+}

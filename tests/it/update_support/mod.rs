@@ -156,6 +156,7 @@ pub fn test_opts() -> UpdateOptions {
             progress_interval: std::time::Duration::from_secs(1),
             max_unannounced_size: 64 * 1024 * 1024,
             free_space_margin: 1024 * 1024,
+            ..DownloadOptions::default()
         },
         ..UpdateOptions::default()
     }
