@@ -311,7 +311,11 @@ fn a_trickle_times_out_after_bounded_attempts() {
         }
         e => panic!("expected a network timeout, got {e}"),
     }
-    assert_eq!(f.server.requests("/slow").len(), 2);
+    // The bound is what counts: no more requests than attempts. On a loaded machine an
+    // attempt's 1 s deadline can pass before the server has read its request (TLS still
+    // handshaking), so the server may have seen fewer.
+    let seen = f.server.requests("/slow").len();
+    assert!((1..=2).contains(&seen), "{seen} requests for 2 attempts");
     f.untouched("2.0.0");
 }
 
