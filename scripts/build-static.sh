@@ -16,8 +16,8 @@
 # Installs its own prerequisites when missing (rustup targets; apt: musl-tools for x86_64,
 # gcc-aarch64-linux-gnu for aarch64's C code in aws-lc-sys and ring). Progress goes to stderr; the
 # paths of the built binaries go to stdout, one per line, so callers can capture them.
-# Every binary is checked to be statically linked (no program interpreter); a dynamic one
-# fails the build.
+# Every binary is checked to be static-pie (ELF type DYN, no program interpreter): a dynamic
+# or a fixed-address one fails the build.
 set -euo pipefail
 
 usage() { echo "usage: $0 x86_64|aarch64|all [--profile PROFILE]" >&2; exit 2; }
@@ -70,9 +70,15 @@ for a in "${arches[@]}"; do
             apt_ensure musl-gcc musl-tools ;;
         aarch64)
             apt_ensure aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+            # static-pie, as rustc links x86_64 musl on its own (its aarch64 target lacks
+            # static-position-independent-executables): position-independent code, no start
+            # files from rustc, and cross/aarch64-static-pie-ld, the link the cross route
+            # makes too (musl's rcrt1.o, -pie --no-dynamic-linker; docs/packaging.md).
             envs+=(CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
                    AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
-                   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld) ;;
+                   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER="$root/cross/aarch64-static-pie-ld"
+                   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C relocation-model=pie -C link-self-contained=no"
+                   CROSS_RUST_SYSROOT="$(cd "$root" && rustc --print sysroot)") ;;
     esac
 done
 # One cargo invocation for every architecture: the host-side build scripts and proc macros
@@ -121,6 +127,12 @@ for a in "${arches[@]}"; do
         [ -x "$path" ] || die "missing output $path"
         if LC_ALL=C readelf -l "$path" | grep -q 'program interpreter'; then
             die "$path is dynamically linked"
+        fi
+        # static-pie (ELF type DYN, no interpreter): the kernel places the image at a random
+        # address. An EXEC is a fixed-address static build (e.g. RUSTFLAGS in the
+        # environment, which makes cargo ignore the per-target flags above).
+        if ! LC_ALL=C readelf -h "$path" | grep -q 'Type:[[:space:]]*DYN'; then
+            die "$path is not static-pie ($(LC_ALL=C readelf -h "$path" | sed -n 's/^ *Type: *//p'))"
         fi
         # aws-lc is compiled (minreq turns on rustls's default provider) but the device
         # binaries use ring: linked in by a stray reference, it would cost 0.7 MB and ~0.1 ms

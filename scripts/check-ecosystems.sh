@@ -10,7 +10,8 @@
 #              `make svc-agent-source` for both routes; the from-source route's vendored
 #              sources built offline with the CARGO_HOME Buildroot uses.
 #   cross:     the zig wrapper of cross/Dockerfile.musl, exactly as cc-rs calls it, compiling
-#              aws-lc-sys and ring for aarch64 and x86_64 musl.
+#              aws-lc-sys and ring for aarch64 and x86_64 musl; the aarch64 static-pie link
+#              of Cross.toml (cross/aarch64-static-pie-ld) on a small program, run under qemu.
 # Runs as root on a fresh Debian 12 (installs what it needs; BitBake runs as an unprivileged
 # user). Prints "ecosystems: N passed, M failed"; exit 1 when anything failed.
 #   ECO_WORK   work folder (default /var/tmp/svc-ecosystems; kept between runs as a cache)
@@ -61,6 +62,8 @@ for c in chrpath cpio diffstat gawk lz4 rsync zstd file git make gcc g++ patch b
 done
 # Buildroot's check-package: python3 with magic and flake8.
 apt_need flake8 flake8
+# The cross part runs its aarch64 static-pie test program.
+apt_need qemu-aarch64-static qemu-user-static
 apt_need_file /usr/lib/python3/dist-packages/magic/__init__.py python3-magic
 apt_install_needed || { bad "apt: installing the ecosystem tools"; finish; }
 # Debian's python3 (not a per-user pyenv) for everything below.
@@ -230,6 +233,15 @@ yocto_recipe_checks() {
 			cv=$(git show "$srcrev:Cargo.toml" | sed -n 's/^version = "\(.*\)"/\1/p' | head -n1)
 			if [ "${pv%%+git*}" = "$cv" ]; then ok "svc-agent: PV base $cv is the version at $srcrev"; else bad "svc-agent: PV $pv but Cargo.toml at $srcrev says $cv"; fi
 		fi
+		# A position-independent binary (docs/packaging.md, "Position-independent binaries"):
+		# oe-core's generated Rust target says position-independent-executables and links
+		# dynamically with the target's gcc; nothing in the recipe's RUSTFLAGS asks otherwise.
+		local rf
+		rf=$(sed -n 's/^\(export \)\{0,1\}RUSTFLAGS="\(.*\)"/\2/p' "$Y/env-svc-agent.txt" | head -n1)
+		if grep -q "tspec\['position-independent-executables'\] = True" "$OE/meta/classes-recipe/rust-target-config.bbclass" &&
+			! echo "$rf" | grep -qE 'crt-static|relocation-model=(static|dynamic-no-pic)|no-pie'; then
+			ok "svc-agent: oe-core's Rust target links a PIE, RUSTFLAGS do not undo it"
+		else bad "svc-agent: not a PIE (oe-core's rust-target-config.bbclass, or RUSTFLAGS '$rf')"; fi
 	fi
 }
 
@@ -333,6 +345,11 @@ buildroot() {
 		if echo "$vars" | grep -A12 "^SVC_AGENT_INSTALL_TARGET_CMDS=" | grep -q -- '--bins'; then
 			bad "from source: cargo install --bins installs svc-server too"
 		else ok "from source: installs svc-agent only"; fi
+		# A position-independent binary (docs/packaging.md, "Position-independent binaries"):
+		# systemd needs a glibc toolchain, and rustc's *-linux-gnu targets link a PIE.
+		if grep -qx 'BR2_TOOLCHAIN_USES_GLIBC=y' "$out/.config" && ! echo "$vars" | grep -qE 'crt-static|relocation-model'; then
+			ok "from source: a glibc toolchain, rustc's PIE (no flags of ours undo it)"
+		else bad "from source: not a glibc toolchain, or the package changes rustc's linking"; fi
 		pv=$(echo "$vars" | sed -n "s/^SVC_AGENT_VERSION='\(.*\)'/\1/p")
 		# The crates, fetched beforehand from the registry into Buildroot's CARGO_HOME (the
 		# download step itself runs offline, CARGO_NET_OFFLINE=true).
@@ -458,7 +475,7 @@ cross_check() {
 		bad "cross/Dockerfile.musl installs with pip"
 	else ok "cross/Dockerfile.musl needs no pip"; fi
 	# What the image runs is these committed files, so running them here is running the image's.
-	if grep -q '^COPY cross/install-zig.sh cross/zig-cc cross/zig-ar /usr/local/bin/$' cross/Dockerfile.musl &&
+	if grep -q '^COPY cross/install-zig.sh cross/zig-cc cross/zig-ar cross/aarch64-static-pie-ld /usr/local/bin/$' cross/Dockerfile.musl &&
 		grep -q '^RUN /usr/local/bin/install-zig.sh /opt/zig$' cross/Dockerfile.musl &&
 		grep -q 'CC_aarch64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml &&
 		grep -q 'CC_x86_64_unknown_linux_musl=/usr/local/bin/zig-cc' Cross.toml; then
@@ -498,6 +515,24 @@ cross_check() {
 			fi
 		done
 	done
+
+	# The image's aarch64 link (Cross.toml's linker, the committed cross/aarch64-static-pie-ld,
+	# and its RUSTFLAGS; CROSS_RUST_SYSROOT as cross sets it: the Rust sysroot) on a small
+	# program, offline: static-pie (ELF type DYN, no interpreter), and it runs.
+	local flags linker
+	flags=$(sed -n 's/^ *"CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS=\(.*\)",$/\1/p' Cross.toml)
+	linker=$(sed -n 's/^ *"CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=\(.*\)",$/\1/p' Cross.toml)
+	mkdir -p "$C/pie"
+	echo 'fn main() { println!("static-pie ok"); }' >"$C/pie/main.rs"
+	# shellcheck disable=SC2086 # the flags are words, as cargo splits them
+	if [ "$linker" = /usr/local/bin/aarch64-static-pie-ld ] && [ -n "$flags" ] &&
+		offline env CROSS_RUST_SYSROOT="$(rustc --print sysroot)" rustc --target aarch64-unknown-linux-musl \
+			$flags -C linker="$REPO/cross/aarch64-static-pie-ld" -o "$C/pie/main" "$C/pie/main.rs" &&
+		LC_ALL=C readelf -h "$C/pie/main" | grep -q 'Type:[[:space:]]*DYN' &&
+		! readelf -l "$C/pie/main" | grep -q INTERP &&
+		qemu-aarch64-static "$C/pie/main" | grep -q 'static-pie ok'; then
+		ok "Cross.toml's aarch64 link ($flags, cross/aarch64-static-pie-ld) makes a static-pie that runs"
+	else bad "Cross.toml's aarch64 link (linker '$linker', RUSTFLAGS '$flags') does not make a static-pie that runs"; fi
 }
 
 # The three parts side by side: each uses about one core (BitBake's parse, Buildroot's make,

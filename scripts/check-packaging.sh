@@ -1,9 +1,10 @@
 #!/bin/sh
 # Packaging tier: shellcheck on every shell script, `systemd-analyze verify` of the unit,
 # oelint-adv on the Yocto layer, the Yocto crates list against Cargo.lock, Buildroot's
-# coding style, both static musl builds (scripts/build-static.sh) with ELF checks, the size
-# budget, the aarch64 binary and the library tests under qemu-aarch64-static, and the
-# installed footprint. Prints "packaging: N passed, M failed"; exit 1 when anything failed.
+# coding style, both static musl builds (scripts/build-static.sh) with ELF checks (both
+# static-pie), the size budget, the aarch64 binary and the library tests under
+# qemu-aarch64-static, and the installed footprint. Prints "packaging: N passed, M failed";
+# exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/lib/toolchain.sh
@@ -92,10 +93,16 @@ if ! built=$(scripts/build-static.sh all --profile dist); then
 	bad "scripts/build-static.sh all --profile dist"
 else
 	ok "static builds"
+	# static-pie, both targets (docs/packaging.md, "Position-independent binaries"): ELF type
+	# DYN (position independent: the kernel maps the image at a random address) and no
+	# program interpreter or needed library (static). x86_64 by rustc's target; aarch64 by
+	# build-static.sh's flags and cross/aarch64-static-pie-ld.
 	for b in $built; do
 		if readelf -lW "$b" | grep -q INTERP || readelf -dW "$b" | grep -q NEEDED; then
 			bad "$b is dynamically linked"
-		else ok "$b static ($(file -b "$b" | cut -d, -f1-2))"; fi
+		elif ! LC_ALL=C readelf -hW "$b" | grep -q 'Type:[[:space:]]*DYN'; then
+			bad "$b is not position independent ($(LC_ALL=C readelf -hW "$b" | sed -n 's/^ *Type: *//p'))"
+		else ok "$b static-pie: DYN, no interpreter ($(file -b "$b" | cut -d, -f1-2))"; fi
 	done
 	b=target/x86_64-unknown-linux-musl/dist/svc-agent
 	sz=$(stat -c %s "$b")

@@ -7,8 +7,12 @@
 SVC_AGENT_LICENSE = Apache-2.0
 SVC_AGENT_LICENSE_FILES = LICENSE
 
+# Both routes install a position-independent binary, which the kernel maps at a random
+# address (docs/packaging.md, "Position-independent binaries"): the release's is static-pie;
+# from source, the toolchain is glibc (systemd needs it) and rustc's *-linux-gnu targets link
+# a dynamically linked PIE with the toolchain's gcc.
 ifeq ($(BR2_PACKAGE_SVC_AGENT_PREBUILT),y)
-# A release's static musl binary, with the release's LICENSE next to it.
+# A release's static musl binary (static-pie), with the release's LICENSE next to it.
 SVC_AGENT_VERSION = 0.1.0
 SVC_AGENT_INSTALLED_VERSION = $(SVC_AGENT_VERSION)
 SVC_AGENT_ARCH = $(if $(BR2_aarch64),aarch64,x86_64)

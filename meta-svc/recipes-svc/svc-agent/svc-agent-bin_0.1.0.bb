@@ -1,6 +1,7 @@
-# svc-agent as the release's prebuilt static musl binary (x86_64, aarch64): no Rust
-# toolchain in the build, any Yocto release. PV is the release (this file's name); the
-# binary is fetched from that release with its pinned sha256.
+# svc-agent as the release's prebuilt static musl binary (x86_64, aarch64; static-pie, see
+# the project's docs/packaging.md): no Rust toolchain in the build, any Yocto release. PV is
+# the release (this file's name); the binary is fetched from that release with its pinned
+# sha256.
 require svc-agent.inc
 
 # The release binary carries no licence file: oe-core's copy of the same Apache-2.0 text.
@@ -31,7 +32,7 @@ do_install:append() {
     install_svc_layout ${PV}
 }
 
-# A static, already stripped binary: no ldflags of ours, nothing for Yocto to strip.
+# A static(-pie), already stripped binary: no ldflags of ours, nothing for Yocto to strip.
 # nooelint: oelint.vars.insaneskip
 INSANE_SKIP:${PN} += "already-stripped ldflags"
 
