@@ -11,6 +11,7 @@
 //! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
 //! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
+//! | `hawkbit-swu` | the same on a device with a vendor key, each deployment a signed SWUpdate image (`.swu`, about 4 MiB over a slow link) of svc-server and the machine config: its download resumed across cuts, its files taken out and checked, the config applied | as `hawkbit` (no crashing build), plus swu-download (`cache/swu/*.swu.part` short) and swu-unpack (whole, its files not yet recorded) before accepted |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
 //! byte-identical copy of a build that was offered (and that answers `version --json`), the
@@ -21,9 +22,10 @@
 //! temp file left growing; in hawkBit mode, the DDI server's last feedback for the action
 //! saying what runs (`closed` + `success` only with the new build current and through its
 //! probation, `closed` + `failure` after its rollback) and no feedback contradicting an
-//! earlier `closed` one. A failure is recorded with its cut number and seed (the campaign
-//! is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is rebuilt, and the test
-//! fails at the end.
+//! earlier `closed` one; with a `.swu`, also the image's config the one kept and its files
+//! (after the cut too) those its manifest records. A failure is recorded with its cut number
+//! and seed (the campaign is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is
+//! rebuilt, and the test fails at the end.
 //!
 //! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed). The recorded run is
 //! `benches/powercut.sh` (the ignored `power_cut_campaign_full`, 1,000 cuts). Nothing here
@@ -1130,6 +1132,15 @@ const HAWKBIT_PROBATION_SECS: &str = "5";
 /// crash-looped: the probation rule held, the window was too short for the machine.
 const HAWKBIT_CRASH_PROBATION_SECS: &str = "60";
 
+/// The `hawkbit-swu` scenario's images: svc-server padded to this (with the image's other
+/// bytes, about 4 MiB), served by the DDI server `PACE_STEP` (256 KiB) at a time with a
+/// pause between steps (a slow link), so that a cut lands in the download often.
+const SWU_PAD: usize = 4 << 20;
+const SWU_STEP_PAUSE: Duration = Duration::from_millis(20);
+
+/// The vendor's signer of a keyed device (`install_vendor_key`).
+type Signer = Box<dyn Fn(&svc::update::Artifact) -> String>;
+
 struct Hawkbit {
     sb: Sandbox,
     ddi: crate::ddi_server::DdiServer,
@@ -1141,6 +1152,11 @@ struct Hawkbit {
     good: Window,
     crash: Window,
     current: String,
+    /// `hawkbit-swu`: the device has a vendor key and every deployment is a signed `.swu`
+    /// (svc-server and the machine config); `unpacked` is the uncut run until its files are
+    /// out of the image (the download, resumed across cuts, and the unpacking).
+    swu: Option<Signer>,
+    unpacked: Window,
 }
 
 /// `(execution, finished)` of every feedback the server took for `id`, in order.
@@ -1181,10 +1197,19 @@ fn no_contradiction(ddi: &crate::ddi_server::DdiServer) -> Check {
 }
 
 impl Hawkbit {
-    fn new(w: usize) -> Hawkbit {
+    fn new(w: usize, swu: bool) -> Hawkbit {
         let ddi = crate::ddi_server::DdiServer::start();
-        let sb = crate::hawkbit_daemon::machine(&format!("campaign-hawkbit-w{w}"), &ddi);
+        let label = if swu { "hawkbit-swu" } else { "hawkbit" };
+        let sb = crate::hawkbit_daemon::machine(&format!("campaign-{label}-w{w}"), &ddi);
         let paths = Paths::new(&sb.root);
+        let swu = swu.then(|| {
+            // A slow link: each 256 KiB step of an artifact after a pause.
+            ddi.state.lock().unwrap().pace = Some(std::sync::Arc::new(|_| {
+                std::thread::sleep(SWU_STEP_PAUSE);
+                true
+            }));
+            Box::new(crate::update_support::install_vendor_key(&paths)) as Signer
+        });
         let mut known = Known::default();
         known.add(
             "svc-server",
@@ -1200,7 +1225,99 @@ impl Hawkbit {
             good: Window::default(),
             crash: Window::default(),
             current: "1.0.0".into(),
+            swu,
+            unpacked: Window::default(),
         }
+    }
+
+    /// The machine config the `.swu` of cut `k` carries: the hawkBit section kept (without
+    /// it the agent would go back to its management app), a module that says `k`.
+    fn swu_config(&self, k: u64) -> Value {
+        json!({
+            "agent": {"svc-agent": {"hawkbit": {
+                "server_url": self.ddi.url(), "tenant": crate::ddi_server::TENANT,
+                "controller_id": crate::ddi_server::CONTROLLER, "auth": "target-token"}}},
+            "modules": [{"type": "local", "name": "tool", "module_id": "lab:tool",
+                         "executable_path": "/bin/true", "env": {"CUT": k.to_string()}}]
+        })
+    }
+
+    /// The config the agent keeps is the one of cut `k`'s image.
+    fn config_applied(&self, k: u64) -> bool {
+        read_json(&self.paths.state_dir().join("config.json"))
+            .is_some_and(|c| c["modules"][0]["env"]["CUT"].as_str() == Some(k.to_string().as_str()))
+    }
+
+    /// Offers cut `k`'s deployment: a plain svc-server chunk, or a signed `.swu` of
+    /// svc-server and the config; returns the svc-server build and the image's size.
+    fn offer(&mut self, k: u64, v: &str, broken: bool) -> (Vec<u8>, usize) {
+        let id = k.to_string();
+        let pad = if self.swu.is_some() { SWU_PAD } else { 1 << 20 };
+        let behavior = if broken { "exit1" } else { "hang" };
+        let body = fake_binary("svc-server", v, behavior, pad);
+        self.known.add("svc-server", v, &body);
+        let Some(sign) = &self.swu else {
+            let chunk = self.ddi.chunk("svc-server", v, &body);
+            self.ddi.deploy(&id, &format!("[{chunk}]"));
+            return (body, 0);
+        };
+        let cfg = serde_json::to_vec(&self.swu_config(k)).unwrap();
+        let image = crate::hawkbit::swu_image(
+            &[("svc-server", v, &body), ("config", v, &cfg)],
+            &[&body, &cfg],
+            Some(sign.as_ref()),
+            None,
+        );
+        // The server keeps this image only (each is MiBs).
+        self.ddi.state.lock().unwrap().artifacts.clear();
+        let chunk = self.ddi.chunk("image", v, &image).replace(
+            &format!("\"filename\": \"image-{v}\""),
+            &format!("\"filename\": \"image-{v}.swu\""),
+        );
+        self.ddi.deploy(&id, &format!("[{chunk}]"));
+        (body, image.len())
+    }
+
+    /// The image's partial download in `cache/swu/`, if any: its size.
+    fn swu_part(&self) -> Option<u64> {
+        std::fs::read_dir(self.paths.cache_dir().join("swu"))
+            .ok()?
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".swu.part"))
+            .and_then(|e| e.metadata().ok())
+            .map(|m| m.len())
+    }
+
+    /// What the image's unpacking left is whole: a manifest, when there is one, loads and
+    /// every file it names has the size and sha256 it records (it is written last).
+    fn swu_sound(&self) -> Check {
+        let path = self.paths.cache_dir().join("swu/manifest.json");
+        if !path.exists() {
+            return Ok(());
+        }
+        let m = read_json(&path).ok_or("cache/swu/manifest.json does not load")?;
+        for f in m["files"].as_array().ok_or("manifest: no files")? {
+            let (sha, size, file) = (f[2].as_str(), f[3].as_u64(), f[5].as_str());
+            let (Some(sha), Some(size), Some(file)) = (sha, size, file) else {
+                return Err(format!("manifest: a file entry {f}"));
+            };
+            let got = file_sha256(Path::new(file)).map_err(|e| format!("{file}: {e}"))?;
+            ensure(got == (sha.to_string(), size), || {
+                format!("{file}: {got:?}, the manifest says {sha} {size}")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The files of `v`'s image are out and recorded (the manifest names its download).
+    fn swu_unpacked(&self, v: &str) -> bool {
+        read_json(&self.paths.cache_dir().join("swu/manifest.json"))
+            .and_then(|m| {
+                m["key"]
+                    .as_str()
+                    .map(|k| k.contains(&format!("/image-{v}|")))
+            })
+            .unwrap_or(false)
     }
 
     fn spawn(&self, broken: bool) -> Child {
@@ -1225,7 +1342,7 @@ impl Hawkbit {
 
     /// Where the action was when the power went, from what it left: the server's feedback,
     /// the action record, the download, the link and the version records.
-    fn phase(&self, id: &str, v: &str, size: usize) -> String {
+    fn phase(&self, id: &str, v: &str, size: usize, image: usize) -> String {
         if ddi_steps(&self.ddi, id).iter().any(|(e, _)| e == "closed") {
             return "closed".into();
         }
@@ -1257,6 +1374,20 @@ impl Hawkbit {
         }
         let taken = read_json(&self.paths.state_dir().join("hawkbit-action.json"))
             .is_some_and(|a| a["id"] == id);
+        if self.swu.is_some() && !taken {
+            // The image: coming in (`.swu.part` short), or whole and being checked and taken
+            // apart (the part whole, or gone with its files not yet recorded).
+            match self.swu_part() {
+                Some(n) if (n as usize) < image => return "swu-download".into(),
+                Some(_) => return "swu-unpack".into(),
+                None if self.paths.cache_dir().join("swu/files").exists()
+                    && !self.swu_unpacked(v) =>
+                {
+                    return "swu-unpack".into()
+                }
+                None => {}
+            }
+        }
         if taken { "accepted" } else { "poll" }.into()
     }
 
@@ -1292,20 +1423,16 @@ impl Scenario for Hawkbit {
     fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
         let v = format!("2.{k}.0");
         let id = k.to_string();
-        // One deployment in three is a build that crashes at start and must roll back.
-        let broken = rng.below(3) == 0;
-        let body = fake_binary(
-            "svc-server",
-            &v,
-            if broken { "exit1" } else { "hang" },
-            1 << 20,
-        );
-        self.known.add("svc-server", &v, &body);
-        let chunk = self.ddi.chunk("svc-server", &v, &body);
-        self.ddi.deploy(&id, &format!("[{chunk}]"));
+        // One deployment in three is a build that crashes at start and must roll back (not
+        // in `.swu` mode: its cuts are for the image's download and unpacking).
+        let broken = self.swu.is_none() && rng.below(3) == 0;
+        let (body, image) = self.offer(k, &v, broken);
         // Half the cuts fall before the new build is linked (the download, its check and
-        // the activation take far less time than the probation and the report).
-        let delay = if rng.below(2) == 0 {
+        // the activation take far less time than the probation and the report); in `.swu`
+        // mode half of those before the image's files are out.
+        let delay = if self.swu.is_some() && rng.below(4) == 0 {
+            self.unpacked.draw(rng)
+        } else if rng.below(2) == 0 {
             self.early.draw(rng)
         } else if broken {
             self.crash.draw(rng)
@@ -1315,13 +1442,14 @@ impl Scenario for Hawkbit {
         let mut agent = self.spawn(broken);
         std::thread::sleep(delay);
         power_cut(Some(&mut agent), &self.sb.root);
-        let mut phase = self.phase(&id, &v, body.len());
+        let mut phase = self.phase(&id, &v, body.len(), image);
         if broken {
             phase = format!("crash-{phase}");
         }
         let log_at_cut = self.sb.log();
         let result = (|| {
             sound_after_cut(&self.paths, &self.known)?;
+            self.swu_sound()?;
             self.report_matches(&id, &v)?;
             no_contradiction(&self.ddi)?;
             // The machine starts again (svc-server has no boot guard: the agent is its
@@ -1333,13 +1461,17 @@ impl Scenario for Hawkbit {
             } else {
                 v.clone()
             };
-            let mut linked_after = None;
+            let (mut linked_after, mut unpacked_after) = (None, None);
+            let swu = self.swu.is_some();
             let r = wait(
                 &format!("action {id} closed, svc-server {target} running"),
                 240,
                 || {
                     if linked_after.is_none() && linked(&self.paths, "svc-server", &v) {
                         linked_after = Some(t0.elapsed());
+                    }
+                    if swu && unpacked_after.is_none() && self.swu_unpacked(&v) {
+                        unpacked_after = Some(t0.elapsed());
                     }
                     let rec = self.record().unwrap_or_default();
                     ddi_steps(&self.ddi, &id).iter().any(|(e, _)| e == "closed")
@@ -1348,6 +1480,7 @@ impl Scenario for Hawkbit {
                         && rec.probation.is_none()
                         && running(&self.paths, "svc-server", &target)
                         && (!broken || rec.bad.contains(&v))
+                        && (!swu || self.config_applied(k))
                 },
             );
             let took = t0.elapsed();
@@ -1355,6 +1488,9 @@ impl Scenario for Hawkbit {
             r?;
             if let Some(d) = linked_after {
                 self.early.seen(d);
+            }
+            if let Some(d) = unpacked_after {
+                self.unpacked.seen(d);
             }
             if broken {
                 self.crash.seen(took);
@@ -1375,6 +1511,7 @@ impl Scenario for Hawkbit {
             self.report_matches(&id, &v)?;
             no_contradiction(&self.ddi)?;
             temps_bounded(&self.paths, 0)?;
+            self.swu_sound()?;
             cache_bounded(&self.paths, "svc-server", 3)
         })();
         if !broken {
@@ -1574,7 +1711,9 @@ fn campaign(
     deadline: Option<Instant>,
     record: Option<(PathBuf, String)>,
 ) -> Report {
-    // Weights: how often each scenario is drawn.
+    // Weights: how often each scenario is drawn. The two hawkBit scenarios share what
+    // `hawkbit` had alone (their cuts cost seconds each, their probation included): the
+    // short campaign's seed draws the same scenarios as before, and `hawkbit-swu` once.
     let mut weights: Vec<(&str, u64)> = vec![
         ("update", 25),
         ("small-fs", 10),
@@ -1582,7 +1721,8 @@ fn campaign(
         ("agent", 10),
         ("config", 17),
         ("log", 30),
-        ("hawkbit", 10),
+        ("hawkbit", 5),
+        ("hawkbit-swu", 5),
     ];
     // `SVC_CAMPAIGN_SCENARIOS` (comma-separated names): those scenarios only.
     if let Ok(only) = std::env::var("SVC_CAMPAIGN_SCENARIOS") {
@@ -1634,7 +1774,8 @@ fn campaign(
                         }
                         "agent" => Box::new(AgentUpdate::new(w)),
                         "config" => Box::new(ConfigApply::new(w)),
-                        "hawkbit" => Box::new(Hawkbit::new(w)),
+                        "hawkbit" => Box::new(Hawkbit::new(w, false)),
+                        "hawkbit-swu" => Box::new(Hawkbit::new(w, true)),
                         _ => Box::new(Logs::new(w)),
                     }
                 };
@@ -1748,8 +1889,8 @@ fn issue_phases(r: &Report) -> Vec<(&'static str, u64)> {
             return want == "rollback" || (want == "activate" && p == "probation");
         }
         match want {
-            "download" => p == "download" || p == "agent-download",
-            "verify" => p == "verify" || p == "agent-verify",
+            "download" => matches!(p, "download" | "agent-download" | "swu-download"),
+            "verify" => matches!(p, "verify" | "agent-verify" | "swu-unpack"),
             "activate" => {
                 matches!(p, "activate" | "restart" | "agent-activated")
                     || (s == "rollback" && p == "probation")
