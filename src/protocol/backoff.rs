@@ -102,11 +102,19 @@ pub(crate) fn next_poll(
     match outcome {
         Ok(interval) => {
             backoff.reset();
-            jittered(interval.max(Duration::from_secs(1)), jitter)
+            jittered(
+                interval.clamp(Duration::from_secs(1), MAX_POLL_INTERVAL),
+                jitter,
+            )
         }
         Err(retry) => wait_after(retry, backoff, jitter),
     }
 }
+
+/// The longest poll interval an answer may ask for (`poll_interval_secs` beyond it is cut to
+/// it): a server's number must neither overflow the schedule's arithmetic nor silence a
+/// machine for longer than a day.
+pub(crate) const MAX_POLL_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// The poll interval with ±10% jitter, so that a fleet does not poll in lockstep.
 pub(crate) fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
@@ -116,6 +124,19 @@ pub(crate) fn jittered(interval: Duration, jitter: &mut Jitter) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_poll_interval_is_cut_to_a_day_not_a_panic() {
+        let (mut b, mut j) = (
+            Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            Jitter::seeded(7),
+        );
+        for secs in [u64::MAX, u64::MAX / 2, 1 << 40, 86_400 * 365] {
+            let d = next_poll(Ok(Duration::from_secs(secs)), &mut b, &mut j);
+            assert!(d <= MAX_POLL_INTERVAL.mul_f64(1.1), "{secs}: {d:?}");
+            let _ = std::time::Instant::now() + d;
+        }
+    }
 
     #[test]
     fn grows_to_the_cap_and_resets() {
