@@ -58,6 +58,8 @@ one_run() {
   if [ "$ci" = 1 ]; then
     local clone
     clone=$(mktemp -d /tmp/svc-stress-clone.XXXXXX)
+    # Readable by all, as a CI clone is: the ecosystems tier runs BitBake as another user.
+    chmod 755 "$clone"
     git clone -q "$here" "$clone/main" && cp -a "$here/../shared" "$clone/shared" &&
       chmod -R a-w "$clone/shared" &&
       (cd "$clone/main" && CI=true bash .ci/run </dev/null) >"$log" 2>&1
