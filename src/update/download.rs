@@ -328,12 +328,7 @@ pub(crate) fn fetch_into(
                     a.version,
                     job.offset
                 );
-                let _ = job.file.sync_all();
-                return Err(UpdateError::Network {
-                    url: a.url.clone(),
-                    attempts,
-                    last: msg,
-                });
+                return Err(job.kept_for_resuming(attempts, msg));
             }
             Err(Failure::Transient(msg, retry_after)) => {
                 let gained = job.offset.saturating_sub(before);
@@ -350,12 +345,7 @@ pub(crate) fn fetch_into(
                         a.version,
                         job.offset
                     );
-                    let _ = job.file.sync_all();
-                    return Err(UpdateError::Network {
-                        url: a.url.clone(),
-                        attempts,
-                        last: msg,
-                    });
+                    return Err(job.kept_for_resuming(attempts, msg));
                 }
                 // Retry-After is a floor over the backoff, as for polls, within backoff_max.
                 let delay = retry_after
@@ -422,6 +412,16 @@ fn check_space(dir: &Path, needed: Option<u64>, opts: &DownloadOptions) -> Resul
 }
 
 impl Job<'_> {
+    /// Ends the download with its bytes synced and kept for the next attempt to resume.
+    fn kept_for_resuming(&self, attempts: u32, last: String) -> UpdateError {
+        let _ = self.file.sync_all();
+        UpdateError::Network {
+            url: self.a.url.clone(),
+            attempts,
+            last,
+        }
+    }
+
     fn rehash_existing(&mut self, len: u64) -> Result<(), UpdateError> {
         let mut f =
             File::open(&self.part).map_err(io_err(format!("reading {}", self.part.display())))?;
