@@ -420,6 +420,11 @@ for name in "${scenarios[@]}"; do
         [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/root-b.qcow2" "$work/lab.img" "$work/data.img"
     else
         echo "FAIL $name: $reason ($detail)"
+        # The check that failed, first: a CI log may keep only the head of what follows.
+        for ph in main after final; do
+            f="$(grep -ahm1 'LAB-FAIL' "$work/out/$ph/log.txt" "$work/console-$ph.log" 2>/dev/null | head -n1 || true)"
+            if [ -n "$f" ]; then echo "  $ph: $f"; fi
+        done
         report_failure "$work"
         failed=$((failed + 1))
     fi

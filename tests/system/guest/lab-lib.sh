@@ -235,7 +235,9 @@ lab_remount_ro() {
 
 # lab_root_ro: the root file system is mounted read-only (and writing to it fails).
 lab_root_ro() {
-    findmnt -no OPTIONS / | tr ',' '\n' | grep -qx ro && ! touch /.lab-rw-probe 2>/dev/null
+    findmnt -no OPTIONS / | tr ',' '\n' | grep -qx ro && ! touch /.lab-rw-probe 2>/dev/null && return 0
+    echo "root: $(findmnt -no SOURCE,OPTIONS /)" >&2
+    return 1
 }
 
 # Slot B of an A/B pair (`# lab-needs: slot-b`): a second root disk, another overlay of the
@@ -279,10 +281,24 @@ lab_image_agent_version() {
 }
 
 # lab_booted_from SLOT DEVICE: this boot came from SLOT, and its root is DEVICE.
-lab_booted_from() { [ "$(lab_booted_slot)" = "$1" ] && lab_root_is "$2"; }
+lab_booted_from() {
+    [ "$(lab_booted_slot)" = "$1" ] && lab_root_is "$2" && return 0
+    echo "booted slot '$(lab_booted_slot)', root $(findmnt -no SOURCE /)" >&2
+    return 1
+}
 
 # lab_image_agent_is VERSION: the booted image's own agent is VERSION.
-lab_image_agent_is() { [ "$(lab_image_agent_version)" = "$1" ]; }
+lab_image_agent_is() {
+    local v
+    v="$(lab_image_agent_version)" && [ "$v" = "$1" ] && return 0
+    echo "the image's agent says: $("$LAB_RO_AGENT" version --json 2>&1 | head -c 300)" >&2
+    return 1
+}
+
+# lab_data_mounted: waits for the data partition (an after or final phase reads the state a
+# phase before left there; the runner's unit is ordered after multi-user.target, which mounts
+# it, but the phase says so itself rather than trust that).
+lab_data_mounted() { lab_wait 180 "the data partition is mounted" mountpoint -q /data; }
 
 # lab_ro_credentials MGMT_DIR: the credentials on the data partition (0600), as the portal
 # or a factory step writes them there.

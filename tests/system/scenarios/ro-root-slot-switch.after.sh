@@ -4,6 +4,7 @@
 # boot slot goes back to A (phase 3, ro-root-slot-switch.final.sh).
 set -euo pipefail
 . "$LAB/lab-lib.sh"
+lab_data_mounted
 v1=$(cat /data/lab/v1)
 lab_check "booted slot B: the second root disk ($LAB_SLOT_B_DEV)" lab_booted_from b "$LAB_SLOT_B_DEV"
 lab_check "the root booted read-only" lab_root_ro

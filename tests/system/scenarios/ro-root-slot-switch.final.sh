@@ -4,6 +4,7 @@
 # records and credentials are untouched, the agent reports to the app.
 set -euo pipefail
 . "$LAB/lab-lib.sh"
+lab_data_mounted
 v1=$(cat /data/lab/v1)
 lab_check "booted slot A again (/dev/vda)" lab_booted_from a /dev/vda
 lab_check "the root booted read-only" lab_root_ro

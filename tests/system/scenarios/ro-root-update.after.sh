@@ -3,6 +3,7 @@
 # the data partition's 0.2.0, which starts, proves healthy and reports 0.2.0.
 set -euo pipefail
 . "$LAB/lab-lib.sh"
+lab_data_mounted
 v1=$(cat /data/lab/v1)
 lab_check "the root booted read-only" lab_root_ro
 lab_wait 180 "svc-agent.service active after the power cut" systemctl is-active --quiet svc-agent.service
