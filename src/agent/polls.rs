@@ -57,6 +57,10 @@ impl Agent {
     /// What a poll's answer does, plain or held; true on contact. `sent`: the status it
     /// reported.
     fn on_poll_result(&mut self, result: PollResult, sent: status::StatusReport) -> bool {
+        if let (super::Backend::Hawkbit(_), Some(o)) = (self.conn.backend(), &mut self.observed) {
+            // hawkBit's poll may have asked for consent: the report shows it at once.
+            o.consent = crate::hawkbit::consent::load(&self.paths);
+        }
         let reachable = result.is_ok();
         self.provisioning
             .app_reachable
