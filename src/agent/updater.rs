@@ -213,8 +213,9 @@ mod tests {
             "http://cdn.example/svc-server",
             "ftp://x/y",
         ] {
-            let e = u.check_scheme(bad).unwrap_err().to_string();
-            assert!(e.contains("must be https"), "{bad}: {e}");
+            let e = u.check_scheme(bad).unwrap_err();
+            assert!(e.is_refusal(), "{bad}: {e}");
+            assert!(e.to_string().contains("must be https"), "{bad}: {e}");
         }
         assert!(u.check_scheme(&u.resolve("artifacts/svc-server")).is_ok());
         assert!(u.check_scheme("https://cdn.example/svc-server").is_ok());
@@ -238,8 +239,12 @@ mod tests {
             "file:///srv/mgmt/../../etc/shadow",
             "file:///srv/mgmt/a/../../x",
         ] {
-            let e = local.check_scheme(bad).unwrap_err().to_string();
-            assert!(e.contains("outside the management directory"), "{bad}: {e}");
+            let e = local.check_scheme(bad).unwrap_err();
+            assert!(matches!(e, UpdateError::UrlRefused(_)), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("outside the management directory"),
+                "{bad}: {e}"
+            );
         }
         let e = local
             .check_scheme(&local.resolve("../etc/shadow"))
