@@ -39,7 +39,7 @@ pub use rollback::{
     GuardOutcome, ProbationPolicy, ProbationVerdict,
 };
 pub use seed::{seed_from_image, SeedOutcome};
-pub use state::{read_state, BinaryState, Snapshot};
+pub(crate) use state::{read_state, BinaryState, Snapshot};
 
 /// Log subsystem tag of this module.
 pub(crate) const SUB: &str = "update";

@@ -8,35 +8,26 @@ use crate::paths::Paths;
 
 /// One kind's whole state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BinaryState {
+pub(crate) struct BinaryState {
     /// The active version: the link's target (the truth about what runs), else the record's.
-    pub current: Option<String>,
+    pub(crate) current: Option<String>,
     /// For a `pin_url` install that is still the active version: the URL it came from.
-    pub pinned_url: Option<String>,
-    pub previous: Option<String>,
-    pub target: Option<String>,
+    pub(crate) pinned_url: Option<String>,
+    pub(crate) previous: Option<String>,
+    pub(crate) target: Option<String>,
     /// Versions rolled back: not retried until the app offers another.
-    pub bad: Vec<String>,
+    pub(crate) bad: Vec<String>,
     /// The version on probation, when it is the linked one (svc-server's, which an agent
     /// restart during the probation resumes).
-    pub probation: Option<String>,
+    pub(crate) probation: Option<String>,
 }
 
 /// Every kind's state and the records they were read from (the status report shows them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub agent: BinaryState,
-    pub server: BinaryState,
-    pub records: VersionRecords,
-}
-
-impl Snapshot {
-    pub fn of(&self, kind: Kind) -> &BinaryState {
-        match kind {
-            Kind::Agent => &self.agent,
-            Kind::Server => &self.server,
-        }
-    }
+pub(crate) struct Snapshot {
+    pub(crate) agent: BinaryState,
+    pub(crate) server: BinaryState,
+    pub(crate) records: VersionRecords,
 }
 
 /// Reads every kind's state: one load of the version records under [`StateLock`], the links
@@ -44,7 +35,7 @@ impl Snapshot {
 /// swap and the record's save has its record completed here, in the same turn (found by the
 /// power-cut campaign). Never fails: an unreadable record or a lock that cannot be taken
 /// leaves what the links say (the record is set aside by its loader), as the daemon had it.
-pub fn read_state(paths: &Paths) -> Snapshot {
+pub(crate) fn read_state(paths: &Paths) -> Snapshot {
     let held = StateLock::acquire(paths)
         .map_err(|e| crate::debug!(SUB, "reading the state without the lock: {e}"))
         .ok();
