@@ -84,3 +84,44 @@ pub(crate) struct StatusReport {
 pub(crate) fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {
     paths.state_dir().join("status.json")
 }
+
+/// What the report shows from outside the agent's memory: the version records (with every
+/// kind's state, which the update steps use too), svc-server's handle (its link, its
+/// process), and on the hawkBit backend the action waiting for consent. Read once per loop
+/// pass, and again only after the pass changed one of them; the report is a view over it.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub versions: crate::update::Snapshot,
+    pub server: ServerStatus,
+    pub consent: Option<crate::hawkbit::consent::Consent>,
+}
+
+/// The hawkBit backend's entry among the subsystems: its server, and an action waiting
+/// for consent (what `svc-agent hawkbit confirm|decline` decides on).
+pub(crate) fn hawkbit_entry(
+    h: &crate::config::model::HawkbitSettings,
+    consent: Option<&crate::hawkbit::consent::Consent>,
+) -> serde_json::Value {
+    let (state, reason) = match consent {
+        Some(c) if c.decision.is_none() => (
+            "waiting for consent",
+            Some(format!(
+                "action {} would install {}: svc-agent hawkbit confirm|decline --action {0}",
+                c.action,
+                c.targets
+                    .iter()
+                    .map(|(n, v)| format!("{n} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+        _ => ("active", None),
+    };
+    serde_json::json!({
+        "state": state,
+        "reason": reason,
+        "server_url": h.server_url,
+        "controller_id": h.controller_id,
+        "consent": consent,
+    })
+}

@@ -175,6 +175,14 @@ impl ServerManager {
         self.crashes_before + self.sup.as_ref().map_or(0, |s| s.crashes())
     }
 
+    /// How long svc-server has run, now.
+    pub(crate) fn uptime_secs(&self) -> Option<u64> {
+        self.sup
+            .as_ref()
+            .and_then(|s| s.uptime())
+            .map(|d| d.as_secs())
+    }
+
     pub(crate) fn status(&self, managed: bool) -> super::status::ServerStatus {
         let (running, pid, state, restarts) = match &self.sup {
             Some(s) => (
@@ -197,11 +205,7 @@ impl ServerManager {
                 .as_ref()
                 .and_then(|s| s.since())
                 .map(|t| self.origin.1 + t.saturating_duration_since(self.origin.0).as_secs()),
-            uptime_secs: self
-                .sup
-                .as_ref()
-                .and_then(|s| s.uptime())
-                .map(|d| d.as_secs()),
+            uptime_secs: self.uptime_secs(),
             restarts,
             managed,
         }

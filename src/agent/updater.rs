@@ -5,9 +5,7 @@ use super::policy::Desired;
 use super::updates::{StageResult, Staged, Updater};
 use crate::http::{origin_of, Identity};
 use crate::paths::Paths;
-use crate::update::activate::linked_version;
-use crate::update::download::PinState;
-use crate::update::{Artifact, Engine, Staging, UpdateOptions, VersionRecords};
+use crate::update::{Artifact, Engine, Kind, Staging, UpdateError, UpdateOptions};
 use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver};
 
@@ -77,7 +75,7 @@ impl DaemonUpdater {
     /// An app reached over https hands out https artifacts only: a `file://` target would
     /// install whatever local file matches the hash it names, and `http://` would give the
     /// download away to anyone on the path. A `file://` app (a local directory) may use any.
-    fn check_scheme(&self, url: &str) -> Result<(), String> {
+    fn check_scheme(&self, url: &str) -> Result<(), UpdateError> {
         // The files the engine itself took out of a verified SWUpdate image (the hawkBit
         // backend's `.swu` chunks): local, and verified again when staged.
         if url
@@ -92,26 +90,26 @@ impl DaemonUpdater {
             // logs.jsonl (an oracle on every file root can read). Refused before any read.
             Some(base) if base.starts_with("file://") => match url.strip_prefix("file://") {
                 Some(p) if !beneath(Path::new(p), Path::new(&base["file://".len()..])) => {
-                    Err(format!(
+                    Err(UpdateError::UrlRefused(format!(
                         "artifact URL {url:?} refused: outside the management directory {}",
                         &base["file://".len()..]
-                    ))
+                    )))
                 }
                 _ => Ok(()),
             },
             Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
-                Err(format!(
+                Err(UpdateError::UrlRefused(format!(
                     "artifact URL {url:?} refused: the management app is https, so its artifacts must be https too"
-                ))
+                )))
             }
             _ => Ok(()),
         }
     }
 
-    fn artifact(&self, name: &str, desired: &Desired) -> Option<Artifact> {
+    fn artifact(&self, kind: Kind, desired: &Desired) -> Option<Artifact> {
         match desired {
             Desired::Install(t) => Some(Artifact {
-                name: name.to_string(),
+                name: kind.name().to_string(),
                 version: t.version.clone(),
                 url: self.resolve(&t.url),
                 sha256: t.sha256.clone(),
@@ -120,7 +118,7 @@ impl DaemonUpdater {
                 identity: self.identity.clone(),
             }),
             Desired::InstallUrl(u) => Some(Artifact {
-                name: name.to_string(),
+                name: kind.name().to_string(),
                 version: String::new(),
                 url: u.clone(),
                 sha256: None,
@@ -145,16 +143,16 @@ fn beneath(path: &Path, dir: &Path) -> bool {
 
 impl DaemonUpdater {
     /// Downloads and verifies on the calling thread (a worker's).
-    fn stage(&self, name: &str, desired: &Desired) -> StageResult {
+    fn stage(&self, kind: Kind, desired: &Desired) -> StageResult {
         let a = self
-            .artifact(name, desired)
-            .ok_or_else(|| "nothing to install".to_string())?;
+            .artifact(kind, desired)
+            .ok_or_else(|| UpdateError::BadArtifact("nothing to install".into()))?;
         self.check_scheme(&a.url)?;
         let pinned = a.is_pin().then(|| a.url.clone());
-        match self.engine.stage(&a).map_err(|e| e.to_string())? {
+        match self.engine.stage(&a)? {
             Staging::Ready { version } => Ok(Some(Staged {
-                name: name.to_string(),
-                path: self.engine.cached_file(name, &version),
+                kind,
+                path: self.engine.cached_file(kind.name(), &version),
                 version,
                 url: pinned,
             })),
@@ -165,61 +163,39 @@ impl DaemonUpdater {
 
 impl Updater for DaemonUpdater {
     /// A worker thread per download; it wakes the loop when done.
-    fn start_stage(&self, name: &str, desired: &Desired) -> Result<Receiver<StageResult>, String> {
+    fn start_stage(
+        &self,
+        kind: Kind,
+        desired: &Desired,
+    ) -> Result<Receiver<StageResult>, UpdateError> {
         let (tx, rx) = channel();
         let worker = self.clone();
-        let (name, desired) = (name.to_string(), desired.clone());
+        let desired = desired.clone();
         std::thread::Builder::new()
-            .name(format!("update-{name}"))
+            .name(format!("update-{kind}"))
             .spawn(move || {
-                let _ = tx.send(worker.stage(&name, &desired));
-                super::signals::wake();
+                let _ = tx.send(worker.stage(kind, &desired));
+                crate::signals::wake();
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(crate::update::io_err("starting the download worker"))?;
         Ok(rx)
     }
 
-    fn activate(&mut self, staged: &Staged) -> Result<(), String> {
+    fn activate(&mut self, staged: &Staged) -> Result<(), UpdateError> {
         self.engine
-            .activate(&staged.name, &staged.version)
+            .activate(staged.kind, &staged.version)
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 
-    fn rollback(&mut self, name: &str) -> Result<String, String> {
-        crate::update::rollback(&self.engine.paths, name)
-            .map(|(_, to)| to)
-            .map_err(|e| e.to_string())
+    fn rollback(&mut self, kind: Kind) -> Result<String, UpdateError> {
+        crate::update::rollback(&self.engine.paths, kind).map(|(_, to)| to)
     }
 
-    fn current(&self, name: &str) -> (Option<String>, Option<String>) {
-        let paths = &self.engine.paths;
-        let version = linked_version(paths, name).or_else(|| {
-            VersionRecords::load(paths)
-                .ok()
-                .and_then(|r| r.get(name).and_then(|e| e.current.clone()))
-        });
-        // The pinned URL counts only while the version it installed is the active one.
-        let url = PinState::load(paths, name)
-            .filter(|p| version.as_deref() == Some(p.version.as_str()))
-            .map(|p| p.url);
-        (version, url)
-    }
-
-    fn bad_versions(&self, name: &str) -> Vec<String> {
-        VersionRecords::load(&self.engine.paths)
-            .ok()
-            .and_then(|r| r.get(name).map(|e| e.bad.clone()))
-            .unwrap_or_default()
-    }
-
-    fn server_probation(&self) -> Option<String> {
-        crate::update::server_probation(&self.engine.paths)
-    }
-
-    fn end_server_probation(&mut self, version: &str) {
-        if let Err(e) = crate::update::end_server_probation(&self.engine.paths, version) {
-            crate::warn!("update", "svc-server {version}: ending the probation: {e}");
+    fn end_probation(&mut self, kind: Kind, version: &str) -> Result<(), UpdateError> {
+        match kind {
+            Kind::Server => crate::update::end_server_probation(&self.engine.paths, version),
+            // The agent's probation is the boot guard's, ended by its first healthy loop.
+            Kind::Agent => Ok(()),
         }
     }
 }
@@ -238,7 +214,8 @@ mod tests {
             "ftp://x/y",
         ] {
             let e = u.check_scheme(bad).unwrap_err();
-            assert!(e.contains("must be https"), "{bad}: {e}");
+            assert!(e.is_refusal(), "{bad}: {e}");
+            assert!(e.to_string().contains("must be https"), "{bad}: {e}");
         }
         assert!(u.check_scheme(&u.resolve("artifacts/svc-server")).is_ok());
         assert!(u.check_scheme("https://cdn.example/svc-server").is_ok());
@@ -263,11 +240,16 @@ mod tests {
             "file:///srv/mgmt/a/../../x",
         ] {
             let e = local.check_scheme(bad).unwrap_err();
-            assert!(e.contains("outside the management directory"), "{bad}: {e}");
+            assert!(matches!(e, UpdateError::UrlRefused(_)), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("outside the management directory"),
+                "{bad}: {e}"
+            );
         }
         let e = local
             .check_scheme(&local.resolve("../etc/shadow"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside"), "{e}");
         assert!(local.check_scheme(&local.resolve("artifacts/x")).is_ok());
     }

@@ -200,6 +200,7 @@ enum Failure {
     Fatal(UpdateError),
 }
 
+#[derive(Debug, PartialEq, Eq)]
 enum AttemptEnd {
     Done,
     NotModified,
@@ -227,143 +228,13 @@ pub(crate) fn fetch_into(
     conditional: Option<&PinState>,
 ) -> Result<Fetched, UpdateError> {
     let source = source_of(&a.url)?;
-    let cache = part.parent().map(Path::to_path_buf).unwrap_or_default();
-    fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-    let want = Sidecar {
-        url: a.url.clone(),
-        sha256: a.sha256.clone(),
-        validators: Validators::default(),
-    };
-    // A partial download is only trusted when its sidecar names the same URL and hash.
-    let sidecar =
-        crate::fsutil::read_regular(&sidecar_path(&part), crate::fsutil::STATE_FILE_LIMIT)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
-            .filter(|s| s.url == want.url && s.sha256 == want.sha256);
-    let mut offset = match (&sidecar, fs::metadata(&part)) {
-        (Some(_), Ok(m)) => m.len(),
-        _ => 0,
-    };
-    let limit = a.size.unwrap_or(opts.max_unannounced_size);
-    if offset > limit {
-        // Not a prefix of the file: nothing to resume from.
-        crate::warn!(
-            SUB,
-            "{} {}: the partial download {} holds {offset} bytes, more than the {limit} expected: discarded, downloading from the start",
-            a.name,
-            a.version,
-            part.display()
-        );
-        offset = 0;
-    } else if a.is_pin() && conditional.is_some() {
-        // A conditional check must start from a clean slate.
-        offset = 0;
-    }
-    if offset == 0 {
-        discard(&part);
-    }
-    check_space(&cache, a.size.map(|s| s.saturating_sub(offset)), opts)?;
-
-    let file = crate::fsutil::Dir::open(&cache)
-        .and_then(|d| d.open_for_update(part.file_name().unwrap_or_default(), 0o644))
-        .map_err(io_err(format!("opening {}", part.display())))?;
-    let mut job = Job {
-        a,
-        opts,
-        part,
-        file,
-        hasher: Sha256::new(),
-        offset: 0,
-        limit,
-        total: a.size,
-        sidecar: sidecar.unwrap_or(want),
-        last_log: Instant::now(),
-        bytes_at_last_log: 0,
-        half_passed: false,
-        // The first chunk reads the free space.
-        unchecked: SPACE_CHECK_EVERY,
-    };
-    if offset > 0 {
-        job.rehash_existing(offset)?;
-        crate::info!(
-            SUB,
-            "{} {}: resuming download at byte {}",
-            a.name,
-            a.version,
-            offset
-        );
-    }
-    job.save_sidecar()?;
-    crash_point("download-started");
-
-    let mut failures = 0u32;
-    let mut attempts = 0u32;
+    let mut job = Job::start(part, a, opts, conditional)?;
     // A part that already holds every announced byte (crash after the download) needs no
     // request; verification decides whether it is good.
-    let mut complete = a.size.is_some_and(|s| s > 0 && s == job.offset);
-    while !complete {
-        attempts += 1;
-        let before = job.offset;
-        let r = match &source {
-            Origin::File(p) => job.attempt_file(p),
-            Origin::Http { url } => job.attempt_http(url, conditional),
-        };
-        match r {
-            Ok(AttemptEnd::Done) => complete = true,
-            Ok(AttemptEnd::NotModified) => {
-                discard(&job.part);
-                return Ok(Fetched::NotModified);
-            }
-            Err(Failure::Fatal(e)) => {
-                crate::error!(SUB, "{} {}: download failed: {e}", a.name, a.version);
-                discard(&job.part);
-                return Err(e);
-            }
-            Err(Failure::Transient(msg, _)) if crate::signals::stop_requested() => {
-                // Stopping (SIGTERM): the bytes so far are kept for the next start.
-                crate::info!(
-                    SUB,
-                    "{} {}: download stopped at byte {} ({msg}); kept for resuming",
-                    a.name,
-                    a.version,
-                    job.offset
-                );
-                return Err(job.kept_for_resuming(attempts, msg));
-            }
-            Err(Failure::Transient(msg, retry_after)) => {
-                let gained = job.offset.saturating_sub(before);
-                failures = if gained >= opts.min_progress {
-                    1
-                } else {
-                    failures + 1
-                };
-                if failures >= opts.max_attempts {
-                    crate::error!(
-                        SUB,
-                        "{} {}: giving up after {attempts} attempts: {msg} ({} bytes kept for resuming)",
-                        a.name,
-                        a.version,
-                        job.offset
-                    );
-                    return Err(job.kept_for_resuming(attempts, msg));
-                }
-                // Retry-After is a floor over the backoff, as for polls, within backoff_max.
-                let delay = retry_after
-                    .unwrap_or_default()
-                    .max(backoff(opts, failures))
-                    .min(opts.backoff_max);
-                crate::warn!(
-                    SUB,
-                    "{} {}: attempt {attempts} failed at byte {}: {msg}; retrying in {:.1}s",
-                    a.name,
-                    a.version,
-                    job.offset,
-                    delay.as_secs_f64()
-                );
-                let _wait = crate::watchdog::waiting(delay);
-                std::thread::sleep(delay);
-            }
-        }
+    let complete = a.size.is_some_and(|s| s > 0 && s == job.offset);
+    if !complete && job.attempts(&source, conditional)? == AttemptEnd::NotModified {
+        discard(&job.part);
+        return Ok(Fetched::NotModified);
     }
     job.file
         .sync_all()
@@ -383,6 +254,160 @@ pub(crate) fn fetch_into(
         sha256,
         validators: job.sidecar.validators,
     })
+}
+
+impl<'a> Job<'a> {
+    /// Opens `part` for `a`: resumed when its sidecar names the same URL and hash (its
+    /// bytes hashed again), else emptied; the free space checked; the sidecar written.
+    fn start(
+        part: PathBuf,
+        a: &'a Artifact,
+        opts: &'a DownloadOptions,
+        conditional: Option<&PinState>,
+    ) -> Result<Job<'a>, UpdateError> {
+        let cache = part.parent().map(Path::to_path_buf).unwrap_or_default();
+        fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
+        let want = Sidecar {
+            url: a.url.clone(),
+            sha256: a.sha256.clone(),
+            validators: Validators::default(),
+        };
+        // A partial download is only trusted when its sidecar names the same URL and hash.
+        let sidecar =
+            crate::fsutil::read_regular(&sidecar_path(&part), crate::fsutil::STATE_FILE_LIMIT)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
+                .filter(|s| s.url == want.url && s.sha256 == want.sha256);
+        let mut offset = match (&sidecar, fs::metadata(&part)) {
+            (Some(_), Ok(m)) => m.len(),
+            _ => 0,
+        };
+        let limit = a.size.unwrap_or(opts.max_unannounced_size);
+        if offset > limit {
+            // Not a prefix of the file: nothing to resume from.
+            crate::warn!(
+                SUB,
+                "{} {}: the partial download {} holds {offset} bytes, more than the {limit} expected: discarded, downloading from the start",
+                a.name,
+                a.version,
+                part.display()
+            );
+            offset = 0;
+        } else if a.is_pin() && conditional.is_some() {
+            // A conditional check must start from a clean slate.
+            offset = 0;
+        }
+        if offset == 0 {
+            discard(&part);
+        }
+        check_space(&cache, a.size.map(|s| s.saturating_sub(offset)), opts)?;
+
+        let file = crate::fsutil::Dir::open(&cache)
+            .and_then(|d| d.open_for_update(part.file_name().unwrap_or_default(), 0o644))
+            .map_err(io_err(format!("opening {}", part.display())))?;
+        let mut job = Job {
+            a,
+            opts,
+            part,
+            file,
+            hasher: Sha256::new(),
+            offset: 0,
+            limit,
+            total: a.size,
+            sidecar: sidecar.unwrap_or(want),
+            last_log: Instant::now(),
+            bytes_at_last_log: 0,
+            half_passed: false,
+            // The first chunk reads the free space.
+            unchecked: SPACE_CHECK_EVERY,
+        };
+        if offset > 0 {
+            job.rehash_existing(offset)?;
+            crate::info!(
+                SUB,
+                "{} {}: resuming download at byte {}",
+                a.name,
+                a.version,
+                offset
+            );
+        }
+        job.save_sidecar()?;
+        crash_point("download-started");
+        Ok(job)
+    }
+
+    /// Attempts until the download is complete (or not modified): a transient failure is
+    /// retried after a backoff while attempts make progress, within the budget; a fatal
+    /// one removes the download. A stop request or a spent budget keeps the bytes so far
+    /// for resuming.
+    fn attempts(
+        &mut self,
+        source: &Origin,
+        conditional: Option<&PinState>,
+    ) -> Result<AttemptEnd, UpdateError> {
+        let (a, opts) = (self.a, self.opts);
+        let mut failures = 0u32;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let before = self.offset;
+            let r = match source {
+                Origin::File(p) => self.attempt_file(p),
+                Origin::Http { url } => self.attempt_http(url, conditional),
+            };
+            let (msg, retry_after) = match r {
+                Ok(end) => return Ok(end),
+                Err(Failure::Fatal(e)) => {
+                    crate::error!(SUB, "{} {}: download failed: {e}", a.name, a.version);
+                    discard(&self.part);
+                    return Err(e);
+                }
+                Err(Failure::Transient(msg, retry_after)) => (msg, retry_after),
+            };
+            if crate::signals::stop_requested() {
+                // Stopping (SIGTERM): the bytes so far are kept for the next start.
+                crate::info!(
+                    SUB,
+                    "{} {}: download stopped at byte {} ({msg}); kept for resuming",
+                    a.name,
+                    a.version,
+                    self.offset
+                );
+                return Err(self.kept_for_resuming(attempts, msg));
+            }
+            let gained = self.offset.saturating_sub(before);
+            failures = if gained >= opts.min_progress {
+                1
+            } else {
+                failures + 1
+            };
+            if failures >= opts.max_attempts {
+                crate::error!(
+                    SUB,
+                    "{} {}: giving up after {attempts} attempts: {msg} ({} bytes kept for resuming)",
+                    a.name,
+                    a.version,
+                    self.offset
+                );
+                return Err(self.kept_for_resuming(attempts, msg));
+            }
+            // Retry-After is a floor over the backoff, as for polls, within backoff_max.
+            let delay = retry_after
+                .unwrap_or_default()
+                .max(backoff(opts, failures))
+                .min(opts.backoff_max);
+            crate::warn!(
+                SUB,
+                "{} {}: attempt {attempts} failed at byte {}: {msg}; retrying in {:.1}s",
+                a.name,
+                a.version,
+                self.offset,
+                delay.as_secs_f64()
+            );
+            let _wait = crate::watchdog::waiting(delay);
+            std::thread::sleep(delay);
+        }
+    }
 }
 
 /// The agent's one backoff rule (`protocol::backoff`), counted from the download's

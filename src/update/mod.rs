@@ -8,8 +8,14 @@
 //! the link is replaced by `rename(2)` of a new link over it. See `docs/updates.md`.
 //!
 //! The daemon decides *what* to install (channels, pins, maintenance window); this module
-//! does *how*: [`Engine::update`] brings one artifact to "active" or fails leaving the
-//! old binary active.
+//! does *how*. Its face, the whole of what the daemon (and every test of the engine) uses:
+//! - [`read_state`]: every [`Kind`]'s whole state ([`BinaryState`]: current, previous,
+//!   target, pin, bad versions, probation) from one load of the records under [`StateLock`];
+//! - [`Engine::stage`]: download (or find in the cache) and verify one [`Artifact`];
+//! - [`Engine::activate`]: make a staged version active (link swap, record, cache cleanup);
+//! - [`rollback`] and [`end_server_probation`]: what a failed or a passed probation does.
+//!
+//! Every operation returns [`UpdateError`]; a failure leaves the old binary active.
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +28,7 @@ pub(crate) mod download;
 pub(crate) mod record;
 pub mod rollback;
 pub mod seed;
+mod state;
 pub mod swu;
 pub mod verify;
 
@@ -29,12 +36,46 @@ pub use download::{DownloadOptions, Fetched};
 pub use record::{NameRecord, Refusal, StateLock, VersionRecords};
 pub use rollback::{
     agent_boot_guard, end_server_probation, mark_agent_healthy, probation_verdict, rollback,
-    server_probation, GuardOutcome, ProbationPolicy, ProbationVerdict,
+    GuardOutcome, ProbationPolicy, ProbationVerdict,
 };
 pub use seed::{seed_from_image, SeedOutcome};
+pub(crate) use state::{read_state, BinaryState, Snapshot};
 
 /// Log subsystem tag of this module.
 pub(crate) const SUB: &str = "update";
+
+/// What the engine installs. The kind, not a name, chooses how a version is activated and
+/// rolled back (the agent's boot guard, svc-server's probation); a new kind of target is a
+/// new variant, and the compiler names every place that must handle it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Agent,
+    Server,
+}
+
+impl Kind {
+    /// Every kind, in the order their states are read.
+    pub const ALL: [Kind; 2] = [Kind::Agent, Kind::Server];
+
+    /// The link name in `bin/`, the records' key and the expected `binary_name`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Agent => "svc-agent",
+            Kind::Server => "svc-server",
+        }
+    }
+
+    /// The kind a name denotes; `None` for a name this engine does not install.
+    pub fn of(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One binary the management app offers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -80,23 +121,17 @@ impl Artifact {
     }
 }
 
-/// What [`Engine::update`] did.
+/// What [`Engine::activate`] did: the link now points at `version`; the caller restarts
+/// the process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The link now points at this (new) version; the caller restarts the process.
-    Activated {
-        version: String,
-        previous: Option<String>,
-    },
-    /// Already active; nothing downloaded.
-    AlreadyCurrent { version: String },
-    /// A pinned URL answered 304 Not Modified.
-    NotModified { version: String },
+pub struct Activated {
+    pub version: String,
+    pub previous: Option<String>,
 }
 
 /// What [`Engine::stage`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Staging {
+pub enum Staging {
     /// Verified and in the cache; not active yet.
     Ready { version: String },
     /// This version is already the active one.
@@ -116,6 +151,9 @@ pub enum UpdateError {
         version: String,
     },
     UnsupportedUrl(String),
+    /// A URL the daemon refuses for where it points (an https app's non-https artifact, a
+    /// file outside a `file://` app's directory): the whole message.
+    UrlRefused(String),
     /// 4xx other than 408/429: not retried.
     HttpStatus {
         url: String,
@@ -173,6 +211,7 @@ impl UpdateError {
             self,
             BadArtifact(_)
                 | UnsupportedUrl(_)
+                | UrlRefused(_)
                 | HttpStatus { .. }
                 | TooLarge { .. }
                 | SizeMismatch { .. }
@@ -195,6 +234,7 @@ impl fmt::Display for UpdateError {
                 "{name} {version} was rolled back as bad; not retried until another version is offered"
             ),
             UnsupportedUrl(u) => write!(f, "unsupported URL (https://, explicit http://, file://): {u}"),
+            UrlRefused(m) => f.write_str(m),
             HttpStatus { url, status, reason } => write!(f, "{url}: HTTP {status} {reason}"),
             Network { url, attempts, last } => {
                 write!(f, "{url}: failed after {attempts} attempts: {last}")
@@ -244,7 +284,7 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
 }
 
 /// Names this module installs.
-pub(crate) const NAMES: [&str; 2] = ["svc-agent", "svc-server"];
+pub(crate) const NAMES: [&str; 2] = [Kind::Agent.name(), Kind::Server.name()];
 
 /// The Rust arch name of this build, part of the signed message.
 pub fn this_target() -> &'static str {
@@ -321,21 +361,13 @@ impl Engine {
         self.paths.cache_dir().join(format!("{name}-{version}"))
     }
 
-    /// Download, verify, activate, record, clean. On any error the previously active binary
-    /// stays active, and the failed download is removed (unless the failure was a dropped
-    /// connection, whose `.part` is kept so that the next call resumes it).
-    pub fn update(&self, a: &Artifact) -> Result<Outcome, UpdateError> {
-        match self.stage(a)? {
-            Staging::Ready { version } => self.activate_and_record(&a.name, &version),
-            Staging::AlreadyCurrent { version } => Ok(Outcome::AlreadyCurrent { version }),
-            Staging::NotModified { version } => Ok(Outcome::NotModified { version }),
-        }
-    }
-
     /// Everything before activation: download (or find in the cache) and verify. A
     /// `Ready` version is in `cache/<name>-<version>` and may be activated with
-    /// [`Engine::activate`] later (the daemon waits for the maintenance window).
-    pub(crate) fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
+    /// [`Engine::activate`] later (the daemon waits for the maintenance window). On any
+    /// error the previously active binary stays active, and the failed download is removed
+    /// (unless the failure was a dropped connection, whose `.part` is kept so that the next
+    /// call resumes it).
+    pub fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
         let staged = self.stage_checked(a);
         match &staged {
             Err(e) if e.is_refusal() && !a.is_pin() => self.note_refusal(a, Some(e)),
@@ -366,7 +398,7 @@ impl Engine {
     }
 
     fn stage_checked(&self, a: &Artifact) -> Result<Staging, UpdateError> {
-        validate_artifact(a)?;
+        let kind = validate_artifact(a)?;
         let held = StateLock::acquire(&self.paths)?;
         let mut records = VersionRecords::load(&self.paths)?;
         let rec = records.entry(&a.name);
@@ -395,7 +427,7 @@ impl Engine {
         let linked = activate::linked_version(&self.paths, &a.name);
         let cached = self.cached_file(&a.name, &a.version);
         if linked.as_deref() == Some(a.version.as_str()) && cached.is_file() {
-            record_activation(&mut records, &a.name, &a.version, linked.as_deref());
+            record_activation(&mut records, kind, &a.version, linked.as_deref());
             records.save(&self.paths, &held)?;
             return Ok(Staging::AlreadyCurrent {
                 version: a.version.clone(),
@@ -432,14 +464,52 @@ impl Engine {
         })
     }
 
-    /// Makes a staged version active: link swap, record, cache cleanup.
-    pub(crate) fn activate(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
-        if !self.cached_file(name, version).is_file() {
+    /// Makes a staged version active: link swap, record and cache cleanup as one turn under
+    /// the state lock.
+    pub fn activate(&self, kind: Kind, version: &str) -> Result<Activated, UpdateError> {
+        let name = kind.name();
+        let cached = self.cached_file(name, version);
+        if !cached.is_file() {
             return Err(UpdateError::Record(format!(
                 "{name} {version} is not in the cache"
             )));
         }
-        self.activate_and_record(name, version)
+        let held = StateLock::acquire(&self.paths)?;
+        let mut records = VersionRecords::load(&self.paths)?;
+        let linked = activate::linked_version(&self.paths, name);
+        if linked.as_deref() != Some(version) {
+            match kind {
+                // Before the swap: a boot record naming a version the link does not point
+                // at is stale and the guard drops it.
+                Kind::Agent => rollback::start_agent_probation(&self.paths, version)?,
+                // Likewise before the swap: a probation naming a version the link does not
+                // point at is ignored (`read_state`).
+                Kind::Server => {
+                    records.entry(name).probation = Some(version.to_string());
+                    records.save(&self.paths, &held)?;
+                }
+            }
+            activate::swap_link(&self.paths, name, &cached)?;
+        }
+        let previous = record_activation(&mut records, kind, version, linked.as_deref());
+        records.entry(name).target = Some(version.to_string());
+        records.save(&self.paths, &held)?;
+        crash_point("recorded");
+        crate::info!(
+            SUB,
+            "{} {} active (previous {})",
+            name,
+            version,
+            previous.as_deref().unwrap_or("none")
+        );
+        if let Err(e) = cache::clean(&self.paths, &records, self.opts.cache_cap) {
+            crate::warn!(SUB, "cache cleanup: {e}");
+        }
+        crash_point("cleaned");
+        Ok(Activated {
+            version: version.to_string(),
+            previous,
+        })
     }
 
     fn verify_then_cache(
@@ -459,46 +529,6 @@ impl Engine {
         download::discard_sidecar(part);
         crash_point("cached");
         Ok(())
-    }
-
-    /// Link swap, record and cache cleanup as one turn under the state lock.
-    fn activate_and_record(&self, name: &str, version: &str) -> Result<Outcome, UpdateError> {
-        let held = StateLock::acquire(&self.paths)?;
-        let mut records = VersionRecords::load(&self.paths)?;
-        let cached = self.cached_file(name, version);
-        let linked = activate::linked_version(&self.paths, name);
-        if linked.as_deref() != Some(version) {
-            if name == "svc-agent" {
-                // Before the swap: a boot record naming a version the link does not point
-                // at is stale and the guard drops it.
-                rollback::start_agent_probation(&self.paths, version)?;
-            } else {
-                // Likewise before the swap: a probation naming a version the link does not
-                // point at is ignored (`rollback::server_probation`).
-                records.entry(name).probation = Some(version.to_string());
-                records.save(&self.paths, &held)?;
-            }
-            activate::swap_link(&self.paths, name, &cached)?;
-        }
-        let previous = record_activation(&mut records, name, version, linked.as_deref());
-        records.entry(name).target = Some(version.to_string());
-        records.save(&self.paths, &held)?;
-        crash_point("recorded");
-        crate::info!(
-            SUB,
-            "{} {} active (previous {})",
-            name,
-            version,
-            previous.as_deref().unwrap_or("none")
-        );
-        if let Err(e) = cache::clean(&self.paths, &records, self.opts.cache_cap) {
-            crate::warn!(SUB, "cache cleanup: {e}");
-        }
-        crash_point("cleaned");
-        Ok(Outcome::Activated {
-            version: version.to_string(),
-            previous,
-        })
     }
 
     /// A pinned URL: no sha256; conditional request against the validators of the last
@@ -598,11 +628,11 @@ pub(crate) fn clean_cache_at_start(paths: &Paths) -> Result<Vec<PathBuf>, Update
 /// when the link already points at `version`, the record's old `current` becomes `previous`.
 pub(crate) fn record_activation(
     records: &mut VersionRecords,
-    name: &str,
+    kind: Kind,
     version: &str,
     linked: Option<&str>,
 ) -> Option<String> {
-    let rec = records.entry(name);
+    let rec = records.entry(kind.name());
     let before = match linked {
         Some(l) if l != version => Some(l.to_string()),
         _ => rec.current.clone().filter(|c| c != version),
@@ -616,13 +646,14 @@ pub(crate) fn record_activation(
     rec.previous.clone()
 }
 
-fn validate_artifact(a: &Artifact) -> Result<(), UpdateError> {
-    if !NAMES.contains(&a.name.as_str()) {
+/// Checks what the engine acts on; returns the kind the artifact's name denotes.
+fn validate_artifact(a: &Artifact) -> Result<Kind, UpdateError> {
+    let Some(kind) = Kind::of(&a.name) else {
         return Err(UpdateError::BadArtifact(format!(
             "unknown name {:?}",
             a.name
         )));
-    }
+    };
     let bad_char = |c: char| !(c.is_ascii_alphanumeric() || "._+-".contains(c));
     if a.version.is_empty() && !a.is_pin() || a.version.chars().any(bad_char) {
         return Err(UpdateError::BadArtifact(format!(
@@ -637,7 +668,7 @@ fn validate_artifact(a: &Artifact) -> Result<(), UpdateError> {
             )));
         }
     }
-    Ok(())
+    Ok(kind)
 }
 
 #[cfg(test)]
@@ -687,19 +718,20 @@ mod tests {
     #[test]
     fn activation_record_survives_crash_after_link_swap() {
         let mut r = VersionRecords::default();
-        assert_eq!(record_activation(&mut r, "svc-server", "1", None), None);
+        let s = Kind::Server;
+        assert_eq!(record_activation(&mut r, s, "1", None), None);
         assert_eq!(
-            record_activation(&mut r, "svc-server", "2", Some("1")),
+            record_activation(&mut r, s, "2", Some("1")),
             Some("1".into())
         );
         // Link already swapped to 3 but the record still says current=2.
         assert_eq!(
-            record_activation(&mut r, "svc-server", "3", Some("3")),
+            record_activation(&mut r, s, "3", Some("3")),
             Some("2".into())
         );
         // Re-running is idempotent.
         assert_eq!(
-            record_activation(&mut r, "svc-server", "3", Some("3")),
+            record_activation(&mut r, s, "3", Some("3")),
             Some("2".into())
         );
         assert_eq!(r.get("svc-server").unwrap().current.as_deref(), Some("3"));

@@ -43,6 +43,12 @@ pub struct Refusal {
     pub reason: String,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The loads of the records on this thread: the daemon's pass reads them once.
+    pub(crate) static LOADS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct VersionRecords(pub BTreeMap<String, NameRecord>);
@@ -71,6 +77,8 @@ impl VersionRecords {
     /// A missing file is an empty record. An unreadable one is set aside (renamed
     /// `versions.json.corrupt`) and treated as empty: the links still say what runs.
     pub fn load(paths: &Paths) -> Result<Self, UpdateError> {
+        #[cfg(test)]
+        LOADS.with(|n| n.set(n.get() + 1));
         let p = Self::path(paths);
         match crate::fsutil::read_regular(&p, crate::fsutil::STATE_FILE_LIMIT) {
             Ok(bytes) => match serde_json::from_slice(&bytes) {

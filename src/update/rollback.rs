@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::activate::{linked_version, point_link, swap_link};
 use super::record::{StateLock, VersionRecords};
-use super::{io_err, UpdateError, SUB};
+use super::{io_err, Kind, UpdateError, SUB};
 use crate::paths::Paths;
 
 /// Starts a new agent version gets to reach its first healthy loop.
@@ -21,15 +21,16 @@ pub const AGENT_STABLE_LINK: &str = "svc-agent.stable";
 
 /// Re-points `bin/<name>` at the previous version and marks the current one bad (not
 /// retried until the app offers a different version). Returns `(from, to)`.
-pub fn rollback(paths: &Paths, name: &str) -> Result<(Option<String>, String), UpdateError> {
-    rollback_held(paths, name, &StateLock::acquire(paths)?)
+pub fn rollback(paths: &Paths, kind: Kind) -> Result<(Option<String>, String), UpdateError> {
+    rollback_held(paths, kind, &StateLock::acquire(paths)?)
 }
 
 fn rollback_held(
     paths: &Paths,
-    name: &str,
+    kind: Kind,
     held: &StateLock,
 ) -> Result<(Option<String>, String), UpdateError> {
+    let name = kind.name();
     let mut records = VersionRecords::load(paths)?;
     let linked = linked_version(paths, name);
     let rec = records.entry(name);
@@ -56,9 +57,12 @@ fn rollback_held(
     rec.previous = None;
     rec.probation = None;
     records.save(paths, held)?;
-    if name == "svc-agent" {
-        clear_boot(paths)?;
-        point_link(paths, AGENT_STABLE_LINK, &file, false)?;
+    match kind {
+        Kind::Agent => {
+            clear_boot(paths)?;
+            point_link(paths, AGENT_STABLE_LINK, &file, false)?;
+        }
+        Kind::Server => {}
     }
     crate::warn!(
         SUB,
@@ -119,37 +123,23 @@ pub fn probation_verdict(
     }
 }
 
-/// The svc-server version still on probation, if it is the linked one: after an agent
-/// restart the probation goes on (see `NameRecord::probation`). A power cut between the
-/// link swap and the record's save left `current` on the old build: the activation's
-/// record is completed here (found by the power-cut campaign).
-pub fn server_probation(paths: &Paths) -> Option<String> {
-    let p = VersionRecords::load(paths)
-        .ok()?
-        .get("svc-server")?
-        .probation
-        .clone()?;
-    let linked = linked_version(paths, "svc-server");
-    if linked.as_deref() != Some(p.as_str()) {
-        return None;
-    }
-    if let Err(e) = complete_server_record(paths, &p) {
-        crate::warn!(SUB, "svc-server {p}: completing its record: {e}");
-    }
-    Some(p)
-}
-
-fn complete_server_record(paths: &Paths, version: &str) -> Result<(), UpdateError> {
-    let held = StateLock::acquire(paths)?;
-    let mut records = VersionRecords::load(paths)?;
-    let rec = records.entry("svc-server");
+/// svc-server `version` is on probation and linked: a power cut between the link swap and
+/// the record's save left `current` on the old build. Completes the activation's record in
+/// `records` (loaded under `held`) and saves it (found by the power-cut campaign).
+pub(super) fn complete_server_record(
+    paths: &Paths,
+    records: &mut VersionRecords,
+    version: &str,
+    held: &StateLock,
+) -> Result<(), UpdateError> {
+    let rec = records.entry(Kind::Server.name());
     if rec.probation.as_deref() != Some(version) || rec.current.as_deref() == Some(version) {
         return Ok(());
     }
     let before = rec.current.clone();
-    super::record_activation(&mut records, "svc-server", version, before.as_deref());
-    records.entry("svc-server").target = Some(version.to_string());
-    records.save(paths, &held)?;
+    super::record_activation(records, Kind::Server, version, before.as_deref());
+    records.entry(Kind::Server.name()).target = Some(version.to_string());
+    records.save(paths, held)?;
     crate::info!(
         SUB,
         "svc-server {version}: its activation's record completed (previous {})",
@@ -168,7 +158,7 @@ fn complete_agent_record(
     held: &StateLock,
 ) -> Result<(), UpdateError> {
     let mut records = VersionRecords::load(paths)?;
-    let current = records.entry("svc-agent").current.clone();
+    let current = records.entry(Kind::Agent.name()).current.clone();
     if current.as_deref() == Some(version) {
         return Ok(());
     }
@@ -181,8 +171,8 @@ fn complete_agent_record(
             .filter(|v| !v.is_empty() && *v != version)
             .map(String::from)
     });
-    super::record_activation(&mut records, "svc-agent", version, before.as_deref());
-    records.entry("svc-agent").target = Some(version.to_string());
+    super::record_activation(&mut records, Kind::Agent, version, before.as_deref());
+    records.entry(Kind::Agent.name()).target = Some(version.to_string());
     records.save(paths, held)?;
     crate::info!(
         SUB,
@@ -196,7 +186,7 @@ fn complete_agent_record(
 pub fn end_server_probation(paths: &Paths, version: &str) -> Result<(), UpdateError> {
     let held = StateLock::acquire(paths)?;
     let mut records = VersionRecords::load(paths)?;
-    let rec = records.entry("svc-server");
+    let rec = records.entry(Kind::Server.name());
     if rec.probation.as_deref() == Some(version) {
         rec.probation = None;
         records.save(paths, &held)?;
@@ -272,7 +262,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
     let Some(mut boot) = load_boot(paths) else {
         return Ok(GuardOutcome::Stable);
     };
-    if linked_version(paths, "svc-agent").as_deref() != Some(boot.version.as_str()) {
+    if linked_version(paths, Kind::Agent.name()).as_deref() != Some(boot.version.as_str()) {
         // The link moved on (crash before the swap, or a manual change): nothing to judge.
         clear_boot(paths)?;
         return Ok(GuardOutcome::Stable);
@@ -285,7 +275,7 @@ pub fn agent_boot_guard(paths: &Paths) -> Result<GuardOutcome, UpdateError> {
             boot.version,
             boot.starts
         );
-        return match rollback_held(paths, "svc-agent", &held) {
+        return match rollback_held(paths, Kind::Agent, &held) {
             Ok((_, to)) => Ok(GuardOutcome::RolledBack {
                 from: boot.version,
                 to,

@@ -97,7 +97,12 @@ pub fn seed_from_image(
         SeedOutcome::Upgraded { from, .. } => Some(from.as_str()),
         _ => None,
     };
-    record_activation(&mut records, NAME, image_version, linked_before);
+    record_activation(
+        &mut records,
+        super::Kind::Agent,
+        image_version,
+        linked_before,
+    );
     records.entry(NAME).target = Some(image_version.to_string());
     records.save(paths, &held)?;
     Ok(outcome)

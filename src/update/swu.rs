@@ -807,7 +807,7 @@ impl Engine {
     /// Downloads the `.swu` of `offer` through the engine's resumable download (Range +
     /// If-Range), checks the server's hash of it, and takes its files out into
     /// `cache/swu/` (see the module comment). The files are returned as artifacts for
-    /// [`Engine::update`]/`stage`; one archive unpacked stays there while its action runs, so a
+    /// [`Engine::stage`]; one archive unpacked stays there while its action runs, so a
     /// repeated offer is not downloaded again.
     pub fn unpack_swu(&self, offer: &SwuOffer) -> Result<Vec<Unpacked>, UpdateError> {
         let hash = offer

@@ -202,7 +202,7 @@ fn an_ab_switch_runs_the_newer_agent_and_never_downgrades_or_loses_state() {
         &format!("file://{}", src.display()),
         &body,
     );
-    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).install(&a).unwrap();
     assert_eq!(linked(&paths), "0.3.0");
     // 0.3.0 starts and proves healthy (its probation ends, it becomes the known-good one).
     mark_agent_healthy(&paths, "0.3.0").unwrap();

@@ -4,11 +4,12 @@
 //! knows between polls is on disk.
 use crate::ddi_server::{DdiServer, CONTROLLER, TENANT, TOKEN};
 use crate::update_support::*;
+use crate::update_support::{Install, Outcome};
 use serde_json::json;
 use svc::hawkbit::HawkbitTransport;
 use svc::paths::Paths;
 use svc::protocol::{PollAnswer, PollOutcome, ProtocolError, Target, Transport};
-use svc::update::{Artifact, Engine, Outcome, VersionRecords};
+use svc::update::{Artifact, Engine, VersionRecords};
 
 const NAME: &str = "svc-server";
 
@@ -84,7 +85,7 @@ pub(crate) fn install_target(
         signature: t.signature.clone(),
         identity: Some(transport.identity()),
     };
-    Engine::new(paths.clone(), test_opts()).update(&a)
+    Engine::new(paths.clone(), test_opts()).install(&a)
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn a_rollback_is_a_failure_naming_what_runs() {
     f.install(&target);
     f.poll(None).unwrap();
     // The agent's probation rule rolls back (what agent::updates does on crashes).
-    svc::update::rollback(&f.paths, NAME).unwrap();
+    svc::update::rollback(&f.paths, svc::update::Kind::of(NAME).unwrap()).unwrap();
     f.poll(None).unwrap();
     let fb = f.ddi.feedback();
     assert_eq!(

@@ -5,6 +5,7 @@
 //! build is rolled back, reported as `failure`, and what runs now is sent as `configData`.
 use crate::common;
 use crate::ddi_server::{DdiServer, CONTROLLER, TENANT, TOKEN};
+use crate::update_support::Install;
 use crate::update_support::{artifact, fake_binary, test_opts};
 use common::sandbox::*;
 use serde_json::json;
@@ -30,7 +31,7 @@ pub(crate) fn machine_on(test: &str, server_url: &str, controller: &str, token: 
     std::fs::write(&src, &body).unwrap();
     let a = artifact(NAME, "1.0.0", &format!("file://{}", src.display()), &body);
     svc::update::Engine::new(paths.clone(), test_opts())
-        .update(&a)
+        .install(&a)
         .unwrap();
     let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
         "server_url": server_url, "tenant": TENANT,

@@ -90,7 +90,7 @@ impl Device {
     fn install(&self, t: &svc::protocol::Target) {
         let out = crate::hawkbit::install_target(&self.paths, &self.transport(), t).unwrap();
         assert!(
-            matches!(out, svc::update::Outcome::Activated { .. }),
+            matches!(out, crate::update_support::Outcome::Activated { .. }),
             "{out:?}"
         );
     }

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::update_support::Install;
 use serde_json::{json, Value};
 use svc::logging::Level;
 use svc::logqueue::{LogQueue, QueueConfig};
@@ -2130,7 +2131,7 @@ fn a_sidecar_orphaned_by_a_cut_after_the_rename_is_cleaned_up() {
     )
     .unwrap();
     svc::update::Engine::new(paths.clone(), test_opts())
-        .update(&a)
+        .install(&a)
         .unwrap();
     assert!(linked(&paths, "svc-server", "2.0.0"));
     assert!(
@@ -2275,8 +2276,9 @@ fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
 /// asks for the margin plus what is still to come, at most a MiB.
 #[test]
 fn a_download_admitted_by_the_space_check_is_not_refused_in_its_last_mebibyte() {
+    use crate::update_support::Outcome;
     use crate::update_support::{active, install_old, sandbox, test_opts};
-    use svc::update::{Engine, Outcome};
+    use svc::update::Engine;
     const MIB: usize = 1 << 20;
     let paths = sandbox("campaign-last-mebibyte");
     let _fs = SmallFs::mount(&paths.state_dir(), "32m");
@@ -2306,7 +2308,7 @@ fn a_download_admitted_by_the_space_check_is_not_refused_in_its_last_mebibyte() 
         free >= room && free < room + (64 << 10),
         "the filler left {free} bytes free, wanted {room}"
     );
-    let out = Engine::new(paths.clone(), opts.clone()).update(&a);
+    let out = Engine::new(paths.clone(), opts.clone()).install(&a);
     assert!(
         matches!(out, Ok(Outcome::Activated { .. })),
         "the update the first space check admitted: {out:?}"

@@ -4,13 +4,14 @@
 //! or replayed medium; bad input is refused with a clear error and changes nothing.
 use crate::common;
 use crate::update_support::{fake_binary, sandbox, sha256_hex, test_opts};
+use crate::update_support::{Install, Outcome};
 use common::sandbox::*;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use svc::update::{Artifact, Engine, Outcome, UpdateError};
+use svc::update::{Artifact, Engine, UpdateError};
 
 fn tool(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_svc-release"))
@@ -236,13 +237,13 @@ fn signatures_verify_and_the_engine_accepts_them_but_no_one_bit_change() {
     fb[mid] ^= 0x01;
     write_exec(&flipped, &fb);
     let engine = Engine::new(paths.clone(), test_opts());
-    let r = engine.update(&Artifact {
+    let r = engine.install(&Artifact {
         url: format!("file://{}", flipped.display()),
         ..good.clone()
     });
     assert!(matches!(r, Err(UpdateError::ShaMismatch { .. })), "{r:?}");
     // The same, with the answer's sha256 and size made to match: the signature refuses it.
-    let r = engine.update(&Artifact {
+    let r = engine.install(&Artifact {
         url: format!("file://{}", flipped.display()),
         sha256: Some(sha256_hex(&fb)),
         ..good.clone()
@@ -273,7 +274,7 @@ fn signatures_verify_and_the_engine_accepts_them_but_no_one_bit_change() {
     }
     assert!(!paths.bin_link("svc-server").exists(), "nothing installed");
     // The signed release as published: accepted and activated.
-    let r = engine.update(&good).unwrap();
+    let r = engine.install(&good).unwrap();
     assert!(
         matches!(r, Outcome::Activated { ref version, .. } if version == "2.0.0"),
         "{r:?}"

@@ -145,7 +145,7 @@ fn svc_server_and_svc_agent_offered_together_both_update_every_time() {
                 let a = artifact(name, &version, &format!("file://{}", src.display()), &body);
                 std::thread::spawn(move || {
                     start.wait();
-                    Engine::new(paths, test_opts()).update(&a)
+                    Engine::new(paths, test_opts()).install(&a)
                 })
             })
             .collect();

@@ -4,6 +4,7 @@
 //! not run code from the stick, the stick offers no module registry, and an unsigned
 //! `pin_version` cannot lift the downgrade rule. docs/releases.md, *What a stick can change*.
 use crate::common;
+use crate::update_support::Install;
 use crate::update_support::{artifact, fake_binary, test_opts};
 use common::sandbox::*;
 use serde_json::json;
@@ -119,7 +120,7 @@ fn install_running(paths: &Paths, version: &str) {
         &format!("file://{}", src.display()),
         &body,
     );
-    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).install(&a).unwrap();
 }
 
 /// The attack: a validly signed older release on the stick, and an unsigned config beside it

@@ -40,7 +40,7 @@ fn bench_child() {
     opts.download.request_timeout = std::time::Duration::from_secs(600);
     opts.cache_cap = u64::MAX;
     let t = Instant::now();
-    Engine::new(Paths::new(root), opts).update(&a).unwrap();
+    Engine::new(Paths::new(root), opts).install(&a).unwrap();
     let secs = t.elapsed().as_secs_f64();
     println!(
         "BENCH idle_hwm_kib={idle} hwm_kib={} secs={secs:.3}",

@@ -6,8 +6,9 @@ use crate::update_support;
 
 use std::time::Duration;
 
+use crate::update_support::{Install, Outcome};
 use https::{Behavior, HttpsServer};
-use svc::update::{Engine, Outcome, UpdateError, VersionRecords};
+use svc::update::{Engine, UpdateError, VersionRecords};
 use update_support::*;
 
 const NAME: &str = "svc-server";
@@ -45,7 +46,7 @@ fn good_artifact_is_activated() {
     f.server
         .add("/svc-server-2.0.0", body.clone(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/svc-server-2.0.0"), &body);
-    let out = f.updater().update(&a).unwrap();
+    let out = f.updater().install(&a).unwrap();
     assert_eq!(
         out,
         Outcome::Activated {
@@ -71,7 +72,7 @@ fn good_artifact_is_activated() {
     // A second call downloads nothing.
     let n = f.server.requests("/svc-server-2.0.0").len();
     assert_eq!(
-        f.updater().update(&a).unwrap(),
+        f.updater().install(&a).unwrap(),
         Outcome::AlreadyCurrent {
             version: "2.0.0".into()
         }
@@ -87,7 +88,7 @@ fn truncated_file_is_rejected() {
     f.server
         .add("/t", body[..body.len() * 3 / 4].to_vec(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/t"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::SizeMismatch { .. }), "{err}");
     assert!(err.to_string().contains("size mismatch"), "{err}");
     f.untouched("2.0.0");
@@ -101,7 +102,7 @@ fn wrong_sha256_is_rejected() {
     f.server.add("/s", body.clone(), Behavior::Normal);
     let mut a = artifact(NAME, "2.0.0", &f.server.url("/s"), &body);
     a.sha256 = Some(sha256_hex(b"something else"));
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::ShaMismatch { .. }), "{err}");
     assert!(err.to_string().contains(&sha256_hex(&body)), "{err}");
     f.untouched("2.0.0");
@@ -115,7 +116,7 @@ fn more_bytes_than_announced_abort_the_download() {
     f.server.add("/z", body.clone(), Behavior::Normal);
     let mut a = artifact(NAME, "2.0.0", &f.server.url("/z"), &body);
     a.size = Some(body.len() as u64 / 2);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::TooLarge { .. }), "{err}");
     assert_eq!(
         f.server.requests("/z").len(),
@@ -135,7 +136,7 @@ fn signatures_are_required_once_a_vendor_key_is_installed() {
     let good = artifact(NAME, "2.0.0", &f.server.url("/g"), &body);
 
     // Missing signature.
-    let err = f.updater().update(&good).unwrap_err();
+    let err = f.updater().install(&good).unwrap_err();
     assert!(matches!(err, UpdateError::Signature(_)), "{err}");
     f.untouched("2.0.0");
     assert!(no_part(&f.paths, NAME, "2.0.0"));
@@ -145,7 +146,7 @@ fn signatures_are_required_once_a_vendor_key_is_installed() {
     other.version = "2.0.1".into();
     let mut bad = good.clone();
     bad.signature = Some(sign(&other));
-    let err = f.updater().update(&bad).unwrap_err();
+    let err = f.updater().install(&bad).unwrap_err();
     assert!(matches!(err, UpdateError::Signature(_)), "{err}");
     assert!(err.to_string().contains("bad signature"), "{err}");
     f.untouched("2.0.0");
@@ -154,7 +155,7 @@ fn signatures_are_required_once_a_vendor_key_is_installed() {
     // The right signature passes.
     let mut signed = good.clone();
     signed.signature = Some(sign(&good));
-    f.updater().update(&signed).unwrap();
+    f.updater().install(&signed).unwrap();
     assert_eq!(active(&f.paths, NAME).0, "2.0.0");
 }
 
@@ -170,7 +171,7 @@ fn elf_for_another_architecture_is_rejected() {
     body[18..20].copy_from_slice(&other.to_le_bytes());
     f.server.add("/arch", body.clone(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/arch"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::WrongArch { .. }), "{err}");
     f.untouched("2.0.0");
     assert!(no_part(&f.paths, NAME, "2.0.0"));
@@ -183,7 +184,7 @@ fn non_elf_is_rejected() {
         b"#!/bin/sh\necho '{\"binary_name\":\"svc-server\",\"version\":\"2.0.0\"}'\n".to_vec();
     f.server.add("/sh", body.clone(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/sh"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::NotElf(_)), "{err}");
     f.untouched("2.0.0");
     assert!(no_part(&f.paths, NAME, "2.0.0"));
@@ -196,7 +197,7 @@ fn a_binary_that_is_not_what_it_claims_is_rejected() {
     let body = fake_binary("svc-agent", "2.0.0", "ok", 0);
     f.server.add("/agent", body.clone(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/agent"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::VersionCheck(_)), "{err}");
     assert!(err.to_string().contains("binary_name"), "{err}");
     f.untouched("2.0.0");
@@ -207,7 +208,7 @@ fn a_binary_that_is_not_what_it_claims_is_rejected() {
     let a = artifact(NAME, "2.0.1", &f.server.url("/hang"), &body);
     let mut opts = test_opts();
     opts.version_timeout = Duration::from_millis(500);
-    let err = Engine::new(f.paths.clone(), opts).update(&a).unwrap_err();
+    let err = Engine::new(f.paths.clone(), opts).install(&a).unwrap_err();
     assert!(err.to_string().contains("did not finish"), "{err}");
     assert_untouched(&f.paths, NAME, "1.0.0", &f.old_body, "2.0.1");
 }
@@ -220,7 +221,7 @@ fn connection_cut_at_half_resumes_with_range() {
     f.server.add("/r", body.clone(), Behavior::Normal);
     f.server.next("/r", Behavior::Cut(half));
     let a = artifact(NAME, "2.0.0", &f.server.url("/r"), &body);
-    f.updater().update(&a).unwrap();
+    f.updater().install(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".into(), body.clone()));
     let reqs = f.server.requests("/r");
     assert_eq!(reqs.len(), 2, "{reqs:?}");
@@ -243,7 +244,7 @@ fn a_link_that_keeps_dropping_is_resumed_after_a_restart() {
     let third = body.len() as u64 / 3;
     f.server.add("/d", body.clone(), Behavior::Cut(third));
     let a = artifact(NAME, "2.0.0", &f.server.url("/d"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::Network { .. }), "{err}");
     f.untouched("2.0.0");
     // The partial download is kept for the next check (never executable, never linked).
@@ -252,7 +253,7 @@ fn a_link_that_keeps_dropping_is_resumed_after_a_restart() {
     // Later the link is fine again: a new updater (as after a restart) resumes.
     f.server.set_behavior("/d", Behavior::Normal);
     let before = f.server.requests("/d").len();
-    f.updater().update(&a).unwrap();
+    f.updater().install(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".into(), body));
     let reqs = f.server.requests("/d");
     assert_eq!(reqs.len(), before + 1);
@@ -273,7 +274,7 @@ fn not_found_fails_at_once_with_one_request() {
         Behavior::Status(404, vec![], "404 Not Found".into()),
     );
     let a = artifact(NAME, "2.0.0", &f.server.url("/missing"), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(
         matches!(err, UpdateError::HttpStatus { status: 404, .. }),
         "{err}"
@@ -300,7 +301,7 @@ fn a_trickle_times_out_after_bounded_attempts() {
     let mut opts = test_opts();
     opts.download.request_timeout = Duration::from_secs(1);
     opts.download.max_attempts = 2;
-    let err = Engine::new(f.paths.clone(), opts).update(&a).unwrap_err();
+    let err = Engine::new(f.paths.clone(), opts).install(&a).unwrap_err();
     match &err {
         UpdateError::Network { attempts, last, .. } => {
             assert_eq!(*attempts, 2);
@@ -334,7 +335,7 @@ fn a_download_without_a_length_that_fills_the_disk_stops_and_gives_the_space_bac
     a.size = None;
     let opts = test_opts();
     let margin = opts.download.free_space_margin;
-    let err = Engine::new(paths.clone(), opts).update(&a).unwrap_err();
+    let err = Engine::new(paths.clone(), opts).install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::NoSpace { .. }), "{err}");
     assert_eq!(
         server.requests("/endless").len(),
@@ -360,7 +361,7 @@ fn pinned_url_is_checked_conditionally() {
     let mut a = artifact(NAME, "", &f.server.url("/pin"), &body);
     a.sha256 = None;
     a.size = None;
-    let out = f.updater().update(&a).unwrap();
+    let out = f.updater().install(&a).unwrap();
     let version = format!("pin+{}", &sha256_hex(&body)[..12]);
     assert_eq!(
         out,
@@ -371,7 +372,7 @@ fn pinned_url_is_checked_conditionally() {
     );
     assert_eq!(active(&f.paths, NAME), (version.clone(), body.clone()));
     // Next check: a conditional request, answered 304; nothing downloaded.
-    let out = f.updater().update(&a).unwrap();
+    let out = f.updater().install(&a).unwrap();
     assert_eq!(out, Outcome::NotModified { version });
     let reqs = f.server.requests("/pin");
     assert_eq!(reqs.len(), 2);
@@ -382,7 +383,7 @@ fn pinned_url_is_checked_conditionally() {
     // The file is rebuilt at the same URL: downloaded again, a new version, old one kept.
     let body2 = fake_binary(NAME, "9.9.10", "ok", 10);
     f.server.add("/pin", body2.clone(), Behavior::Normal);
-    let out = f.updater().update(&a).unwrap();
+    let out = f.updater().install(&a).unwrap();
     let v2 = format!("pin+{}", &sha256_hex(&body2)[..12]);
     assert!(
         matches!(out, Outcome::Activated { ref version, .. } if *version == v2),
@@ -397,12 +398,12 @@ fn a_rollback_marks_the_version_bad_until_another_is_offered() {
     let body = fake_binary(NAME, "2.0.0", "ok", 0);
     f.server.add("/v2", body.clone(), Behavior::Normal);
     let a = artifact(NAME, "2.0.0", &f.server.url("/v2"), &body);
-    f.updater().update(&a).unwrap();
-    let (from, to) = svc::update::rollback(&f.paths, NAME).unwrap();
+    f.updater().install(&a).unwrap();
+    let (from, to) = svc::update::rollback(&f.paths, svc::update::Kind::of(NAME).unwrap()).unwrap();
     assert_eq!((from.as_deref(), to.as_str()), (Some("2.0.0"), "1.0.0"));
     f.untouched("no-such");
     let n = f.server.requests("/v2").len();
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::MarkedBad { .. }), "{err}");
     assert_eq!(
         f.server.requests("/v2").len(),
@@ -413,7 +414,7 @@ fn a_rollback_marks_the_version_bad_until_another_is_offered() {
     let body3 = fake_binary(NAME, "3.0.0", "ok", 0);
     f.server.add("/v3", body3.clone(), Behavior::Normal);
     f.updater()
-        .update(&artifact(NAME, "3.0.0", &f.server.url("/v3"), &body3))
+        .install(&artifact(NAME, "3.0.0", &f.server.url("/v3"), &body3))
         .unwrap();
     assert!(VersionRecords::load(&f.paths)
         .unwrap()
@@ -431,7 +432,7 @@ fn the_cache_keeps_current_previous_and_target_only() {
         f.server
             .add(&format!("/{v}"), body.clone(), Behavior::Normal);
         f.updater()
-            .update(&artifact(NAME, v, &f.server.url(&format!("/{v}")), &body))
+            .install(&artifact(NAME, v, &f.server.url(&format!("/{v}")), &body))
             .unwrap();
     }
     let mut names: Vec<String> = std::fs::read_dir(f.paths.cache_dir())
@@ -486,10 +487,10 @@ fn file_urls_work_and_unknown_schemes_do_not() {
     let src = f.paths.root().join("v2");
     std::fs::write(&src, &body).unwrap();
     let mut a = artifact(NAME, "2.0.0", &format!("ftp://x{}", src.display()), &body);
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(matches!(err, UpdateError::UnsupportedUrl(_)), "{err}");
     a.url = format!("file://{}", src.display());
-    f.updater().update(&a).unwrap();
+    f.updater().install(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".into(), body));
 }
 
@@ -511,7 +512,7 @@ fn a_download_redirected_through_plain_http_is_refused_before_the_plain_hop() {
     let mut a = artifact(NAME, "", &f.server.url("/pin"), &body);
     a.sha256 = None;
     a.size = None;
-    let err = f.updater().update(&a).unwrap_err();
+    let err = f.updater().install(&a).unwrap_err();
     assert!(
         err.to_string().contains("plain http"),
         "a downgrade must be named: {err}"
@@ -531,6 +532,6 @@ fn a_download_redirected_within_https_is_followed() {
     f.server
         .add("/b", Vec::new(), Behavior::redirect("/cdn/file"));
     let a = artifact(NAME, "2.0.0", &f.server.url("/a"), &body);
-    f.updater().update(&a).unwrap();
+    f.updater().install(&a).unwrap();
     assert_eq!(active(&f.paths, NAME), ("2.0.0".to_string(), body));
 }

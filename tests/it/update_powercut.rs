@@ -9,9 +9,10 @@ use crate::update_support;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
+use crate::update_support::{Install, Outcome};
 use https::{Behavior, HttpsServer};
 use svc::paths::Paths;
-use svc::update::{Artifact, Engine, Outcome, VersionRecords, CRASH_POINTS};
+use svc::update::{Artifact, Engine, VersionRecords, CRASH_POINTS};
 use update_support::*;
 
 /// Not a test: the body of the child process. Runs only when re-executed by
@@ -26,7 +27,7 @@ fn child_update() {
         return;
     };
     let a: Artifact = serde_json::from_str(&art).unwrap();
-    let r = Engine::new(Paths::new(root), test_opts()).update(&a);
+    let r = Engine::new(Paths::new(root), test_opts()).install(&a);
     println!("child result: {r:?}");
     r.unwrap();
 }
@@ -139,7 +140,7 @@ fn crash_at_every_point_then_converge() {
                 );
             }
             // Idempotent afterwards.
-            let out = Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
+            let out = Engine::new(paths.clone(), test_opts()).install(&a).unwrap();
             assert_eq!(
                 out,
                 Outcome::AlreadyCurrent {

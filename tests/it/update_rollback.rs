@@ -20,7 +20,7 @@ fn install_from_file(paths: &Paths, name: &str, version: &str, behavior: &str) -
     let src = paths.root().join(format!("src-{name}-{version}"));
     std::fs::write(&src, &body).unwrap();
     let a = artifact(name, version, &format!("file://{}", src.display()), &body);
-    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).install(&a).unwrap();
     body
 }
 
@@ -80,7 +80,7 @@ fn svc_server_that_crashes_in_probation_is_rolled_back() {
     assert_eq!(verdict, ProbationVerdict::RollBack);
     assert_eq!(crashes.len(), 3);
     assert_eq!(starts_of(&starts, "svc-server 2.0.0"), 3);
-    svc::update::rollback(&paths, "svc-server").unwrap();
+    svc::update::rollback(&paths, svc::update::Kind::Server).unwrap();
     assert_untouched(&paths, "svc-server", "1.0.0", &old, "no-such");
     let rec = VersionRecords::load(&paths).unwrap();
     assert_eq!(

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 use svc::paths::Paths;
-use svc::update::{Artifact, DownloadOptions, Engine, UpdateOptions};
+use svc::update::{Artifact, DownloadOptions, Engine, Kind, Staging, UpdateError, UpdateOptions};
 
 const FAKE_SRC: &str = r#"
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -141,6 +141,43 @@ pub fn sandbox(test: &str) -> Paths {
     Paths::new(root)
 }
 
+/// What an install did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The link now points at this (new) version.
+    Activated {
+        version: String,
+        previous: Option<String>,
+    },
+    /// Already active; nothing downloaded.
+    AlreadyCurrent { version: String },
+    /// A pinned URL answered 304 Not Modified.
+    NotModified { version: String },
+}
+
+/// An install as the daemon composes it (`agent::updater`): the engine's `stage`, then, for
+/// a version staged, its `activate`; the one path the tests exercise.
+pub trait Install {
+    fn install(&self, a: &Artifact) -> Result<Outcome, UpdateError>;
+}
+
+impl Install for Engine {
+    fn install(&self, a: &Artifact) -> Result<Outcome, UpdateError> {
+        match self.stage(a)? {
+            Staging::Ready { version } => {
+                let kind = Kind::of(&a.name).expect("stage accepts only the kinds it installs");
+                let done = self.activate(kind, &version)?;
+                Ok(Outcome::Activated {
+                    version: done.version,
+                    previous: done.previous,
+                })
+            }
+            Staging::AlreadyCurrent { version } => Ok(Outcome::AlreadyCurrent { version }),
+            Staging::NotModified { version } => Ok(Outcome::NotModified { version }),
+        }
+    }
+}
+
 /// Options with short timeouts and backoff for tests (no timing is asserted).
 pub fn test_opts() -> UpdateOptions {
     UpdateOptions {
@@ -181,7 +218,7 @@ pub fn install_old(paths: &Paths, name: &str, version: &str) -> Vec<u8> {
     let src = paths.root().join(format!("src-{name}-{version}"));
     std::fs::write(&src, &body).unwrap();
     let a = artifact(name, version, &format!("file://{}", src.display()), &body);
-    Engine::new(paths.clone(), test_opts()).update(&a).unwrap();
+    Engine::new(paths.clone(), test_opts()).install(&a).unwrap();
     body
 }
 
