@@ -7,7 +7,7 @@
 //! backlog batch after batch without waiting. [`attach`] feeds every logged line into the queue.
 use crate::logging::{self, Level};
 use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
-use crate::protocol::backoff::{Backoff, Jitter, PERMANENT_WAIT};
+use crate::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use std::cell::Cell;
 use std::fmt;
 

@@ -19,7 +19,7 @@ pub(crate) mod updates;
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::protocol::backoff::{next_poll, Backoff, Jitter};
+use crate::backoff::{next_poll, Backoff, Jitter};
 use crate::protocol::{self, CommandKind, PollOutcome, Transport};
 use crate::signals;
 use crate::{debug, error, info, warn};

@@ -2,10 +2,10 @@
 //! and receives its config, update targets, commands and poll interval; plus log upload.
 //! Two transports speak it: HTTPS (`https://`, or `http://` when written so) and a local
 //! directory (`file://DIR`), the embedded default for machines with no cloud.
-pub(crate) mod backoff;
 pub(crate) mod file;
 pub(crate) mod https;
 
+pub(crate) use crate::backoff::Retry;
 use crate::credentials::Credentials;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -130,18 +130,6 @@ pub enum ProtocolError {
     Setup(String),
 }
 
-/// How the loop reacts to an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Back off exponentially and try again.
-    Backoff,
-    /// The server named a delay (408/429/5xx with Retry-After): at least that long, and
-    /// at least the backoff (`backoff::wait_after`).
-    After(u64),
-    /// Retrying the same request cannot help (401, 403, 404, ...): wait long, or for a change
-    /// of credentials or a SIGHUP.
-    Permanent,
-}
 
 impl ProtocolError {
     pub(crate) fn retry(&self) -> Retry {
