@@ -201,7 +201,7 @@ mod tests {
                 url: "artifacts/c".into(),
                 sha256: a.sha256,
                 size: a.size,
-                signature: Some(verify::base64_encode(sig.as_ref())),
+                signature: Some(crate::encoding::base64_encode(sig.as_ref())),
             }
         }
     }

@@ -16,10 +16,10 @@ pub(crate) mod svc_server;
 pub(crate) mod updater;
 pub(crate) mod updates;
 
+use crate::backoff::{next_poll, Backoff, Jitter};
 use crate::config::{Diagnostic, MachineConfig};
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::backoff::{next_poll, Backoff, Jitter};
 use crate::protocol::{self, CommandKind, PollOutcome, Transport};
 use crate::signals;
 use crate::{debug, error, info, warn};

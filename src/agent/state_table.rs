@@ -5,8 +5,8 @@
 //! cells against real servers.
 use super::logs::classify;
 use super::policy::first_contact_wait;
-use crate::logship::{retry_wait, TransportError};
 use crate::backoff::{next_poll, Backoff, Jitter, PERMANENT_WAIT};
+use crate::logship::{retry_wait, TransportError};
 use crate::protocol::ProtocolError;
 use std::time::{Duration, Instant};
 

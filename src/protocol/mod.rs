@@ -130,7 +130,6 @@ pub enum ProtocolError {
     Setup(String),
 }
 
-
 impl ProtocolError {
     pub(crate) fn retry(&self) -> Retry {
         match self {

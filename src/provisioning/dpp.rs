@@ -40,7 +40,7 @@ pub(crate) fn key_der(d: &[u8; 32]) -> Vec<u8> {
     v
 }
 
-use crate::encoding::{hex, unhex};
+use crate::encoding::{hex, hex_byte, unhex};
 
 /// Where the enrollee keeps its key and publishes its URI and QR codes.
 pub(crate) fn dir(paths: &crate::paths::Paths) -> PathBuf {
@@ -118,9 +118,7 @@ pub(crate) fn printf_decode(s: &str) -> Option<Vec<u8>> {
             b'r' => b'\r',
             b't' => b'\t',
             b'x' => {
-                let v = s
-                    .get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())?;
+                let v = s.as_bytes().get(i..i + 2).and_then(hex_byte)?;
                 i += 2;
                 v
             }

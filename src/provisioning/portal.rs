@@ -145,9 +145,8 @@ fn pct_decode(s: &str) -> Result<String, ParseError> {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' => {
-                let hex = b.get(i + 1..i + 3).ok_or(ParseError::Malformed("escape"))?;
-                let hex = std::str::from_utf8(hex).map_err(|_| ParseError::Malformed("escape"))?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| ParseError::Malformed("escape"))?);
+                let byte = b.get(i + 1..i + 3).and_then(crate::encoding::hex_byte);
+                out.push(byte.ok_or(ParseError::Malformed("escape"))?);
                 i += 2;
             }
             c => out.push(c),
@@ -197,6 +196,15 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A percent escape is two hex digits: "%+1" was read as byte 0x01.
+    #[test]
+    fn a_signed_percent_escape_is_malformed() {
+        for bad in ["%+1", "a%-0", "%+f"] {
+            assert!(pct_decode(bad).is_err(), "{bad}");
+        }
+        assert_eq!(pct_decode("a%2Bb+c").unwrap(), "a+b c");
+    }
 
     fn post(body: &str, cookie: &str) -> Vec<u8> {
         format!(
