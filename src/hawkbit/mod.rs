@@ -455,6 +455,50 @@ impl HawkbitTransport {
         }
     }
 
+    /// A deployment refused whole (nothing of it reaches the engine): recorded so, and the
+    /// server hears why, once.
+    fn refuse(&mut self, id: String, why: &str) {
+        self.save(&ActionRecord {
+            id,
+            targets: Vec::new(),
+            stage: Stage::New,
+            progress: 0,
+            refused: Some(format!("refused by svc-agent: {why}")),
+            hold: false,
+            download_only: false,
+        });
+        self.report();
+    }
+
+    /// The deployment's config artifact, read again whenever the deployment is (an agent
+    /// that restarted before applying it gets it again); the record names it by its
+    /// content's digest. A refused one refuses the whole action.
+    fn deployment_config(&mut self, d: &ddi::Deployment) -> Result<Option<Value>, ProtocolError> {
+        let Some(t) = &d.config else { return Ok(None) };
+        match self.fetch_config(t) {
+            Ok(v) => {
+                let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                    if !r.targets.contains(&entry) {
+                        r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                        r.targets.push(entry);
+                        self.save(&r);
+                    }
+                }
+                Ok(Some(v))
+            }
+            Err(why) => {
+                // Refused whole: no target of this action reaches the engine either.
+                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                    r.refused = Some(format!("refused by svc-agent: {why}"));
+                    self.save(&r);
+                    self.report();
+                }
+                Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+            }
+        }
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -473,16 +517,7 @@ impl HawkbitTransport {
                 // Refused whole: nothing reaches the engine. The server hears why, once.
                 if let Some(id) = ddi::action_id(&a.body) {
                     if known.as_ref().map(|r| r.id.as_str()) != Some(id.as_str()) {
-                        self.save(&ActionRecord {
-                            id,
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
+                        self.refuse(id, &why);
                     }
                 }
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
@@ -504,16 +539,7 @@ impl HawkbitTransport {
             if let Err(why) = self.unpack_swu(&mut d) {
                 return match why {
                     SwuFailure::Refused(why) => {
-                        self.save(&ActionRecord {
-                            id: d.id.clone(),
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
+                        self.refuse(d.id.clone(), &why);
                         Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
                     }
                     SwuFailure::Transient(e) => Err(e),
@@ -571,33 +597,7 @@ impl HawkbitTransport {
             );
             return Ok(None);
         }
-        // Read again whenever the deployment is (an agent that restarted before applying
-        // it gets it again); the record names it by its content's digest.
-        let config = match &d.config {
-            Some(t) => match self.fetch_config(t) {
-                Ok(v) => {
-                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        if !r.targets.contains(&entry) {
-                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
-                            r.targets.push(entry);
-                            self.save(&r);
-                        }
-                    }
-                    Some(v)
-                }
-                Err(why) => {
-                    // Refused whole: no target of this action reaches the engine either.
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        r.refused = Some(format!("refused by svc-agent: {why}"));
-                        self.save(&r);
-                        self.report();
-                    }
-                    return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
-                }
-            },
-            _ => None,
-        };
+        let config = self.deployment_config(&d)?;
         if let Some(h) = &hold {
             crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
