@@ -68,7 +68,8 @@ pub(crate) fn version_json(binary_name: &str) -> serde_json::Value {
 /// The device paths of a command: `--root` (default `/`), the build's state directory and
 /// credentials file, and their run-time overrides `SVC_STATE_DIR` / `SVC_CREDENTIALS_FILE`.
 pub(crate) fn device_paths(a: &Args) -> Result<crate::paths::Paths, UsageError> {
-    crate::paths::Paths::from_env(a.value("root").unwrap_or("/")).map_err(UsageError)
+    crate::paths::Paths::from_env(a.value("root").unwrap_or("/"))
+        .map_err(|e| UsageError(e.to_string()))
 }
 
 /// Entry point of the `svc-agent` binary; returns the process exit code.

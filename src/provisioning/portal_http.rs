@@ -475,7 +475,8 @@ fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
     }
     // Not registered with the log scrubber until accepted (a phone's rejected input must not
     // blank words in the logs); the errors never quote the values, and are not logged.
-    let creds = crate::credentials::Credentials::parse_untrusted(bytes).map_err(|e| (400, e))?;
+    let creds = crate::credentials::Credentials::parse_untrusted(bytes)
+        .map_err(|e| (400, e.to_string()))?;
     if !creds.app_address.starts_with("https://") {
         return Err((
             400,
