@@ -91,7 +91,7 @@ pub struct MediumConfig {
     pub inline: Option<Value>,
     /// `poll.json`'s `signed_config` member (version, url, sha256, size, signature, as a
     /// target's) and the bytes of the file it names, or why they could not be read.
-    pub signed: Option<(Target, Result<Vec<u8>, String>)>,
+    pub signed: Option<(Target, Result<Vec<u8>, file::MemberError>)>,
 }
 
 impl PollAnswer {

@@ -499,9 +499,42 @@ pub trait Effects {
     fn write(&mut self, path: &Path, content: &[u8]) -> io::Result<()>;
     /// Removes a file durably; a missing file is not an error.
     fn remove(&mut self, path: &Path) -> io::Result<()>;
-    /// Runs a program (argv, never a shell) and waits for it; `Err` carries why it failed.
-    fn run(&mut self, argv: &[&str]) -> Result<(), String>;
+    /// Runs a program (argv, never a shell) and waits for it; `Err` says why it failed.
+    fn run(&mut self, argv: &[&str]) -> Result<(), CommandError>;
 }
+
+/// Why a program `Effects::run` ran did not succeed; each names the command line.
+#[derive(Debug)]
+pub enum CommandError {
+    Empty,
+    /// It could not be started, or did not finish in time.
+    NotRun {
+        argv: String,
+        why: String,
+    },
+    /// It ran and failed: its exit status and stderr.
+    Failed {
+        argv: String,
+        status: String,
+        stderr: String,
+    },
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Empty => f.write_str("empty command"),
+            CommandError::NotRun { argv, why } => write!(f, "{argv}: {why}"),
+            CommandError::Failed {
+                argv,
+                status,
+                stderr,
+            } => write!(f, "{argv} exited with {status}: {stderr}"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
 
 /// Effects on the real machine.
 #[derive(Debug, Default)]
@@ -524,23 +557,24 @@ impl Effects for RealEffects {
         }
     }
 
-    fn run(&mut self, argv: &[&str]) -> Result<(), String> {
+    fn run(&mut self, argv: &[&str]) -> Result<(), CommandError> {
         let Some((prog, args)) = argv.split_first() else {
-            return Err("empty command".into());
+            return Err(CommandError::Empty);
         };
         let mut cmd = std::process::Command::new(prog);
         cmd.args(args);
-        let out = crate::process::run(cmd, COMMAND_TIMEOUT)
-            .map_err(|e| format!("{}: {e}", argv.join(" ")))?;
+        let out = crate::process::run(cmd, COMMAND_TIMEOUT).map_err(|e| CommandError::NotRun {
+            argv: argv.join(" "),
+            why: e.to_string(),
+        })?;
         if out.success() {
             Ok(())
         } else {
-            Err(format!(
-                "{} exited with {}: {}",
-                argv.join(" "),
-                out.status,
-                out.stderr_text()
-            ))
+            Err(CommandError::Failed {
+                argv: argv.join(" "),
+                status: out.status.to_string(),
+                stderr: out.stderr_text(),
+            })
         }
     }
 }
@@ -551,7 +585,7 @@ pub(crate) enum SyscfgError {
     Write { path: PathBuf, source: io::Error },
     Remove { path: PathBuf, source: io::Error },
     Record { path: PathBuf, source: io::Error },
-    Restart(String),
+    Restart(CommandError),
 }
 
 impl std::fmt::Display for SyscfgError {
