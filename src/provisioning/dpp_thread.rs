@@ -1,5 +1,6 @@
 //! The DPP enrollee on a thread of its own, beside the service: started and stopped as the
 //! service wants it, a received network put in the same one-slot `pending` as the portal's.
+use super::dpp::DppError;
 use super::portal::NetworkInput;
 use crate::paths::Paths;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,14 +50,15 @@ impl Drop for DppThread {
 
 /// `start` makes a listening enrollee (`dpp_start`; a stand-in wpa_supplicant in tests).
 fn dpp_loop(
-    start: &mut dyn FnMut() -> Result<super::dpp::Enrollee, String>,
+    start: &mut dyn FnMut() -> Result<super::dpp::Enrollee, DppError>,
     want: &AtomicBool,
     stop: &AtomicBool,
     pending: &Mutex<Option<NetworkInput>>,
 ) {
     use super::dpp;
     let mut enrollee: Option<dpp::Enrollee> = None;
-    let mut last_error = String::new();
+    // The last failure to start, logged once until another one (or a start) comes.
+    let mut last_error: Option<DppError> = None;
     let mut next_try = Instant::now();
     let mut next_listen = Instant::now();
     while !stop.load(Ordering::SeqCst) {
@@ -83,13 +85,13 @@ fn dpp_loop(
                         "DPP: listening on channel 1; bootstrap URI {}",
                         e.uri
                     );
-                    last_error.clear();
+                    last_error = None;
                     next_listen = Instant::now() + DPP_RETRY;
                     enrollee = Some(e);
                 }
-                Err(err) if err != last_error => {
+                Err(err) if last_error.as_ref() != Some(&err) => {
                     crate::warn!("provisioning", "DPP enrollee not started: {err}");
-                    last_error = err;
+                    last_error = Some(err);
                 }
                 Err(_) => {}
             }
@@ -146,16 +148,12 @@ fn dpp_loop(
 }
 
 /// Key, interface, enrollee, and the URI with its QR codes published in `/opt/svc/dpp/`.
-fn dpp_start(paths: &Paths) -> Result<super::dpp::Enrollee, String> {
+fn dpp_start(paths: &Paths) -> Result<super::dpp::Enrollee, DppError> {
     use super::dpp;
     let ctrl_dir = paths.device(WPA_CTRL_DIR);
     let sys_net = std::path::Path::new("/sys/class/net");
-    let ifname = dpp::find_interface(&ctrl_dir, sys_net).ok_or_else(|| {
-        format!(
-            "no wpa_supplicant control socket for a Wi-Fi interface in {}",
-            ctrl_dir.display()
-        )
-    })?;
+    let ifname = dpp::find_interface(&ctrl_dir, sys_net)
+        .ok_or_else(|| DppError::NoInterface(ctrl_dir.clone()))?;
     let dir = dpp::dir(paths);
     let key = dpp::load_or_create_key(&dir.join("bootstrap.key"))?;
     let e = dpp::Enrollee::start(&ctrl_dir.join(&ifname), &key)?;

@@ -1,6 +1,6 @@
 //! The portal's adapter onto the service: what the portal's handlers may ask (visible
 //! networks, the status steps) and hand over (one network at a time, activity marks).
-use super::portal::NetworkInput;
+use super::portal::{NetworkInput, NetworkRefused};
 use super::portal_http::{PortalActions, Visible};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -27,13 +27,13 @@ impl PortalActions for Actions {
         let _ = self.tx.try_send(Activity);
         self.visible.lock().map(|v| v.clone()).unwrap_or_default()
     }
-    fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
+    fn connect(&mut self, net: NetworkInput) -> Result<(), NetworkRefused> {
         let mut p = self
             .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if p.is_some() {
-            return Err("a network is already being tried: wait for the result".into());
+            return Err(NetworkRefused::Busy);
         }
         *p = Some(net);
         Ok(())
