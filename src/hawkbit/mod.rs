@@ -16,6 +16,7 @@
 pub(crate) mod action;
 pub mod consent;
 pub(crate) mod ddi;
+mod error;
 
 use crate::config::model::HawkbitSettings;
 use crate::http;
@@ -25,6 +26,7 @@ use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
 use crate::update::swu::SwuOffer;
 use crate::update::{DownloadOptions, StateLock, VersionRecords};
 use action::{ActionRecord, Feedback, Stage};
+pub use error::HawkbitError;
 use serde_json::Value;
 use std::path::Path;
 
@@ -35,13 +37,18 @@ const MAX_TOKEN_BYTES: u64 = 4096;
 /// Reads the DDI token (`Paths::hawkbit_token`): one line of printable ASCII. A file others
 /// may read is made 0600 first; the token is registered with the log scrubber before any
 /// check, and no error quotes it.
-pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
+pub(crate) fn load_token(paths: &Paths) -> Result<String, HawkbitError> {
     use std::io::Read;
     let p = paths.hawkbit_token();
     let mut bytes = Vec::new();
     std::fs::File::open(&p)
         .and_then(|f| f.take(MAX_TOKEN_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read the hawkBit token file {}: {e}", p.display()))?;
+        .map_err(|e| {
+            HawkbitError::Token(format!(
+                "cannot read the hawkBit token file {}: {e}",
+                p.display()
+            ))
+        })?;
     crate::credentials::tighten_mode(&p);
     let text = String::from_utf8_lossy(&bytes);
     let token = text.trim();
@@ -49,16 +56,16 @@ pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
         crate::logging::register_secret(token);
     }
     if bytes.len() as u64 > MAX_TOKEN_BYTES {
-        return Err(format!(
+        return Err(HawkbitError::Token(format!(
             "the hawkBit token file {} is larger than {MAX_TOKEN_BYTES} bytes",
             p.display()
-        ));
+        )));
     }
     if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
+        return Err(HawkbitError::Token(format!(
             "the hawkBit token file {} must hold one token of printable ASCII without spaces",
             p.display()
-        ));
+        )));
     }
     Ok(token.to_string())
 }
@@ -86,7 +93,7 @@ impl std::fmt::Debug for HawkbitTransport {
 impl HawkbitTransport {
     /// The backend for `settings`, with the token from its file.
     pub fn connect(paths: &Paths, settings: &HawkbitSettings) -> Result<Self, ProtocolError> {
-        let token = load_token(paths).map_err(ProtocolError::Setup)?;
+        let token = load_token(paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
         Ok(Self::with_token(paths, settings, &token))
     }
 
@@ -226,7 +233,7 @@ impl HawkbitTransport {
 
     fn save(&self, rec: &ActionRecord) {
         let saved = StateLock::acquire(&self.paths)
-            .map_err(|e| e.to_string())
+            .map_err(HawkbitError::Lock)
             .and_then(|lock| action::save(&self.paths, rec, &lock));
         if let Err(e) = saved {
             crate::error!(SUB, "action {}: {e}", rec.id);
@@ -354,7 +361,8 @@ impl HawkbitTransport {
         }
         let fresh = consent::load(&self.paths).as_ref() != Some(&c);
         if fresh {
-            consent::save(&self.paths, &c, &lock).map_err(ProtocolError::Setup)?;
+            consent::save(&self.paths, &c, &lock)
+                .map_err(|e| ProtocolError::Setup(e.to_string()))?;
         }
         drop(lock);
         let Some(decision) = c.decision.filter(|_| !c.told) else {
@@ -386,7 +394,8 @@ impl HawkbitTransport {
             consent::load(&self.paths).filter(|n| n.action == d.id && n.decision == Some(decision))
         {
             now.told = true;
-            consent::save(&self.paths, &now, &lock).map_err(ProtocolError::Setup)?;
+            consent::save(&self.paths, &now, &lock)
+                .map_err(|e| ProtocolError::Setup(e.to_string()))?;
         }
         Ok(())
     }
@@ -823,10 +832,13 @@ mod tests {
         assert_eq!(load_token(&paths).unwrap(), "s3cr3t-token-value");
         assert_eq!(crate::credentials::file_mode(&p), Some(0o600));
         std::fs::write(&p, "two words-secret-xyz").unwrap();
-        let e = load_token(&paths).unwrap_err();
+        let e = load_token(&paths).unwrap_err().to_string();
         assert!(!e.contains("words-secret"), "{e}");
         std::fs::remove_file(&p).unwrap();
-        assert!(load_token(&paths).unwrap_err().contains("cannot read"));
+        assert!(load_token(&paths)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot read"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
