@@ -56,6 +56,8 @@ const MAX_PRIVATE_KEY: u64 = 16 * 1024;
 /// Same limit as the agent's for a poll answer.
 const MAX_ANSWER: u64 = 8 * 1024 * 1024;
 
+// Text errors on purpose: this is the outermost edge of a host tool; every error ends as one
+// line on stderr and an exit code, and nothing decides on its kind.
 type R<T> = Result<T, String>;
 
 fn main() {

@@ -136,7 +136,8 @@ pub(crate) fn cmd_version(rest: &[String], binary_name: &str) -> Result<i32, Usa
     Ok(EXIT_OK)
 }
 
-/// Reads a config file (or stdin for `-`), bounded in size.
+/// Reads a config file (or stdin for `-`), bounded in size. `Err`: the line `validate`
+/// prints (the command line's outermost edge: printed and mapped to exit 2, nothing else).
 fn read_input(path: &str) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();
     let res = if path == "-" {

@@ -100,7 +100,8 @@ impl Feedback {
     }
 }
 
-/// Where each target stands, read from the version records (the engine's truth).
+/// Where each target stands, read from the version records (the engine's truth). `Err`: the
+/// failure's wording for the server's feedback (text, as `ddi`'s refusals).
 fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool, String> {
     let rec = versions.get(name).cloned().unwrap_or_default();
     let running = rec.current.as_deref().unwrap_or("none");

@@ -404,7 +404,8 @@ impl HawkbitTransport {
     /// (a document, like the DDI resources: capped, never followed elsewhere), checked
     /// against the deployment's size and sha256, then validated by the one config validator
     /// (`config::parse_str`, as a config from the management app). `Err`: why, naming the
-    /// JSON pointers; nothing of it is applied.
+    /// JSON pointers; nothing of it is applied. Text, as `ddi`'s refusals: it becomes the
+    /// action's refusal and a `ProtocolError::BadAnswer`.
     fn fetch_config(&mut self, t: &crate::protocol::Target) -> Result<Value, String> {
         let cap = crate::protocol::MAX_ANSWER_BYTES;
         if t.size.is_some_and(|s| s > cap) {
