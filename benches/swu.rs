@@ -47,7 +47,7 @@ fn main() {
         name: "svc-server".into(),
         version: "2.0.0".into(),
         sha256: hex(&Sha256::digest(&body)),
-        signature: Some(svc::update::verify::base64_encode(&[0u8; 64])),
+        signature: Some(svc::encoding::base64_encode(&[0u8; 64])),
     };
     let desc = swu::sw_description("2.0.0", arch, &[img]);
     let mut archive = Vec::new();

@@ -46,8 +46,49 @@ impl fmt::Debug for Credentials {
 pub(crate) enum CredentialsError {
     Missing(PathBuf),
     Unreadable(PathBuf, std::io::Error),
-    Invalid(PathBuf, String),
+    Invalid(PathBuf, Malformed),
 }
+
+/// What is wrong inside a credentials file. Never quotes a value: the file holds secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Malformed {
+    /// Not JSON (serde_json's syntax message: a position, never the text).
+    Json(String),
+    CloudNotObject,
+    NotString(&'static str),
+    Missing(&'static str),
+    ApiKeyMembers,
+    ApiKeyNotObject,
+    BothSecrets,
+    NoSecret,
+    EmptyPartId,
+    AppAddress(crate::config::validate::UrlError),
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Malformed::Json(e) => f.write_str(e),
+            Malformed::CloudNotObject => f.write_str("cloud must be an object"),
+            Malformed::NotString(key) => write!(f, "cloud.{key} must be a string"),
+            Malformed::Missing(what) => write!(f, "{what} is missing"),
+            Malformed::ApiKeyMembers => {
+                f.write_str("cloud.api_key needs string members id and key")
+            }
+            Malformed::ApiKeyNotObject => {
+                f.write_str("cloud.api_key must be an object with id and key")
+            }
+            Malformed::BothSecrets => f.write_str("cloud has both secret and api_key; keep one"),
+            Malformed::NoSecret => {
+                f.write_str("cloud needs a non-empty secret, or api_key with id and key")
+            }
+            Malformed::EmptyPartId => f.write_str("cloud.id (the part id) is empty"),
+            Malformed::AppAddress(e) => write!(f, "cloud.app_address: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Malformed {}
 
 impl fmt::Display for CredentialsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -90,14 +131,14 @@ impl Credentials {
     /// The machine's own file: every string where a secret may stand is registered with the
     /// log scrubber before any check, so that no error or log line about a malformed file can
     /// carry it.
-    pub fn parse(bytes: &[u8]) -> Result<Credentials, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Credentials, Malformed> {
         Self::parse_with(bytes, true)
     }
 
     /// Credentials from outside (pasted in the portal): nothing is registered with the log
     /// scrubber (whoever submits could otherwise blank any word in the logs); the errors
     /// never quote a value. `register_secret` once they are accepted.
-    pub(crate) fn parse_untrusted(bytes: &[u8]) -> Result<Credentials, String> {
+    pub(crate) fn parse_untrusted(bytes: &[u8]) -> Result<Credentials, Malformed> {
         Self::parse_with(bytes, false)
     }
 
@@ -109,14 +150,14 @@ impl Credentials {
         }
     }
 
-    fn parse_with(bytes: &[u8], register: bool) -> Result<Credentials, String> {
+    fn parse_with(bytes: &[u8], register: bool) -> Result<Credentials, Malformed> {
         // serde_json's syntax errors name a position, never the text; its type errors quote
         // the value ("invalid type: string \"...\""), so shapes are checked by hand below.
-        let v: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| Malformed::Json(e.to_string()))?;
         let cloud = v
             .get("cloud")
             .and_then(Value::as_object)
-            .ok_or("cloud must be an object")?;
+            .ok_or(Malformed::CloudNotObject)?;
         if register {
             if let Some(v) = cloud.get("secret") {
                 register_strings(v);
@@ -131,13 +172,13 @@ impl Credentials {
                 None => {}
             }
         }
-        let text = |key: &str| match cloud.get(key) {
+        let text = |key: &'static str| match cloud.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("cloud.{key} must be a string")),
+            Some(_) => Err(Malformed::NotString(key)),
         };
-        let app_address = text("app_address")?.ok_or("cloud.app_address is missing")?;
-        let id = text("id")?.ok_or("cloud.id (the part id) is missing")?;
+        let app_address = text("app_address")?.ok_or(Malformed::Missing("cloud.app_address"))?;
+        let id = text("id")?.ok_or(Malformed::Missing("cloud.id (the part id)"))?;
         let api_key = match cloud.get("api_key") {
             None | Some(Value::Null) => None,
             Some(Value::Object(o)) => match (o.get("id"), o.get("key")) {
@@ -145,21 +186,20 @@ impl Credentials {
                     id: id.clone(),
                     key: key.clone(),
                 }),
-                _ => return Err("cloud.api_key needs string members id and key".into()),
+                _ => return Err(Malformed::ApiKeyMembers),
             },
-            Some(_) => return Err("cloud.api_key must be an object with id and key".into()),
+            Some(_) => return Err(Malformed::ApiKeyNotObject),
         };
         let secret = match (text("secret")?, api_key) {
             (Some(s), None) if !s.is_empty() => Secret::PartSecret(s),
             (None, Some(k)) if !k.id.is_empty() && !k.key.is_empty() => Secret::ApiKey(k),
-            (Some(_), Some(_)) => return Err("cloud has both secret and api_key; keep one".into()),
-            _ => return Err("cloud needs a non-empty secret, or api_key with id and key".into()),
+            (Some(_), Some(_)) => return Err(Malformed::BothSecrets),
+            _ => return Err(Malformed::NoSecret),
         };
         if id.is_empty() {
-            return Err("cloud.id (the part id) is empty".into());
+            return Err(Malformed::EmptyPartId);
         }
-        crate::config::validate::check_url(&app_address)
-            .map_err(|e| format!("cloud.app_address: {e}"))?;
+        crate::config::validate::check_url(&app_address).map_err(Malformed::AppAddress)?;
         Ok(Credentials {
             app_address,
             part_id: id,
@@ -277,7 +317,7 @@ mod tests {
             ("not json", "expected"),
             (r#"{"cloud": []}"#, "cloud must be an object"),
         ] {
-            let e = Credentials::parse(text.as_bytes()).unwrap_err();
+            let e = Credentials::parse(text.as_bytes()).unwrap_err().to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
     }
@@ -303,7 +343,7 @@ mod tests {
                 "nested-key-4444",
             ),
         ] {
-            let e = Credentials::parse(text.as_bytes()).unwrap_err();
+            let e = Credentials::parse(text.as_bytes()).unwrap_err().to_string();
             assert!(
                 !e.contains(secret),
                 "{text}: the error carries the secret: {e}"

@@ -7,6 +7,7 @@
 compile_error!("the test-hooks feature is for test builds only (debug assertions on)");
 
 pub mod agent;
+pub(crate) mod backoff;
 pub mod cli;
 pub mod config;
 pub mod credentials;

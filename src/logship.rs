@@ -5,9 +5,9 @@
 //! between re-sends the batch, and the receiver drops duplicates by record id. While the
 //! transport fails, retries back off exponentially with jitter; the first success drains the
 //! backlog batch after batch without waiting. [`attach`] feeds every logged line into the queue.
+use crate::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use crate::logging::{self, Level};
 use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
-use crate::protocol::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use std::cell::Cell;
 use std::fmt;
 
@@ -268,7 +268,7 @@ pub struct Shipper<T: LogTransport> {
     queue: Arc<Mutex<LogQueue>>,
     transport: T,
     cfg: ShipperConfig,
-    /// The one backoff rule of the agent (protocol::backoff), as the poller uses it.
+    /// The one backoff rule of the agent (`backoff`), as the poller uses it.
     backoff: Backoff,
     jitter: Jitter,
     /// Shrinks while the receiver rejects batches, to isolate a refused record.

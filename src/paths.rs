@@ -33,20 +33,70 @@ pub struct Paths {
 
 /// A device path for the state or the credentials directory: absolute, not `/`, no `.`/`..`
 /// components, no white space or control characters (it ends up in a unit file).
-pub fn check_device_path(p: &str) -> Result<(), String> {
+pub fn check_device_path(p: &str) -> Result<(), BadPath> {
     if !p.starts_with('/') || p.trim_end_matches('/').is_empty() {
-        return Err(format!("{p:?} must be an absolute path other than /"));
+        return Err(BadPath::NotAbsolute(p.to_string()));
     }
     if p.split('/').any(|c| c == "." || c == "..")
         || p.chars()
             .any(|c| c.is_control() || c.is_whitespace() || c == '%')
     {
-        return Err(format!(
-            "{p:?} must not hold . or .. components, white space, % or control characters"
-        ));
+        return Err(BadPath::Characters(p.to_string()));
     }
     Ok(())
 }
+
+/// A device path `check_device_path` refuses (the path as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadPath {
+    NotAbsolute(String),
+    Characters(String),
+}
+
+impl std::fmt::Display for BadPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadPath::NotAbsolute(p) => write!(f, "{p:?} must be an absolute path other than /"),
+            BadPath::Characters(p) => write!(
+                f,
+                "{p:?} must not hold . or .. components, white space, % or control characters"
+            ),
+        }
+    }
+}
+
+/// Why the state and credentials directories asked for cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocationError {
+    State(BadPath),
+    Credentials(BadPath),
+    /// The credentials directory inside the state directory (device paths).
+    Nested {
+        credentials: String,
+        state: String,
+    },
+    /// One of the above, asked for through the environment.
+    FromEnv(Box<LocationError>),
+}
+
+impl std::fmt::Display for LocationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LocationError::State(e) => write!(f, "state directory {e}"),
+            LocationError::Credentials(e) => write!(f, "credentials directory {e}"),
+            LocationError::Nested { credentials, state } => write!(
+                f,
+                "credentials directory {credentials} is inside the state directory {state}: keep them apart \
+                 (uninstall removes the state directory; the credentials outlive it)"
+            ),
+            LocationError::FromEnv(e) => {
+                write!(f, "{e} (from {STATE_DIR_ENV} / {CREDENTIALS_DIR_ENV})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LocationError {}
 
 fn normalise(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
@@ -79,33 +129,32 @@ impl Paths {
         mut self,
         state_dir: Option<&str>,
         credentials_dir: Option<&str>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LocationError> {
         if let Some(s) = state_dir {
-            check_device_path(s).map_err(|e| format!("state directory {e}"))?;
+            check_device_path(s).map_err(LocationError::State)?;
             self.state = normalise(s);
         }
         if let Some(c) = credentials_dir {
-            check_device_path(c).map_err(|e| format!("credentials directory {e}"))?;
+            check_device_path(c).map_err(LocationError::Credentials)?;
             self.credentials = normalise(c);
         }
         if Path::new(&self.credentials).starts_with(&self.state) {
-            return Err(format!(
-                "credentials directory {} is inside the state directory {}: keep them apart \
-                 (uninstall removes the state directory; the credentials outlive it)",
-                self.credentials, self.state
-            ));
+            return Err(LocationError::Nested {
+                credentials: self.credentials.clone(),
+                state: self.state.clone(),
+            });
         }
         Ok(self)
     }
 
     /// The build's paths with the run-time overrides of the environment (`SVC_STATE_DIR`,
     /// `SVC_CREDENTIALS_DIR`; empty means unset). What every command of the binary uses.
-    pub(crate) fn from_env(root: impl Into<PathBuf>) -> Result<Self, String> {
+    pub(crate) fn from_env(root: impl Into<PathBuf>) -> Result<Self, LocationError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let (s, c) = (var(STATE_DIR_ENV), var(CREDENTIALS_DIR_ENV));
         Paths::new(root)
             .with_locations(s.as_deref(), c.as_deref())
-            .map_err(|e| format!("{e} (from {STATE_DIR_ENV} / {CREDENTIALS_DIR_ENV})"))
+            .map_err(|e| LocationError::FromEnv(Box::new(e)))
     }
 
     /// Device path (not re-rooted) of the state directory, e.g. `/opt/svc`.
@@ -225,18 +274,23 @@ mod tests {
             "/da\nta",
             "/a b",
         ] {
-            let e = Paths::new("/").with_locations(Some(bad), None).unwrap_err();
+            let e = Paths::new("/")
+                .with_locations(Some(bad), None)
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("state directory"), "{bad:?}: {e}");
         }
         let e = Paths::new("/")
             .with_locations(None, Some("data"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("credentials directory"), "{e}");
         // uninstall removes the state directory: the credentials may not be in it.
         for inside in ["/data/svc", "/data/svc/etc"] {
             let e = Paths::new("/")
                 .with_locations(Some("/data/svc"), Some(inside))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("inside the state directory"), "{e}");
         }
         assert!(Paths::new("/")

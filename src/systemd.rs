@@ -341,6 +341,37 @@ fn remove(p: &Path) -> Result<(), InstallError> {
     }
 }
 
+/// Why the instance lock was not taken.
+#[derive(Debug)]
+pub(crate) enum LockError {
+    Open {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Another agent holds it (`holder`: the pid it wrote, as written).
+    Held {
+        holder: String,
+        path: std::path::PathBuf,
+    },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Open { path, source } => {
+                write!(f, "cannot open {}: {source}", path.display())
+            }
+            LockError::Held { holder, path } => write!(
+                f,
+                "another svc-agent is already running (pid {holder}, lock {})",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
 /// An exclusive `flock` on `/opt/svc/agent.lock`, held for the process's life. The lock is
 /// what keeps a second agent out; the pid in the file only names the holder in the second
 /// one's error, so the start-up path writes it after svc-server has been started
@@ -351,20 +382,22 @@ pub(crate) struct InstanceLock {
 
 impl InstanceLock {
     /// Takes the lock (the file's content is left as it is; see `record_holder`).
-    pub(crate) fn acquire(paths: &Paths) -> Result<InstanceLock, String> {
+    pub(crate) fn acquire(paths: &Paths) -> Result<InstanceLock, LockError> {
         use std::io::Read;
         let path = paths.state_dir().join("agent.lock");
-        let cannot = |e: std::io::Error| format!("cannot open {}: {e}", path.display());
+        let cannot = |source| LockError::Open {
+            path: path.clone(),
+            source,
+        };
         let Some(lock) = fsutil::FileLock::try_exclusive(&path).map_err(cannot)? else {
             let mut holder = String::new();
             if let Ok(mut f) = std::fs::File::open(&path) {
                 let _ = f.read_to_string(&mut holder);
             }
-            return Err(format!(
-                "another svc-agent is already running (pid {}, lock {})",
-                holder.trim(),
-                path.display()
-            ));
+            return Err(LockError::Held {
+                holder: holder.trim().to_string(),
+                path,
+            });
         };
         Ok(InstanceLock { lock })
     }
@@ -520,7 +553,7 @@ mod tests {
         let mut held = InstanceLock::acquire(&paths).unwrap();
         held.record_holder();
         // flock locks belong to the open file description: a second open conflicts.
-        let err = InstanceLock::acquire(&paths).err().unwrap();
+        let err = InstanceLock::acquire(&paths).err().unwrap().to_string();
         assert!(
             err.contains(&format!("pid {}", std::process::id())),
             "{err}"

@@ -6,10 +6,10 @@
 use super::status::StatusReport;
 use super::updater::DaemonUpdater;
 use super::updates::Updater;
+use crate::backoff::{next_poll, Backoff, Jitter};
 use crate::config::MachineConfig;
 use crate::credentials::Credentials;
 use crate::paths::Paths;
-use crate::protocol::backoff::{next_poll, Backoff, Jitter};
 use crate::protocol::{self, PollOutcome, ProtocolError, Transport};
 use crate::{error, info, warn};
 use serde_json::Value;

@@ -40,7 +40,7 @@ pub(crate) fn accept(
                     "poll.json has both a config and a signed_config; the signed one is used"
                 );
             }
-            let bytes = bytes.map_err(|e| refused("/signed_config/url", e))?;
+            let bytes = bytes.map_err(|e| refused("/signed_config/url", e.to_string()))?;
             let a = Artifact {
                 name: CONFIG_NAME.into(),
                 version: target.version.clone(),
@@ -201,7 +201,7 @@ mod tests {
                 url: "artifacts/c".into(),
                 sha256: a.sha256,
                 size: a.size,
-                signature: Some(verify::base64_encode(sig.as_ref())),
+                signature: Some(crate::encoding::base64_encode(sig.as_ref())),
             }
         }
     }
@@ -262,7 +262,10 @@ mod tests {
         assert!(accept(&paths, &dir, signed(t, bytes)).is_err());
         let unreadable = MediumConfig {
             inline: None,
-            signed: Some((sign(bytes, "7"), Err("no such file".into()))),
+            signed: Some((
+                sign(bytes, "7"),
+                Err(crate::protocol::file::MemberError::NotInside("../x".into())),
+            )),
         };
         assert_eq!(
             accept(&paths, &dir, unreadable).unwrap_err().path,

@@ -119,7 +119,7 @@ pub(crate) fn fast_start(cached_fast_start: bool, env_value: Option<&str>) -> bo
 
 /// The first-contact wait (no fast start): how long to sleep before the next try, or `None`
 /// when the wait is over because the next try would come after the deadline. The next try
-/// is whatever the one retry rule (`protocol::backoff::wait_after`) scheduled; this wait
+/// is whatever the one retry rule (`backoff::wait_after`) scheduled; this wait
 /// never shortens it, so a 401 is not polled again for an hour and a `Retry-After` holds
 /// here as in every other state.
 pub(crate) fn first_contact_wait(

@@ -54,7 +54,7 @@ impl Runner {
                 }
             }
         }
-        let manufacturer = match service::load_defaults(paths) {
+        let manufacturer = match crate::provisioning::manufacturer::load_defaults(paths) {
             Ok(d) => d,
             Err(e) => {
                 crate::error!("provisioning", "manufacturer defaults ignored: {e}");

@@ -1,12 +1,12 @@
 //! The state table of docs/protocol.md, cell by cell, over the pure decisions the daemon
-//! uses: `protocol::backoff::next_poll` (the poller's schedule), `policy::first_contact_wait`
+//! uses: `backoff::next_poll` (the poller's schedule), `policy::first_contact_wait`
 //! (the first-contact wait), `logs::classify` and `logship::retry_wait` (the uploader).
 //! The end-to-end tests (tests/it/agent_https.rs, direct and through nginx) cover the key
 //! cells against real servers.
 use super::logs::classify;
 use super::policy::first_contact_wait;
+use crate::backoff::{next_poll, Backoff, Jitter, PERMANENT_WAIT};
 use crate::logship::{retry_wait, TransportError};
-use crate::protocol::backoff::{next_poll, Backoff, Jitter, PERMANENT_WAIT};
 use crate::protocol::ProtocolError;
 use std::time::{Duration, Instant};
 

@@ -56,6 +56,8 @@ const MAX_PRIVATE_KEY: u64 = 16 * 1024;
 /// Same limit as the agent's for a poll answer.
 const MAX_ANSWER: u64 = 8 * 1024 * 1024;
 
+// Text errors on purpose: this is the outermost edge of a host tool; every error ends as one
+// line on stderr and an exit code, and nothing decides on its kind.
 type R<T> = Result<T, String>;
 
 fn main() {
@@ -153,7 +155,7 @@ fn run(args: &[String]) -> Result<(), Failure> {
         "pubkey" => {
             need(1, "the private KEY file")?;
             let kp = load_private_key(Path::new(&o.positional[0]))?;
-            println!("{}", verify::base64_encode(kp.public_key().as_ref()));
+            println!("{}", svc::encoding::base64_encode(kp.public_key().as_ref()));
         }
         "sign" => {
             need(1, "one BINARY")?;
@@ -257,7 +259,10 @@ fn keygen(key: &Path) -> R<()> {
     // (a link, a FIFO) and never over anything; whole or not at all after a crash.
     svc::fsutil::create_new(key, pem.as_bytes(), 0o600)
         .map_err(|e| format!("cannot create {}: {e}", key.display()))?;
-    let public = format!("{}\n", verify::base64_encode(kp.public_key().as_ref()));
+    let public = format!(
+        "{}\n",
+        svc::encoding::base64_encode(kp.public_key().as_ref())
+    );
     svc::fsutil::create_new(&pub_path, public.as_bytes(), 0o644)
         .map_err(|e| format!("cannot create {}: {e}", pub_path.display()))?;
     eprintln!(
@@ -276,7 +281,7 @@ fn pub_path_of(key: &Path) -> PathBuf {
 }
 
 fn pem_encode(label: &str, der: &[u8]) -> String {
-    let b64 = verify::base64_encode(der);
+    let b64 = svc::encoding::base64_encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for chunk in b64.as_bytes().chunks(64) {
         out.push_str(&String::from_utf8_lossy(chunk));
@@ -409,7 +414,7 @@ impl Release {
     /// Signs, then checks the signature with the device's own check.
     fn signed(mut self, kp: &Ed25519KeyPair) -> R<Release> {
         let sig = kp.sign(&self.artifact.signed_message(&self.target));
-        self.artifact.signature = Some(verify::base64_encode(sig.as_ref()));
+        self.artifact.signature = Some(svc::encoding::base64_encode(sig.as_ref()));
         verify::verify_signature(
             &[kp.public_key().as_ref().to_vec()],
             &self.artifact,
@@ -678,7 +683,7 @@ fn sign_config(kp: &Ed25519KeyPair, version: String, target: &str, bytes: &[u8])
         ));
     }
     let mut a = unsigned_artifact("config".into(), version, bytes);
-    a.signature = Some(verify::base64_encode(
+    a.signature = Some(svc::encoding::base64_encode(
         kp.sign(&a.signed_message(target)).as_ref(),
     ));
     verify::verify_signature(&[kp.public_key().as_ref().to_vec()], &a, target)

@@ -100,7 +100,7 @@ pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
 /// short or well-known one keeps the provisioning hotspot off (a config may still set
 /// another, so a warning).
 fn hotspot_check(paths: &Paths) -> Option<Check> {
-    let attrs = crate::provisioning::service::load_defaults(paths).ok()?;
+    let attrs = crate::provisioning::manufacturer::load_defaults(paths).ok()?;
     let pw = attrs.hotspot_password?;
     Some(
         match crate::provisioning::defaults::hotspot_password_problem(&pw) {

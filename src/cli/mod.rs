@@ -2,6 +2,7 @@
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
 pub(crate) mod args;
 pub(crate) mod doctor;
+pub(crate) mod provision;
 pub mod server;
 pub(crate) mod status;
 pub(crate) mod syscfg;
@@ -67,7 +68,8 @@ pub(crate) fn version_json(binary_name: &str) -> serde_json::Value {
 /// The device paths of a command: `--root` (default `/`), the build's state directory and
 /// credentials file, and their run-time overrides `SVC_STATE_DIR` / `SVC_CREDENTIALS_FILE`.
 pub(crate) fn device_paths(a: &Args) -> Result<crate::paths::Paths, UsageError> {
-    crate::paths::Paths::from_env(a.value("root").unwrap_or("/")).map_err(UsageError)
+    crate::paths::Paths::from_env(a.value("root").unwrap_or("/"))
+        .map_err(|e| UsageError(e.to_string()))
 }
 
 /// Entry point of the `svc-agent` binary; returns the process exit code.
@@ -89,7 +91,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "boot-guard" => cmd_boot_guard(rest),
         "seed" => cmd_seed(rest),
         "check-dirs" => cmd_check_dirs(rest),
-        "provision" => cmd_provision(rest),
+        "provision" => provision::cmd_provision(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(EXIT_OK)
@@ -134,7 +136,8 @@ pub(crate) fn cmd_version(rest: &[String], binary_name: &str) -> Result<i32, Usa
     Ok(EXIT_OK)
 }
 
-/// Reads a config file (or stdin for `-`), bounded in size.
+/// Reads a config file (or stdin for `-`), bounded in size. `Err`: the line `validate`
+/// prints (the command line's outermost edge: printed and mapped to exit 2, nothing else).
 fn read_input(path: &str) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();
     let res = if path == "-" {
@@ -442,23 +445,6 @@ fn cmd_install(rest: &[String]) -> Result<i32, UsageError> {
             Ok(EXIT_INVALID)
         }
     }
-}
-
-fn cmd_provision(rest: &[String]) -> Result<i32, UsageError> {
-    let a = Args::parse(rest, &["help", "until-online", "force"], &["root"])?;
-    if help_requested(&a, "usage: svc-agent provision [--until-online] [--force] [--root DIR]\n  Runs agent-provisioning in the foreground with NetworkManager: with no network reachable\n  (or no credentials, or --force) a WPA2 hotspot <prefix>-<hostname> and the captive portal\n  at http://10.42.0.1/; a network entered there is saved and joined. --until-online exits 0\n  once the machine is online after a hotspot session.\n") {
-        return Ok(EXIT_OK);
-    }
-    let paths = crate::cli::device_paths(&a)?;
-    // The label secret and the DPP key are kept in the state directory.
-    if !crate::dirtrust::trusted_or_logged(&paths, "provision") {
-        return Ok(EXIT_INVALID);
-    }
-    Ok(crate::provisioning::service::cmd_provision(
-        paths,
-        a.flag("until-online"),
-        a.flag("force"),
-    ))
 }
 
 /// Always exits 0 so that the start goes ahead: with the previous version when it rolled

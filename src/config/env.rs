@@ -136,15 +136,29 @@ pub(crate) fn registry_module_root(svc_home: &Path, module_name: &str, version: 
 
 /// A machine id names a folder under `module-data/`: the characters of an identifier, and
 /// not `.` or `..` (an id like `../../etc` would put module data anywhere).
-pub(crate) fn check_machine_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_machine_id(id: &str) -> Result<(), BadMachineId> {
     if crate::config::validate::is_ident(id) {
         Ok(())
     } else {
-        Err(format!(
-            "machine id {id:?} may hold only letters, digits, '.', '_' and '-', and not be . or .. (it names a folder)"
-        ))
+        Err(BadMachineId(id.to_string()))
     }
 }
+
+/// A machine id `check_machine_id` refuses (the id as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadMachineId(pub String);
+
+impl std::fmt::Display for BadMachineId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "machine id {:?} may hold only letters, digits, '.', '_' and '-', and not be . or .. (it names a folder)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadMachineId {}
 
 /// `$SVC_HOME/module-data/<machine-id>/<module-name>/`.
 pub(crate) fn module_data_dir(svc_home: &Path, machine_id: &str, module_name: &str) -> PathBuf {

@@ -1079,7 +1079,7 @@ fn version_control(o: &Obj<'_>, channels: &[&str], r: &mut Report) -> VersionCon
     if let Some(url) = o.string("pin_url", false, r) {
         if !url.is_empty() {
             if let Err(e) = check_url(&url) {
-                r.error(&o.at("pin_url"), e);
+                r.error(&o.at("pin_url"), e.to_string());
             }
         }
         v.pin_url = url;
@@ -1093,12 +1093,47 @@ fn version_control(o: &Obj<'_>, channels: &[&str], r: &mut Report) -> VersionCon
     v
 }
 
+/// Why a URL is refused; each names the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlError {
+    Spaces(String),
+    FileNotAbsolute(String),
+    Scheme(String),
+    NoHost(String),
+}
+
+impl std::fmt::Display for UrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UrlError::Spaces(url) => {
+                write!(
+                    f,
+                    "URL {url:?} must not contain spaces or control characters"
+                )
+            }
+            UrlError::FileNotAbsolute(url) => {
+                write!(
+                    f,
+                    "file URL {url:?} must name an absolute path (file:///...)"
+                )
+            }
+            UrlError::Scheme(url) => {
+                write!(
+                    f,
+                    "URL {url:?} must start with https://, http:// or file://"
+                )
+            }
+            UrlError::NoHost(url) => write!(f, "URL {url:?} has no host"),
+        }
+    }
+}
+
+impl std::error::Error for UrlError {}
+
 /// Accepts `https://host...`, `http://host...` (explicit plain http) and `file:///path`.
-pub(crate) fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), UrlError> {
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "URL {url:?} must not contain spaces or control characters"
-        ));
+        return Err(UrlError::Spaces(url.to_string()));
     }
     let rest = if let Some(rest) = url
         .strip_prefix("https://")
@@ -1109,18 +1144,14 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         return if path.starts_with('/') {
             Ok(())
         } else {
-            Err(format!(
-                "file URL {url:?} must name an absolute path (file:///...)"
-            ))
+            Err(UrlError::FileNotAbsolute(url.to_string()))
         };
     } else {
-        return Err(format!(
-            "URL {url:?} must start with https://, http:// or file://"
-        ));
+        return Err(UrlError::Scheme(url.to_string()));
     };
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
     if host.is_empty() || host.starts_with(':') {
-        return Err(format!("URL {url:?} has no host"));
+        return Err(UrlError::NoHost(url.to_string()));
     }
     Ok(())
 }
@@ -1138,7 +1169,7 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
                 "server URL {url:?} must not have a query or fragment"
             ))
         } else {
-            check_url(&url)
+            check_url(&url).map_err(|e| e.to_string())
         };
         match checked {
             Ok(()) => Some(url.trim_end_matches('/').to_string()),
@@ -1378,7 +1409,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
         // defaults file have it.
         if let Some(url) = a.string("check_url", false, r).filter(|u| !u.is_empty()) {
             if let Err(e) = check_url(&url) {
-                r.error(&a.at("check_url"), e);
+                r.error(&a.at("check_url"), e.to_string());
             }
             at.check_url = Some(url);
         }

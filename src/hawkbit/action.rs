@@ -4,6 +4,7 @@
 //! and versions; the version records say what happened to them; the next poll reports it).
 //!
 //! The feedback rule is one pure function, [`due`], over the record and the version records.
+use super::HawkbitError;
 use crate::paths::Paths;
 use crate::update::{StateLock, VersionRecords};
 use serde::{Deserialize, Serialize};
@@ -99,7 +100,8 @@ impl Feedback {
     }
 }
 
-/// Where each target stands, read from the version records (the engine's truth).
+/// Where each target stands, read from the version records (the engine's truth). `Err`: the
+/// failure's wording for the server's feedback (text, as `ddi`'s refusals).
 fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool, String> {
     let rec = versions.get(name).cloned().unwrap_or_default();
     let running = rec.current.as_deref().unwrap_or("none");
@@ -208,11 +210,15 @@ pub(crate) fn load(paths: &Paths) -> Option<ActionRecord> {
 }
 
 /// Writes the record atomically; the lock is the token that the caller holds it.
-pub(crate) fn save(paths: &Paths, rec: &ActionRecord, _held: &StateLock) -> Result<(), String> {
+pub(crate) fn save(
+    paths: &Paths,
+    rec: &ActionRecord,
+    _held: &StateLock,
+) -> Result<(), HawkbitError> {
     let p = path(paths);
-    let bytes = serde_json::to_vec_pretty(rec).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec_pretty(rec).map_err(HawkbitError::Encode)?;
     crate::fsutil::atomic_write(&p, &bytes, 0o644)
-        .map_err(|e| format!("writing {}: {e}", p.display()))
+        .map_err(|source| HawkbitError::Write { path: p, source })
 }
 
 #[cfg(test)]

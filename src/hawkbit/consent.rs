@@ -6,6 +6,7 @@
 //! `svc-agent hawkbit confirm|decline [--action ID]` (or `auto_confirm` decides at once);
 //! the transport tells the server at its next poll and records that it did. A decision
 //! belongs to one action id: the server naming another action never inherits it.
+use super::HawkbitError;
 use crate::paths::Paths;
 use crate::update::StateLock;
 use serde::{Deserialize, Serialize};
@@ -55,26 +56,30 @@ pub fn load(paths: &Paths) -> Option<Consent> {
     serde_json::from_slice(&bytes).ok()
 }
 
-pub(crate) fn save(paths: &Paths, c: &Consent, _held: &StateLock) -> Result<(), String> {
+pub(crate) fn save(paths: &Paths, c: &Consent, _held: &StateLock) -> Result<(), HawkbitError> {
     let p = path(paths);
-    let bytes = serde_json::to_vec_pretty(c).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec_pretty(c).map_err(HawkbitError::Encode)?;
     crate::fsutil::atomic_write(&p, &bytes, 0o644)
-        .map_err(|e| format!("writing {}: {e}", p.display()))
+        .map_err(|source| HawkbitError::Write { path: p, source })
 }
 
 /// Records the local decision on the action that waits for consent; `action`, when given,
 /// must be that action (a decision is never applied to another one).
-pub fn decide(paths: &Paths, action: Option<&str>, decision: Decision) -> Result<Consent, String> {
-    let lock = StateLock::acquire(paths).map_err(|e| e.to_string())?;
+pub fn decide(
+    paths: &Paths,
+    action: Option<&str>,
+    decision: Decision,
+) -> Result<Consent, HawkbitError> {
+    let lock = StateLock::acquire(paths).map_err(HawkbitError::Lock)?;
     let Some(mut c) = load(paths) else {
-        return Err("no hawkBit action waits for consent".into());
+        return Err(HawkbitError::NothingWaits);
     };
     if let Some(a) = action {
         if a != c.action {
-            return Err(format!(
-                "action {a} does not wait for consent; action {} does",
-                c.action
-            ));
+            return Err(HawkbitError::OtherAction {
+                asked: a.to_string(),
+                waiting: c.action,
+            });
         }
     }
     if c.decision != Some(decision) {
@@ -97,6 +102,7 @@ mod tests {
         std::fs::create_dir_all(paths.state_dir()).unwrap();
         assert!(decide(&paths, None, Decision::Confirmed)
             .unwrap_err()
+            .to_string()
             .contains("no hawkBit action"));
         let lock = StateLock::acquire(&paths).unwrap();
         let c = Consent {
@@ -108,7 +114,9 @@ mod tests {
         };
         save(&paths, &c, &lock).unwrap();
         drop(lock);
-        let e = decide(&paths, Some("6"), Decision::Confirmed).unwrap_err();
+        let e = decide(&paths, Some("6"), Decision::Confirmed)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("action 6 does not wait") && e.contains("action 5 does"),
             "{e}"

@@ -1,6 +1,9 @@
 //! The DDI documents the agent reads, and the checks that stand between a server's answer and
 //! the engine: pure functions over bytes and strings (docs/hawkbit.md lists every resource and
 //! field relied on). Anything unexpected is an error naming what and where; nothing here acts.
+//! The errors are text on purpose: each is only ever the refusal's wording, recorded in the
+//! action record, sent to the server as feedback and carried by `ProtocolError::BadAnswer`
+//! (typed there); nothing decides on it.
 use crate::protocol::{Target, Targets};
 use serde::Deserialize;
 use std::collections::BTreeMap;

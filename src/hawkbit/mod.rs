@@ -1,6 +1,6 @@
 //! The Eclipse hawkBit backend (docs/hawkbit.md): the agent speaks hawkBit's DDI API as a
 //! second implementation of [`protocol::Transport`], so the daemon loop, the poll schedule
-//! (`protocol::backoff`, one retry rule), the update engine (`update`: the verified,
+//! (`backoff`, one retry rule), the update engine (`update`: the verified,
 //! resumable download, activation, probation, rollback) and the one HTTP client
 //! (`http`: deadline, caps, no redirects on control requests, TLS verified) serve both
 //! backends. This module only translates:
@@ -16,6 +16,7 @@
 pub(crate) mod action;
 pub mod consent;
 pub(crate) mod ddi;
+mod error;
 
 use crate::config::model::HawkbitSettings;
 use crate::http;
@@ -25,6 +26,7 @@ use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
 use crate::update::swu::SwuOffer;
 use crate::update::{DownloadOptions, StateLock, VersionRecords};
 use action::{ActionRecord, Feedback, Stage};
+pub use error::HawkbitError;
 use serde_json::Value;
 use std::path::Path;
 
@@ -35,13 +37,18 @@ const MAX_TOKEN_BYTES: u64 = 4096;
 /// Reads the DDI token (`Paths::hawkbit_token`): one line of printable ASCII. A file others
 /// may read is made 0600 first; the token is registered with the log scrubber before any
 /// check, and no error quotes it.
-pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
+pub(crate) fn load_token(paths: &Paths) -> Result<String, HawkbitError> {
     use std::io::Read;
     let p = paths.hawkbit_token();
     let mut bytes = Vec::new();
     std::fs::File::open(&p)
         .and_then(|f| f.take(MAX_TOKEN_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read the hawkBit token file {}: {e}", p.display()))?;
+        .map_err(|e| {
+            HawkbitError::Token(format!(
+                "cannot read the hawkBit token file {}: {e}",
+                p.display()
+            ))
+        })?;
     crate::credentials::tighten_mode(&p);
     let text = String::from_utf8_lossy(&bytes);
     let token = text.trim();
@@ -49,16 +56,16 @@ pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
         crate::logging::register_secret(token);
     }
     if bytes.len() as u64 > MAX_TOKEN_BYTES {
-        return Err(format!(
+        return Err(HawkbitError::Token(format!(
             "the hawkBit token file {} is larger than {MAX_TOKEN_BYTES} bytes",
             p.display()
-        ));
+        )));
     }
     if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
+        return Err(HawkbitError::Token(format!(
             "the hawkBit token file {} must hold one token of printable ASCII without spaces",
             p.display()
-        ));
+        )));
     }
     Ok(token.to_string())
 }
@@ -86,7 +93,7 @@ impl std::fmt::Debug for HawkbitTransport {
 impl HawkbitTransport {
     /// The backend for `settings`, with the token from its file.
     pub fn connect(paths: &Paths, settings: &HawkbitSettings) -> Result<Self, ProtocolError> {
-        let token = load_token(paths).map_err(ProtocolError::Setup)?;
+        let token = load_token(paths).map_err(|e| ProtocolError::Setup(e.to_string()))?;
         Ok(Self::with_token(paths, settings, &token))
     }
 
@@ -226,7 +233,7 @@ impl HawkbitTransport {
 
     fn save(&self, rec: &ActionRecord) {
         let saved = StateLock::acquire(&self.paths)
-            .map_err(|e| e.to_string())
+            .map_err(HawkbitError::Lock)
             .and_then(|lock| action::save(&self.paths, rec, &lock));
         if let Err(e) = saved {
             crate::error!(SUB, "action {}: {e}", rec.id);
@@ -354,7 +361,8 @@ impl HawkbitTransport {
         }
         let fresh = consent::load(&self.paths).as_ref() != Some(&c);
         if fresh {
-            consent::save(&self.paths, &c, &lock).map_err(ProtocolError::Setup)?;
+            consent::save(&self.paths, &c, &lock)
+                .map_err(|e| ProtocolError::Setup(e.to_string()))?;
         }
         drop(lock);
         let Some(decision) = c.decision.filter(|_| !c.told) else {
@@ -386,7 +394,8 @@ impl HawkbitTransport {
             consent::load(&self.paths).filter(|n| n.action == d.id && n.decision == Some(decision))
         {
             now.told = true;
-            consent::save(&self.paths, &now, &lock).map_err(ProtocolError::Setup)?;
+            consent::save(&self.paths, &now, &lock)
+                .map_err(|e| ProtocolError::Setup(e.to_string()))?;
         }
         Ok(())
     }
@@ -395,7 +404,8 @@ impl HawkbitTransport {
     /// (a document, like the DDI resources: capped, never followed elsewhere), checked
     /// against the deployment's size and sha256, then validated by the one config validator
     /// (`config::parse_str`, as a config from the management app). `Err`: why, naming the
-    /// JSON pointers; nothing of it is applied.
+    /// JSON pointers; nothing of it is applied. Text, as `ddi`'s refusals: it becomes the
+    /// action's refusal and a `ProtocolError::BadAnswer`.
     fn fetch_config(&mut self, t: &crate::protocol::Target) -> Result<Value, String> {
         let cap = crate::protocol::MAX_ANSWER_BYTES;
         if t.size.is_some_and(|s| s > cap) {
@@ -455,6 +465,50 @@ impl HawkbitTransport {
         }
     }
 
+    /// A deployment refused whole (nothing of it reaches the engine): recorded so, and the
+    /// server hears why, once.
+    fn refuse(&mut self, id: String, why: &str) {
+        self.save(&ActionRecord {
+            id,
+            targets: Vec::new(),
+            stage: Stage::New,
+            progress: 0,
+            refused: Some(format!("refused by svc-agent: {why}")),
+            hold: false,
+            download_only: false,
+        });
+        self.report();
+    }
+
+    /// The deployment's config artifact, read again whenever the deployment is (an agent
+    /// that restarted before applying it gets it again); the record names it by its
+    /// content's digest. A refused one refuses the whole action.
+    fn deployment_config(&mut self, d: &ddi::Deployment) -> Result<Option<Value>, ProtocolError> {
+        let Some(t) = &d.config else { return Ok(None) };
+        match self.fetch_config(t) {
+            Ok(v) => {
+                let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                    if !r.targets.contains(&entry) {
+                        r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                        r.targets.push(entry);
+                        self.save(&r);
+                    }
+                }
+                Ok(Some(v))
+            }
+            Err(why) => {
+                // Refused whole: no target of this action reaches the engine either.
+                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                    r.refused = Some(format!("refused by svc-agent: {why}"));
+                    self.save(&r);
+                    self.report();
+                }
+                Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+            }
+        }
+    }
+
     /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
     /// for this agent (the server has not caught up yet), or one to wait for.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
@@ -473,16 +527,7 @@ impl HawkbitTransport {
                 // Refused whole: nothing reaches the engine. The server hears why, once.
                 if let Some(id) = ddi::action_id(&a.body) {
                     if known.as_ref().map(|r| r.id.as_str()) != Some(id.as_str()) {
-                        self.save(&ActionRecord {
-                            id,
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
+                        self.refuse(id, &why);
                     }
                 }
                 return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
@@ -504,16 +549,7 @@ impl HawkbitTransport {
             if let Err(why) = self.unpack_swu(&mut d) {
                 return match why {
                     SwuFailure::Refused(why) => {
-                        self.save(&ActionRecord {
-                            id: d.id.clone(),
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
+                        self.refuse(d.id.clone(), &why);
                         Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
                     }
                     SwuFailure::Transient(e) => Err(e),
@@ -571,33 +607,7 @@ impl HawkbitTransport {
             );
             return Ok(None);
         }
-        // Read again whenever the deployment is (an agent that restarted before applying
-        // it gets it again); the record names it by its content's digest.
-        let config = match &d.config {
-            Some(t) => match self.fetch_config(t) {
-                Ok(v) => {
-                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        if !r.targets.contains(&entry) {
-                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
-                            r.targets.push(entry);
-                            self.save(&r);
-                        }
-                    }
-                    Some(v)
-                }
-                Err(why) => {
-                    // Refused whole: no target of this action reaches the engine either.
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        r.refused = Some(format!("refused by svc-agent: {why}"));
-                        self.save(&r);
-                        self.report();
-                    }
-                    return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
-                }
-            },
-            _ => None,
-        };
+        let config = self.deployment_config(&d)?;
         if let Some(h) = &hold {
             crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
@@ -823,10 +833,13 @@ mod tests {
         assert_eq!(load_token(&paths).unwrap(), "s3cr3t-token-value");
         assert_eq!(crate::credentials::file_mode(&p), Some(0o600));
         std::fs::write(&p, "two words-secret-xyz").unwrap();
-        let e = load_token(&paths).unwrap_err();
+        let e = load_token(&paths).unwrap_err().to_string();
         assert!(!e.contains("words-secret"), "{e}");
         std::fs::remove_file(&p).unwrap();
-        assert!(load_token(&paths).unwrap_err().contains("cannot read"));
+        assert!(load_token(&paths)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot read"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -53,10 +53,37 @@ struct SignedMember {
     signed_config: Option<super::Target>,
 }
 
+/// Why a file the answer names was not read (Clone and PartialEq as the answer it is part
+/// of: the read error kept as its text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberError {
+    /// Not a plain relative path inside the directory (`..`, absolute, a URL).
+    NotInside(String),
+    Read {
+        path: std::path::PathBuf,
+        why: String,
+    },
+}
+
+impl std::fmt::Display for MemberError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemberError::NotInside(url) => {
+                write!(f, "{url:?} is not a path inside the management directory")
+            }
+            MemberError::Read { path, why } => {
+                write!(f, "cannot read {}: {why}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for MemberError {}
+
 impl FileTransport {
     /// A file the answer names by a path relative to the directory (no `://`, no `..`, no
     /// absolute path): a regular file, not a link, at most [`MAX_ANSWER_BYTES`].
-    fn read_member(&self, url: &str) -> Result<Vec<u8>, String> {
+    fn read_member(&self, url: &str) -> Result<Vec<u8>, MemberError> {
         let rel = std::path::Path::new(url);
         let plain = !url.contains("://")
             && rel.components().count() > 0
@@ -64,15 +91,16 @@ impl FileTransport {
                 .components()
                 .all(|c| matches!(c, std::path::Component::Normal(_)));
         if !plain {
-            return Err(format!(
-                "{url:?} is not a path inside the management directory"
-            ));
+            return Err(MemberError::NotInside(url.to_string()));
         }
         let path = self.dir.join(rel);
         // No link followed on the way, no FIFO waited on, a regular file only (fsutil::Dir).
         crate::fsutil::Dir::open(&self.dir)
             .and_then(|d| d.read_beneath(rel, MAX_ANSWER_BYTES))
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            .map_err(|e| MemberError::Read {
+                path,
+                why: e.to_string(),
+            })
     }
 }
 

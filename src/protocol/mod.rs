@@ -2,10 +2,10 @@
 //! and receives its config, update targets, commands and poll interval; plus log upload.
 //! Two transports speak it: HTTPS (`https://`, or `http://` when written so) and a local
 //! directory (`file://DIR`), the embedded default for machines with no cloud.
-pub(crate) mod backoff;
 pub(crate) mod file;
 pub(crate) mod https;
 
+pub(crate) use crate::backoff::Retry;
 use crate::credentials::Credentials;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -91,7 +91,7 @@ pub struct MediumConfig {
     pub inline: Option<Value>,
     /// `poll.json`'s `signed_config` member (version, url, sha256, size, signature, as a
     /// target's) and the bytes of the file it names, or why they could not be read.
-    pub signed: Option<(Target, Result<Vec<u8>, String>)>,
+    pub signed: Option<(Target, Result<Vec<u8>, file::MemberError>)>,
 }
 
 impl PollAnswer {
@@ -128,19 +128,6 @@ pub enum ProtocolError {
     BadAnswer(String),
     /// Our own setup is wrong (an unsupported app address).
     Setup(String),
-}
-
-/// How the loop reacts to an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Back off exponentially and try again.
-    Backoff,
-    /// The server named a delay (408/429/5xx with Retry-After): at least that long, and
-    /// at least the backoff (`backoff::wait_after`).
-    After(u64),
-    /// Retrying the same request cannot help (401, 403, 404, ...): wait long, or for a change
-    /// of credentials or a SIGHUP.
-    Permanent,
 }
 
 impl ProtocolError {

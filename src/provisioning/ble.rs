@@ -69,19 +69,40 @@ pub(crate) fn dir(paths: &crate::paths::Paths) -> PathBuf {
     paths.state_dir().join("improv")
 }
 
+/// Why BLE provisioning cannot start; the text names the file or the D-Bus call, never the
+/// secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BleError {
+    /// The label secret's file (or the random bytes for a new one).
+    Secret(String),
+    /// The system bus or bluetoothd: a connection, a call, no suitable adapter.
+    Bus(String),
+}
+
+impl std::fmt::Display for BleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BleError::Secret(m) | BleError::Bus(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for BleError {}
+
 /// The per-device label secret (printed on the label; its text's bytes are the HMAC key):
 /// read from `path`, or made from 128 random bits (32 hex digits) and written atomically,
 /// 0600, on first use. A file that is not one is an error, never replaced (the label would
 /// stop working).
-pub(crate) fn load_or_create_secret(path: &Path) -> Result<String, String> {
+pub(crate) fn load_or_create_secret(path: &Path) -> Result<String, BleError> {
+    let at = |p: &Path, e: std::io::Error| BleError::Secret(format!("{}: {e}", p.display()));
     match std::fs::read_to_string(path) {
         Ok(s) => {
             let s = s.trim();
             if s.len() < 16 || s.len() > 64 || !s.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(format!(
+                return Err(BleError::Secret(format!(
                     "{}: not a label secret (16 to 64 printable ASCII characters)",
                     path.display()
-                ));
+                )));
             }
             Ok(s.to_string())
         }
@@ -89,17 +110,16 @@ pub(crate) fn load_or_create_secret(path: &Path) -> Result<String, String> {
             let mut d = [0u8; 16];
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut d))
-                .map_err(|e| format!("/dev/urandom: {e}"))?;
+                .map_err(|e| BleError::Secret(format!("/dev/urandom: {e}")))?;
             let s = crate::encoding::hex(&d);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent).map_err(|e| at(parent, e))?;
             }
             crate::fsutil::atomic_write(path, format!("{s}\n").as_bytes(), 0o600)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| at(path, e))?;
             Ok(s)
         }
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(at(path, e)),
     }
 }
 
@@ -272,18 +292,24 @@ struct Gatt {
     reads: Reads,
 }
 
-fn call<B>(conn: &Connection, path: &str, iface: &str, method: &str, body: &B) -> Result<(), String>
+fn call<B>(
+    conn: &Connection,
+    path: &str,
+    iface: &str,
+    method: &str,
+    body: &B,
+) -> Result<(), BleError>
 where
     B: serde::Serialize + zbus::zvariant::DynamicType,
 {
     conn.call_method(Some("org.bluez"), path, Some(iface), method, body)
         .map(drop)
-        .map_err(|e| format!("{iface}.{method} on {path}: {e}"))
+        .map_err(|e| BleError::Bus(format!("{iface}.{method} on {path}: {e}")))
 }
 
 impl Gatt {
-    fn start(tx: SyncSender<Event>, state: State, reads: &Reads) -> Result<Gatt, String> {
-        let err = |e: zbus::Error| format!("system D-Bus: {e}");
+    fn start(tx: SyncSender<Event>, state: State, reads: &Reads) -> Result<Gatt, BleError> {
+        let err = |e: zbus::Error| BleError::Bus(format!("system D-Bus: {e}"));
         let mut b = zbus::blocking::connection::Builder::system()
             .map_err(err)?
             .method_timeout(Duration::from_secs(25))
@@ -440,15 +466,15 @@ impl Drop for Gatt {
 }
 
 /// The first adapter (by path: `hci0` before `hci1`) that offers GATT applications.
-fn find_adapter(conn: &Connection) -> Result<OwnedObjectPath, String> {
+fn find_adapter(conn: &Connection) -> Result<OwnedObjectPath, BleError> {
     let om = zbus::blocking::fdo::ObjectManagerProxy::builder(conn)
         .destination("org.bluez")
         .and_then(|b| b.path("/"))
         .and_then(|b| b.build())
-        .map_err(|e| format!("bluetoothd: {e}"))?;
+        .map_err(|e| BleError::Bus(format!("bluetoothd: {e}")))?;
     let objects = om
         .get_managed_objects()
-        .map_err(|e| format!("bluetoothd (is it running?): {e}"))?;
+        .map_err(|e| BleError::Bus(format!("bluetoothd (is it running?): {e}")))?;
     let mut adapters: Vec<OwnedObjectPath> = objects
         .into_iter()
         .filter(|(_, ifaces)| {
@@ -462,10 +488,9 @@ fn find_adapter(conn: &Connection) -> Result<OwnedObjectPath, String> {
         .map(|(p, _)| p)
         .collect();
     adapters.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    adapters
-        .into_iter()
-        .next()
-        .ok_or_else(|| "bluetoothd has no adapter with LE advertising and GATT".to_string())
+    adapters.into_iter().next().ok_or_else(|| {
+        BleError::Bus("bluetoothd has no adapter with LE advertising and GATT".into())
+    })
 }
 
 /// The BLE thread: the Improv session, the GATT application while `want` (the machine is not
@@ -709,7 +734,8 @@ fn ble_loop(
     let started = Instant::now();
     let mut gatt: Option<Gatt> = None;
     let mut next_try = Instant::now();
-    let mut last_error = String::new();
+    // The last failure to start, logged once until another one (or a start) comes.
+    let mut last_error: Option<BleError> = None;
     let dev = || device(&ctx.visible);
     let reads: Reads = Arc::default();
     let mut last_tick = Instant::now();
@@ -730,12 +756,12 @@ fn ble_loop(
                         "BLE: Improv service registered on {} and advertised",
                         g.adapter.as_str()
                     );
-                    last_error.clear();
+                    last_error = None;
                     gatt = Some(g);
                 }
-                Err(e) if e != last_error => {
+                Err(e) if last_error.as_ref() != Some(&e) => {
                     crate::warn!("provisioning", "BLE: Improv service not started: {e}");
-                    last_error = e;
+                    last_error = Some(e);
                 }
                 Err(_) => {}
             }
@@ -959,7 +985,7 @@ mod tests {
             "the same across starts"
         );
         std::fs::write(&p, "short\n").unwrap();
-        let e = load_or_create_secret(&p).unwrap_err();
+        let e = load_or_create_secret(&p).unwrap_err().to_string();
         assert!(e.contains("not a label secret"), "{e}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "short\n");
         let _ = std::fs::remove_dir_all(&dir);

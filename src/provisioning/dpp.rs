@@ -8,7 +8,7 @@
 //! 0600) so the QR code printed on its label stays valid. It is a P-256 private scalar; the
 //! key handed to wpa_supplicant is its RFC 5915 `ECPrivateKey` DER without the optional
 //! public key (OpenSSL derives it), so no elliptic-curve code is needed here.
-use super::portal::NetworkInput;
+use super::portal::{NetworkInput, NetworkRefused};
 use super::wpactrl::{command_name, Ctrl};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -40,47 +40,79 @@ pub(crate) fn key_der(d: &[u8; 32]) -> Vec<u8> {
     v
 }
 
-use crate::encoding::{hex, unhex};
+use crate::encoding::{hex, hex_byte, unhex};
 
 /// Where the enrollee keeps its key and publishes its URI and QR codes.
 pub(crate) fn dir(paths: &crate::paths::Paths) -> PathBuf {
     paths.state_dir().join("dpp")
 }
 
+/// Why the DPP enrollee cannot start or go on; the text names the file, the socket or the
+/// wpa_supplicant command, never a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DppError {
+    /// The control socket could not be opened, or a request on it failed.
+    Ctrl(String),
+    /// wpa_supplicant refused a command (FAIL, UNKNOWN COMMAND) or answered something
+    /// unexpected.
+    Refused(String),
+    /// The bootstrap key, the URI or its QR codes in the state directory.
+    Files(String),
+    /// No Wi-Fi interface with a control socket in this directory.
+    NoInterface(PathBuf),
+}
+
+impl std::fmt::Display for DppError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DppError::Ctrl(m) | DppError::Refused(m) | DppError::Files(m) => f.write_str(m),
+            DppError::NoInterface(dir) => write!(
+                f,
+                "no wpa_supplicant control socket for a Wi-Fi interface in {}",
+                dir.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DppError {}
+
 /// The device's bootstrap key: read from `path` (hex), or made from the kernel's random
 /// bytes and written atomically, 0600, on first use. A file that is not a valid key is an
 /// error (never silently replaced: the label would stop working).
-pub(crate) fn load_or_create_key(path: &Path) -> Result<[u8; 32], String> {
+pub(crate) fn load_or_create_key(path: &Path) -> Result<[u8; 32], DppError> {
     match std::fs::read_to_string(path) {
         Ok(s) => {
             let d: Option<[u8; 32]> = unhex(&s).and_then(|v| v.try_into().ok());
             match d {
                 Some(d) if valid_scalar(&d) => Ok(d),
-                _ => Err(format!(
+                _ => Err(DppError::Files(format!(
                     "{}: not a DPP bootstrap key (64 hex digits of a P-256 private scalar)",
                     path.display()
-                )),
+                ))),
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut d = [0u8; 32];
-            let mut rnd = std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?;
+            let mut rnd =
+                std::fs::File::open("/dev/urandom").map_err(|e| DppError::Files(e.to_string()))?;
             // Rejection sampling: 1 try in 2^32 is out of range.
             loop {
-                rnd.read_exact(&mut d).map_err(|e| e.to_string())?;
+                rnd.read_exact(&mut d)
+                    .map_err(|e| DppError::Files(e.to_string()))?;
                 if valid_scalar(&d) {
                     break;
                 }
             }
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+                    .map_err(|e| DppError::Files(format!("{}: {e}", parent.display())))?;
             }
             crate::fsutil::atomic_write(path, format!("{}\n", hex(&d)).as_bytes(), 0o600)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| DppError::Files(format!("{}: {e}", path.display())))?;
             Ok(d)
         }
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(DppError::Files(format!("{}: {e}", path.display()))),
     }
 }
 
@@ -118,9 +150,7 @@ pub(crate) fn printf_decode(s: &str) -> Option<Vec<u8>> {
             b'r' => b'\r',
             b't' => b'\t',
             b'x' => {
-                let v = s
-                    .get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())?;
+                let v = s.as_bytes().get(i..i + 2).and_then(hex_byte)?;
                 i += 2;
                 v
             }
@@ -179,7 +209,7 @@ pub(crate) struct Received {
 }
 
 impl Received {
-    pub(crate) fn feed(&mut self, ev: DppEvent) -> Option<Result<NetworkInput, String>> {
+    pub(crate) fn feed(&mut self, ev: DppEvent) -> Option<Result<NetworkInput, NetworkRefused>> {
         match ev {
             DppEvent::ConfReceived => {
                 *self = Received {
@@ -208,21 +238,19 @@ impl Received {
         }
     }
 
-    fn finish(&mut self, psk: String) -> Result<NetworkInput, String> {
+    fn finish(&mut self, psk: String) -> Result<NetworkInput, NetworkRefused> {
         let akm = self.akm.take().unwrap_or_default();
         let ssid = self.ssid.take().unwrap_or_default();
         self.active = false;
         // NetworkManager profiles here are WPA2-PSK (`nm::keyfile`): a WPA3-only (sae) or a
         // connector (dpp) network cannot be joined through them.
         if !akm.split('+').any(|a| a == "psk") {
-            return Err(format!(
-                "the network offered uses {akm:?}: only WPA2-PSK networks (psk, psk+sae) are supported"
-            ));
+            return Err(NetworkRefused::Akm(akm));
         }
-        let ssid = String::from_utf8(ssid)
-            .map_err(|_| "the SSID offered is not UTF-8: not supported".to_string())?;
-        crate::config::validate::check_ssid(&ssid).map_err(str::to_string)?;
-        crate::config::validate::check_psk(&psk).map_err(str::to_string)?;
+        let ssid = String::from_utf8(ssid).map_err(|_| {
+            NetworkRefused::Malformed("the SSID offered is not UTF-8: not supported".into())
+        })?;
+        super::portal::check_network(&ssid, &psk, false)?;
         Ok(NetworkInput { ssid, psk })
     }
 }
@@ -243,7 +271,7 @@ pub(crate) struct Enrollee {
 /// network's pass key) included. While the enrollee listens its level is held at WARNING;
 /// events still reach attached control sockets (their own level). Returns the level to
 /// restore, if it was changed.
-fn quiet_logs(ctrl: &mut Ctrl) -> Result<Option<String>, String> {
+fn quiet_logs(ctrl: &mut Ctrl) -> Result<Option<String>, DppError> {
     let r = expect_ok(ctrl, "LOG_LEVEL")?;
     let level = r
         .lines()
@@ -257,16 +285,16 @@ fn quiet_logs(ctrl: &mut Ctrl) -> Result<Option<String>, String> {
     Ok(Some(level.to_string()))
 }
 
-fn expect_ok(ctrl: &mut Ctrl, cmd: &str) -> Result<String, String> {
+fn expect_ok(ctrl: &mut Ctrl, cmd: &str) -> Result<String, DppError> {
     let r = ctrl
         .request(cmd, REPLY_TIMEOUT)
-        .map_err(|e| format!("wpa_supplicant {}: {e}", command_name(cmd)))?;
+        .map_err(|e| DppError::Ctrl(format!("wpa_supplicant {}: {e}", command_name(cmd))))?;
     let r = r.trim_end().to_string();
     if r.starts_with("FAIL") || r.starts_with("UNKNOWN COMMAND") {
-        return Err(format!(
+        return Err(DppError::Refused(format!(
             "wpa_supplicant refused {}: {r} (built without DPP?)",
             command_name(cmd)
-        ));
+        )));
     }
     Ok(r)
 }
@@ -274,9 +302,9 @@ fn expect_ok(ctrl: &mut Ctrl, cmd: &str) -> Result<String, String> {
 impl Enrollee {
     /// Attaches to the interface's control socket, loads the bootstrap key, gets the URI
     /// and starts listening.
-    pub(crate) fn start(ctrl_path: &Path, key: &[u8; 32]) -> Result<Enrollee, String> {
-        let mut ctrl =
-            Ctrl::open(ctrl_path).map_err(|e| format!("{}: {e}", ctrl_path.display()))?;
+    pub(crate) fn start(ctrl_path: &Path, key: &[u8; 32]) -> Result<Enrollee, DppError> {
+        let mut ctrl = Ctrl::open(ctrl_path)
+            .map_err(|e| DppError::Ctrl(format!("{}: {e}", ctrl_path.display())))?;
         expect_ok(&mut ctrl, "ATTACH")?;
         let restore_level = quiet_logs(&mut ctrl)?;
         let mut e = Enrollee {
@@ -296,14 +324,14 @@ impl Enrollee {
         }
     }
 
-    fn bootstrap(&mut self, key: &[u8; 32]) -> Result<(), String> {
+    fn bootstrap(&mut self, key: &[u8; 32]) -> Result<(), DppError> {
         let ctrl = &mut self.ctrl;
         expect_ok(ctrl, "SET dpp_config_processing 0")?;
         let id = expect_ok(ctrl, &bootstrap_gen_cmd(key))?;
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!(
+            return Err(DppError::Refused(format!(
                 "wpa_supplicant DPP_BOOTSTRAP_GEN: unexpected reply {id:?}"
-            ));
+            )));
         }
         self.bootstrap_id = id;
         let uri = expect_ok(
@@ -311,19 +339,24 @@ impl Enrollee {
             &format!("DPP_BOOTSTRAP_GET_URI {}", self.bootstrap_id),
         )?;
         if !uri.starts_with("DPP:") || uri.len() > 1024 {
-            return Err("wpa_supplicant DPP_BOOTSTRAP_GET_URI: not a DPP URI".into());
+            return Err(DppError::Refused(
+                "wpa_supplicant DPP_BOOTSTRAP_GET_URI: not a DPP URI".into(),
+            ));
         }
         self.uri = uri;
         self.listen()
     }
 
     /// (Re)starts listening; wpa_supplicant answers OK when it already listens there.
-    pub(crate) fn listen(&mut self) -> Result<(), String> {
+    pub(crate) fn listen(&mut self) -> Result<(), DppError> {
         expect_ok(&mut self.ctrl, &format!("DPP_LISTEN {LISTEN_FREQ}")).map(drop)
     }
 
     /// Waits up to `timeout` for the next event; a complete configuration comes back checked.
-    pub(crate) fn poll(&mut self, timeout: Duration) -> Option<Result<NetworkInput, String>> {
+    pub(crate) fn poll(
+        &mut self,
+        timeout: Duration,
+    ) -> Option<Result<NetworkInput, NetworkRefused>> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -373,17 +406,17 @@ pub(crate) fn find_interface(ctrl_dir: &Path, sys_net: &Path) -> Option<String> 
 }
 
 /// Writes the URI and its QR codes (SVG and PNG, for the label) to `dir`, atomically.
-pub(crate) fn publish(dir: &Path, uri: &str) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let (svg, png) = super::qr::render(uri)?;
+pub(crate) fn publish(dir: &Path, uri: &str) -> Result<(), DppError> {
+    let files = |at: &Path, e: std::io::Error| DppError::Files(format!("{}: {e}", at.display()));
+    std::fs::create_dir_all(dir).map_err(|e| files(dir, e))?;
+    let (svg, png) = super::qr::render(uri).map_err(|e| DppError::Files(e.to_string()))?;
     for (name, data) in [
         ("uri.txt", format!("{uri}\n").into_bytes()),
         ("qr.svg", svg.into_bytes()),
         ("qr.png", png),
     ] {
         let p = dir.join(name);
-        crate::fsutil::atomic_write(&p, &data, 0o644)
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        crate::fsutil::atomic_write(&p, &data, 0o644).map_err(|e| files(&p, e))?;
     }
     Ok(())
 }
@@ -435,7 +468,7 @@ pub(crate) mod tests {
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         std::fs::write(&p, "00".repeat(32)).unwrap();
-        let e = load_or_create_key(&p).unwrap_err();
+        let e = load_or_create_key(&p).unwrap_err().to_string();
         assert!(e.contains("not a DPP bootstrap key"), "{e}");
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
@@ -458,7 +491,7 @@ pub(crate) mod tests {
         assert_eq!(printf_decode(r"\q"), None);
     }
 
-    fn feed_all(lines: &[&str]) -> Vec<Result<NetworkInput, String>> {
+    fn feed_all(lines: &[&str]) -> Vec<Result<NetworkInput, NetworkRefused>> {
         let mut r = Received::default();
         lines
             .iter()
@@ -584,7 +617,7 @@ pub(crate) mod tests {
                 continue;
             }
             assert_eq!(got.len(), 1, "{lines:?}");
-            let e = got[0].as_ref().unwrap_err();
+            let e = got[0].as_ref().unwrap_err().to_string();
             assert!(
                 e.to_lowercase().contains(&want.to_lowercase()),
                 "{lines:?}: {e}"
@@ -739,7 +772,7 @@ pub(crate) mod tests {
             }
         });
         let key = [0x5au8; 32];
-        let err = Enrollee::start(&sock, &key).err().unwrap();
+        let err = Enrollee::start(&sock, &key).err().unwrap().to_string();
         assert!(
             err.contains("DPP_BOOTSTRAP_GEN") && err.contains("UNKNOWN COMMAND"),
             "{err}"
@@ -750,7 +783,10 @@ pub(crate) mod tests {
         );
         t.join().unwrap();
         // Nobody listening at all.
-        let err = Enrollee::start(&d.join("nothing"), &key).err().unwrap();
+        let err = Enrollee::start(&d.join("nothing"), &key)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("nothing"), "{err}");
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -23,7 +23,7 @@
 //! bounded by the secret instead (128 random bits, 16 printable characters at least) and by
 //! the number of centrals tracked at once (`MAX_CENTRALS`).
 
-use super::portal::NetworkInput;
+use super::portal::{NetworkInput, NetworkRefused};
 use sha2::{Digest, Sha256};
 
 pub(crate) const SERVICE_UUID: &str = "00467768-6228-2272-4663-277478268000";
@@ -136,20 +136,20 @@ pub(crate) fn encode_result(cmd: u8, strings: &[&[u8]]) -> Vec<u8> {
 }
 
 /// `ssid_len, ssid, psk_len, psk`, checked by the portal's rules.
-pub(crate) fn parse_wifi_settings(data: &[u8]) -> Result<NetworkInput, String> {
+pub(crate) fn parse_wifi_settings(data: &[u8]) -> Result<NetworkInput, NetworkRefused> {
+    let malformed = |what: &str| NetworkRefused::Malformed(what.to_string());
     let take = |d: &[u8], at: usize| -> Option<(Vec<u8>, usize)> {
         let n = usize::from(*d.get(at)?);
         Some((d.get(at + 1..at + 1 + n)?.to_vec(), at + 1 + n))
     };
-    let (ssid, next) = take(data, 0).ok_or("malformed Wi-Fi settings")?;
-    let (psk, end) = take(data, next).ok_or("malformed Wi-Fi settings")?;
+    let (ssid, next) = take(data, 0).ok_or_else(|| malformed("malformed Wi-Fi settings"))?;
+    let (psk, end) = take(data, next).ok_or_else(|| malformed("malformed Wi-Fi settings"))?;
     if end != data.len() {
-        return Err("malformed Wi-Fi settings".into());
+        return Err(malformed("malformed Wi-Fi settings"));
     }
-    let ssid = String::from_utf8(ssid).map_err(|_| "the SSID is not UTF-8")?;
-    let psk = String::from_utf8(psk).map_err(|_| "the pass key is not UTF-8")?;
-    crate::config::validate::check_ssid(&ssid).map_err(str::to_string)?;
-    crate::config::validate::check_psk(&psk).map_err(str::to_string)?;
+    let ssid = String::from_utf8(ssid).map_err(|_| malformed("the SSID is not UTF-8"))?;
+    let psk = String::from_utf8(psk).map_err(|_| malformed("the pass key is not UTF-8"))?;
+    super::portal::check_network(&ssid, &psk, false)?;
     Ok(NetworkInput { ssid, psk })
 }
 

@@ -180,8 +180,7 @@ pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'_' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            out.push(crate::encoding::hex_byte(b.get(i + 1..i + 3)?)?);
             i += 3;
         } else if b[i].is_ascii_alphanumeric() || b[i] == b'-' {
             out.push(b[i]);

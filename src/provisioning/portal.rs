@@ -145,9 +145,8 @@ fn pct_decode(s: &str) -> Result<String, ParseError> {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' => {
-                let hex = b.get(i + 1..i + 3).ok_or(ParseError::Malformed("escape"))?;
-                let hex = std::str::from_utf8(hex).map_err(|_| ParseError::Malformed("escape"))?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| ParseError::Malformed("escape"))?);
+                let byte = b.get(i + 1..i + 3).and_then(crate::encoding::hex_byte);
+                out.push(byte.ok_or(ParseError::Malformed("escape"))?);
                 i += 2;
             }
             c => out.push(c),
@@ -171,19 +170,68 @@ impl fmt::Debug for NetworkInput {
     }
 }
 
+/// Why a network handed over (portal form or API, Improv, DPP) is refused. The text is what
+/// the person at the phone reads; it never quotes the pass key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkRefused {
+    /// The SSID or pass key breaks the config's rules (`check_ssid`, `check_psk`); `at`
+    /// names the field as a JSON pointer when the input was JSON, else it is empty.
+    Field { at: &'static str, why: &'static str },
+    /// The input is not in its format (a form, a JSON body, Improv's bytes, text that is not
+    /// UTF-8); the text says what.
+    Malformed(String),
+    /// The form's CSRF token (hidden field and cookie) is wrong or missing.
+    Csrf,
+    /// A DPP configurator offered a network of a kind the profiles cannot join (its AKM).
+    Akm(String),
+    /// A network handed over earlier is still being tried.
+    Busy,
+}
+
+impl fmt::Display for NetworkRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkRefused::Field { at: "", why } => f.write_str(why),
+            NetworkRefused::Field { at, why } => write!(f, "{at}: {why}"),
+            NetworkRefused::Malformed(m) => f.write_str(m),
+            NetworkRefused::Csrf => f.write_str("invalid or missing CSRF token"),
+            NetworkRefused::Akm(akm) => write!(
+                f,
+                "the network offered uses {akm:?}: only WPA2-PSK networks (psk, psk+sae) are supported"
+            ),
+            NetworkRefused::Busy => {
+                f.write_str("a network is already being tried: wait for the result")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NetworkRefused {}
+
+/// An SSID and a pass key checked by the config's rules; `at`: the JSON pointer prefix of
+/// the fields (`""`, or `"/"` for a JSON body: `/ssid`, `/psk`).
+pub(crate) fn check_network(ssid: &str, psk: &str, json: bool) -> Result<(), NetworkRefused> {
+    let (at_ssid, at_psk) = if json { ("/ssid", "/psk") } else { ("", "") };
+    crate::config::validate::check_ssid(ssid)
+        .map_err(|why| NetworkRefused::Field { at: at_ssid, why })?;
+    crate::config::validate::check_psk(psk).map_err(|why| NetworkRefused::Field { at: at_psk, why })
+}
+
 /// Validate a form submission: CSRF token (hidden field and cookie both equal the per-boot
 /// token), SSID and pass key.
-pub fn validate_connect_form(req: &PortalRequest, token: &str) -> Result<NetworkInput, String> {
-    let form = parse_form(&req.body).map_err(|e| e.to_string())?;
+pub fn validate_connect_form(
+    req: &PortalRequest,
+    token: &str,
+) -> Result<NetworkInput, NetworkRefused> {
+    let form = parse_form(&req.body).map_err(|e| NetworkRefused::Malformed(e.to_string()))?;
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let ok_token = |t: Option<&str>| t.is_some_and(|t| ct_eq(t.as_bytes(), token.as_bytes()));
     if !ok_token(get("csrf")) || !ok_token(req.cookie("svc_csrf")) {
-        return Err("invalid or missing CSRF token".into());
+        return Err(NetworkRefused::Csrf);
     }
     let ssid = get("ssid").unwrap_or("");
     let psk = get("psk").unwrap_or("");
-    crate::config::validate::check_ssid(ssid).map_err(str::to_string)?;
-    crate::config::validate::check_psk(psk).map_err(str::to_string)?;
+    check_network(ssid, psk, false)?;
     Ok(NetworkInput {
         ssid: ssid.into(),
         psk: psk.into(),
@@ -197,6 +245,15 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A percent escape is two hex digits: "%+1" was read as byte 0x01.
+    #[test]
+    fn a_signed_percent_escape_is_malformed() {
+        for bad in ["%+1", "a%-0", "%+f"] {
+            assert!(pct_decode(bad).is_err(), "{bad}");
+        }
+        assert_eq!(pct_decode("a%2Bb+c").unwrap(), "a+b c");
+    }
 
     fn post(body: &str, cookie: &str) -> Vec<u8> {
         format!(

@@ -12,7 +12,7 @@
 //!   POSTs need the header `X-Svc-Token: <token>` (a custom header: no cross-site form can
 //!   send it).
 //! - anything else: `302` to the portal, which is what phones' captive-portal checks need.
-use super::portal::{self, NetworkInput, ParseError, PortalRequest};
+use super::portal::{self, NetworkInput, NetworkRefused, ParseError, PortalRequest};
 use crate::paths::Paths;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -32,7 +32,7 @@ pub struct Visible {
 pub trait PortalActions: Send {
     fn networks(&mut self) -> Vec<Visible>;
     /// Saves the network and has the hotspot give way to it.
-    fn connect(&mut self, net: NetworkInput) -> Result<(), String>;
+    fn connect(&mut self, net: NetworkInput) -> Result<(), NetworkRefused>;
     /// Steps and their state, in order (for example `("network", "joining home")`).
     fn status(&mut self) -> Vec<(String, String)>;
     /// Whether this hotspot session may replace existing machine credentials: only when
@@ -325,10 +325,10 @@ fn route(conn: &TcpStream, s: &Shared, req: &PortalRequest) -> std::io::Result<(
         ("POST", "/connect") => match portal::validate_connect_form(req, &s.token) {
             Ok(net) => match connect(s, net) {
                 Ok(()) => see_other(conn),
-                Err(e) => page(conn, s, Some((400, e))),
+                Err(e) => page(conn, s, Some((400, e.to_string()))),
             },
-            Err(e) if e.contains("CSRF") => page(conn, s, Some((403, e))),
-            Err(e) => page(conn, s, Some((400, e))),
+            Err(e @ portal::NetworkRefused::Csrf) => page(conn, s, Some((403, e.to_string()))),
+            Err(e) => page(conn, s, Some((400, e.to_string()))),
         },
         ("POST", "/credentials") => {
             let form = portal::parse_form(&req.body).map_err(|e| (400, e.to_string()));
@@ -370,7 +370,7 @@ fn route(conn: &TcpStream, s: &Shared, req: &PortalRequest) -> std::io::Result<(
             let result = if path == "/api/connect" {
                 api_network(&req.body)
                     .and_then(|n| connect(s, n))
-                    .map_err(|e| (400, e))
+                    .map_err(|e| (400, e.to_string()))
             } else {
                 write_credentials(s, req.body.as_bytes())
             };
@@ -421,22 +421,22 @@ fn is_plain_host(h: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
 }
 
-fn api_network(body: &str) -> Result<NetworkInput, String> {
+fn api_network(body: &str) -> Result<NetworkInput, NetworkRefused> {
     #[derive(serde::Deserialize)]
     struct In {
         ssid: String,
         psk: String,
     }
-    let n: In = serde_json::from_str(body).map_err(|e| format!("body: {e}"))?;
-    crate::config::validate::check_ssid(&n.ssid).map_err(|e| format!("/ssid: {e}"))?;
-    crate::config::validate::check_psk(&n.psk).map_err(|e| format!("/psk: {e}"))?;
+    let n: In =
+        serde_json::from_str(body).map_err(|e| NetworkRefused::Malformed(format!("body: {e}")))?;
+    portal::check_network(&n.ssid, &n.psk, true)?;
     Ok(NetworkInput {
         ssid: n.ssid,
         psk: n.psk,
     })
 }
 
-fn connect(s: &Shared, net: NetworkInput) -> Result<(), String> {
+fn connect(s: &Shared, net: NetworkInput) -> Result<(), NetworkRefused> {
     // The pass key is not registered with the log scrubber: it is never logged (only the
     // 0600 keyfile holds it), and a registered value from a phone would blank that word in
     // every later log line.
@@ -475,7 +475,8 @@ fn write_credentials(s: &Shared, bytes: &[u8]) -> Result<(), (u16, String)> {
     }
     // Not registered with the log scrubber until accepted (a phone's rejected input must not
     // blank words in the logs); the errors never quote the values, and are not logged.
-    let creds = crate::credentials::Credentials::parse_untrusted(bytes).map_err(|e| (400, e))?;
+    let creds = crate::credentials::Credentials::parse_untrusted(bytes)
+        .map_err(|e| (400, e.to_string()))?;
     if !creds.app_address.starts_with("https://") {
         return Err((
             400,

@@ -8,10 +8,19 @@ const BORDER: i32 = 4;
 /// PNG pixels per module.
 const SCALE: u32 = 8;
 
+/// The text does not fit in a QR code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TooLong;
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the text is too long for a QR code")
+    }
+}
+
 /// `(svg, png)` of `text`.
-pub(crate) fn render(text: &str) -> Result<(String, Vec<u8>), String> {
-    let qr = QrCode::encode_text(text, QrCodeEcc::Medium)
-        .map_err(|_| "the text is too long for a QR code".to_string())?;
+pub(crate) fn render(text: &str) -> Result<(String, Vec<u8>), TooLong> {
+    let qr = QrCode::encode_text(text, QrCodeEcc::Medium).map_err(|_| TooLong)?;
     Ok((svg(&qr), png(&qr)))
 }
 

@@ -105,21 +105,22 @@ impl Watcher {
 
     /// Reads and validates the config. `Err` only when the file cannot be read at all (or
     /// the app cannot be reached).
-    pub(crate) fn load(&mut self) -> Result<Loaded, String> {
+    pub(crate) fn load(&mut self) -> Result<Loaded, SourceError> {
         if let ConfigSource::Remote { url, credentials } = &self.source {
             let (url, credentials) = (url.clone(), credentials.clone());
             return self.poll_remote(&url, &credentials);
         }
         let path = self.source.path();
         self.seen = self.stat();
-        let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let unreadable = |source| SourceError::Read {
+            path: path.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(&path).map_err(unreadable)?;
         if meta.len() > MAX_BYTES {
-            return Err(format!(
-                "{} is larger than {MAX_BYTES} bytes",
-                path.display()
-            ));
+            return Err(SourceError::TooLarge(path));
         }
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(unreadable)?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let config = match &self.source {
             ConfigSource::File(_) | ConfigSource::Remote { .. } => {
@@ -140,16 +141,69 @@ impl Watcher {
     }
 }
 
+/// Why the config could not be had at all (a config that can be read but is invalid is a
+/// `Loaded` with its report).
+#[derive(Debug)]
+pub(crate) enum SourceError {
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    TooLarge(PathBuf),
+    Credentials {
+        path: PathBuf,
+        source: crate::credentials::CredentialsError,
+    },
+    Connect(crate::protocol::ProtocolError),
+    NoConnection,
+    NoConfig(String),
+    Encode(serde_json::Error),
+    Poll {
+        url: String,
+        source: crate::protocol::ProtocolError,
+    },
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceError::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            SourceError::TooLarge(path) => {
+                write!(f, "{} is larger than {MAX_BYTES} bytes", path.display())
+            }
+            SourceError::Credentials { path, source } => {
+                write!(f, "{}: {source}", path.display())
+            }
+            SourceError::Connect(e) => write!(f, "{e}"),
+            SourceError::NoConnection => f.write_str("no connection to the app"),
+            SourceError::NoConfig(url) => write!(f, "{url}: the answer has no config"),
+            SourceError::Encode(e) => write!(f, "{e}"),
+            SourceError::Poll { url, source } => write!(f, "{url}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
+
 impl Watcher {
     /// One conditional poll of the app. A `304` (or an unchanged answer) gives back the hash
     /// of the config held, which the caller recognises as applied already.
-    fn poll_remote(&mut self, url: &str, credentials: &std::path::Path) -> Result<Loaded, String> {
+    fn poll_remote(
+        &mut self,
+        url: &str,
+        credentials: &std::path::Path,
+    ) -> Result<Loaded, SourceError> {
         use crate::protocol::PollOutcome;
         if self.remote.is_none() {
-            let mut creds = crate::credentials::Credentials::load_file(credentials)
-                .map_err(|e| format!("{}: {e}", credentials.display()))?;
+            let mut creds =
+                crate::credentials::Credentials::load_file(credentials).map_err(|source| {
+                    SourceError::Credentials {
+                        path: credentials.to_path_buf(),
+                        source,
+                    }
+                })?;
             creds.app_address = url.to_string();
-            let transport = crate::protocol::connect(&creds).map_err(|e| e.to_string())?;
+            let transport = crate::protocol::connect(&creds).map_err(SourceError::Connect)?;
             self.remote = Some(Remote {
                 transport,
                 etag: None,
@@ -159,7 +213,7 @@ impl Watcher {
             });
         }
         let Some(r) = self.remote.as_mut() else {
-            return Err("no connection to the app".into());
+            return Err(SourceError::NoConnection);
         };
         r.next_poll = std::time::Instant::now() + r.interval;
         let status = serde_json::json!({"svc_server": {
@@ -176,16 +230,19 @@ impl Watcher {
                     r.next_poll = std::time::Instant::now() + r.interval;
                 }
                 let Some(config) = answer.config else {
-                    return Err(format!("{url}: the answer has no config"));
+                    return Err(SourceError::NoConfig(url.to_string()));
                 };
-                let bytes = serde_json::to_vec(&config).map_err(|e| e.to_string())?;
+                let bytes = serde_json::to_vec(&config).map_err(SourceError::Encode)?;
                 r.hash = Sha256::digest(&bytes).into();
                 Ok(Loaded {
                     hash: r.hash,
                     config: crate::config::parse_value(&config),
                 })
             }
-            Err(e) => Err(format!("{url}: {e}")),
+            Err(source) => Err(SourceError::Poll {
+                url: url.to_string(),
+                source,
+            }),
         }
     }
 }

@@ -278,12 +278,23 @@ pub(crate) struct Plan {
 /// exactly the files `section` asks for, given what `facts` says is there and what the agent
 /// recorded. `disable_subsystem` wants no files at all, which reverts everything.
 pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
-    let disabled = section.disable_subsystem;
-    let mut settings = Vec::new();
     // Desired content by device path; a known path absent here is not wanted.
     let mut desired: BTreeMap<&str, String> = BTreeMap::new();
+    let mut settings = vec![
+        plan_logging(section, facts, &mut desired),
+        plan_upgrades(section, facts, &mut desired),
+    ];
+    let actions = file_actions(desired, facts, &mut settings);
+    Plan { actions, settings }
+}
 
-    // Logging.
+/// The journald drop-in: what the logging setting intends, its file put in `desired`.
+fn plan_logging(
+    section: &SyscfgSection,
+    facts: &SystemFacts,
+    desired: &mut BTreeMap<&str, String>,
+) -> SettingPlan {
+    let disabled = section.disable_subsystem;
     let logging = &section.attributes.logging;
     let (intent, detail) = match journald::render(logging) {
         _ if disabled => (Intent::Revert, "subsystem disabled".to_string()),
@@ -308,14 +319,22 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
             (Intent::Apply, d.join(" "))
         }
     };
-    settings.push(SettingPlan {
+    SettingPlan {
         setting: Setting::Logging,
         intent,
         detail,
         warnings: Vec::new(),
-    });
+    }
+}
 
-    // Upgrades.
+/// The unattended-upgrades drop-ins: what the upgrades setting intends, its files put in
+/// `desired`.
+fn plan_upgrades(
+    section: &SyscfgSection,
+    facts: &SystemFacts,
+    desired: &mut BTreeMap<&str, String>,
+) -> SettingPlan {
+    let disabled = section.disable_subsystem;
     let mut warnings = Vec::new();
     let (intent, detail) = match section.attributes.upgrades.upgrade_type {
         _ if disabled => (Intent::Revert, "subsystem disabled".to_string()),
@@ -361,13 +380,22 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
             }
         }
     };
-    settings.push(SettingPlan {
+    SettingPlan {
         setting: Setting::Upgrades,
         intent,
         detail,
         warnings,
-    });
+    }
+}
 
+/// The file actions, in path order, that leave exactly the `desired` files of the agent's
+/// known paths on the machine; what a setting should hear of (a file changed by hand, one
+/// not ours) goes into its warnings in `settings`.
+fn file_actions(
+    mut desired: BTreeMap<&str, String>,
+    facts: &SystemFacts,
+    settings: &mut [SettingPlan],
+) -> Vec<FileAction> {
     // Every path the agent knows: its own names plus whatever it recorded (older versions).
     let mut known: Vec<String> = vec![journald::DROPIN.to_string()];
     known.extend(upgrades::FILES.iter().map(|s| s.to_string()));
@@ -383,7 +411,7 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
         let setting = Setting::of_path(&path);
         let current = facts.current.get(&path).map(String::as_str);
         let recorded = facts.record.sha(&path);
-        let warn = |settings: &mut Vec<SettingPlan>, w: String| {
+        let warn = |settings: &mut [SettingPlan], w: String| {
             if let Some(sp) = settings.iter_mut().find(|s| s.setting == setting) {
                 sp.warnings.push(w);
             }
@@ -402,11 +430,11 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
                 } else {
                     match (current, recorded) {
                         (Some(_), None) => warn(
-                            &mut settings,
+                            settings,
                             format!("{path} existed and was not written by the agent; replaced"),
                         ),
                         (Some(c), Some(r)) if c != r => warn(
-                            &mut settings,
+                            settings,
                             format!("{path} was changed since the agent wrote it; replaced"),
                         ),
                         _ => {}
@@ -432,7 +460,7 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
                 }),
                 (Some(_), Some(_)) => {
                     warn(
-                        &mut settings,
+                        settings,
                         format!(
                             "{path} was changed since the agent wrote it; left in place \
                              (remove it by hand to restore the system's settings)"
@@ -445,13 +473,13 @@ pub(crate) fn plan(section: &SyscfgSection, facts: &SystemFacts) -> Plan {
                     });
                 }
                 (Some(_), None) => warn(
-                    &mut settings,
+                    settings,
                     format!("{path} was not written by the agent; left in place"),
                 ),
             },
         }
     }
-    Plan { actions, settings }
+    actions
 }
 
 fn type_name(t: UpgradeType) -> &'static str {
@@ -471,9 +499,42 @@ pub trait Effects {
     fn write(&mut self, path: &Path, content: &[u8]) -> io::Result<()>;
     /// Removes a file durably; a missing file is not an error.
     fn remove(&mut self, path: &Path) -> io::Result<()>;
-    /// Runs a program (argv, never a shell) and waits for it; `Err` carries why it failed.
-    fn run(&mut self, argv: &[&str]) -> Result<(), String>;
+    /// Runs a program (argv, never a shell) and waits for it; `Err` says why it failed.
+    fn run(&mut self, argv: &[&str]) -> Result<(), CommandError>;
 }
+
+/// Why a program `Effects::run` ran did not succeed; each names the command line.
+#[derive(Debug)]
+pub enum CommandError {
+    Empty,
+    /// It could not be started, or did not finish in time.
+    NotRun {
+        argv: String,
+        why: String,
+    },
+    /// It ran and failed: its exit status and stderr.
+    Failed {
+        argv: String,
+        status: String,
+        stderr: String,
+    },
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Empty => f.write_str("empty command"),
+            CommandError::NotRun { argv, why } => write!(f, "{argv}: {why}"),
+            CommandError::Failed {
+                argv,
+                status,
+                stderr,
+            } => write!(f, "{argv} exited with {status}: {stderr}"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
 
 /// Effects on the real machine.
 #[derive(Debug, Default)]
@@ -496,23 +557,24 @@ impl Effects for RealEffects {
         }
     }
 
-    fn run(&mut self, argv: &[&str]) -> Result<(), String> {
+    fn run(&mut self, argv: &[&str]) -> Result<(), CommandError> {
         let Some((prog, args)) = argv.split_first() else {
-            return Err("empty command".into());
+            return Err(CommandError::Empty);
         };
         let mut cmd = std::process::Command::new(prog);
         cmd.args(args);
-        let out = crate::process::run(cmd, COMMAND_TIMEOUT)
-            .map_err(|e| format!("{}: {e}", argv.join(" ")))?;
+        let out = crate::process::run(cmd, COMMAND_TIMEOUT).map_err(|e| CommandError::NotRun {
+            argv: argv.join(" "),
+            why: e.to_string(),
+        })?;
         if out.success() {
             Ok(())
         } else {
-            Err(format!(
-                "{} exited with {}: {}",
-                argv.join(" "),
-                out.status,
-                out.stderr_text()
-            ))
+            Err(CommandError::Failed {
+                argv: argv.join(" "),
+                status: out.status.to_string(),
+                stderr: out.stderr_text(),
+            })
         }
     }
 }
@@ -523,7 +585,7 @@ pub(crate) enum SyscfgError {
     Write { path: PathBuf, source: io::Error },
     Remove { path: PathBuf, source: io::Error },
     Record { path: PathBuf, source: io::Error },
-    Restart(String),
+    Restart(CommandError),
 }
 
 impl std::fmt::Display for SyscfgError {
@@ -582,35 +644,7 @@ pub(crate) fn apply_plan(
 
     for a in &plan.actions {
         let setting = a.setting();
-        let result: Result<bool, SyscfgError> = match a {
-            FileAction::Write { path, content, .. } => {
-                let p = paths.device(path);
-                fx.write(&p, content.as_bytes())
-                    .map(|()| {
-                        record.set(path, &sha256_hex(content.as_bytes()));
-                        true
-                    })
-                    .map_err(|source| SyscfgError::Write { path: p, source })
-            }
-            FileAction::Remove { path, .. } => {
-                let p = paths.device(path);
-                fx.remove(&p)
-                    .map(|()| {
-                        record.forget(path);
-                        true
-                    })
-                    .map_err(|source| SyscfgError::Remove { path: p, source })
-            }
-            FileAction::Adopt { path, sha256, .. } => {
-                record.set(path, sha256);
-                Ok(false)
-            }
-            FileAction::Forget { path, .. } => {
-                record.forget(path);
-                Ok(false)
-            }
-        };
-        match result {
+        match file_action(a, paths, &mut record, fx) {
             Ok(touched) => {
                 if touched {
                     changed
@@ -641,33 +675,13 @@ pub(crate) fn apply_plan(
 
     // journald reads its configuration only at start: restart it when its files changed, or
     // when an earlier restart is still owed.
-    let mut services = Vec::new();
-    let mut restart_error = None;
     let owed = journald_touched || facts.record.journald_restart_pending;
     record.journald_restart_pending = false;
-    if owed {
-        match &facts.restarts {
-            Restarts::Allowed => {
-                let argv = journald::RESTART_ARGV;
-                match fx.run(&argv) {
-                    Ok(()) => {
-                        crate::info!(SUB, "restarted systemd-journald to apply its limits");
-                        services.push(argv.join(" "));
-                    }
-                    Err(e) => {
-                        let e = SyscfgError::Restart(e);
-                        crate::error!(SUB, "{e}");
-                        restart_error = Some(e.to_string());
-                        record.journald_restart_pending = true;
-                    }
-                }
-            }
-            Restarts::Skipped(why) => {
-                crate::info!(SUB, "journald not restarted: {why}");
-                services.push(why.clone());
-            }
-        }
-    }
+    let (services, restart_error) = if owed {
+        restart_journald(&facts.restarts, fx, &mut record)
+    } else {
+        (Vec::new(), None)
+    };
 
     if record != facts.record {
         let p = record::record_path(paths);
@@ -691,43 +705,121 @@ pub(crate) fn apply_plan(
                 errs.push(e.clone());
             }
         }
-        let state = if !errs.is_empty() {
-            SettingState::Failed(errs.join("; "))
-        } else {
-            match &sp.intent {
-                Intent::Unsupported(r) => SettingState::Unsupported(r.clone()),
-                Intent::Apply if !files.is_empty() => SettingState::Applied,
-                Intent::Apply if sp.setting == Setting::Logging && owed => SettingState::Applied,
-                Intent::Revert if !files.is_empty() => SettingState::Reverted,
-                Intent::Revert if sp.setting == Setting::Logging && owed => SettingState::Reverted,
-                _ => SettingState::Unchanged,
-            }
-        };
-        for w in &sp.warnings {
-            crate::warn!(SUB, "{}: {w}", sp.setting.as_str());
-        }
-        let st = SettingStatus {
-            setting: sp.setting,
-            state,
-            detail: sp.detail.clone(),
-            changed: files,
-            warnings: sp.warnings.clone(),
-        };
-        match &st.state {
-            SettingState::Unchanged => {
-                crate::debug!(SUB, "{}: unchanged ({})", st.setting.as_str(), st.detail)
-            }
-            SettingState::Failed(_) => {
-                crate::error!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail)
-            }
-            _ => crate::info!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail),
-        }
-        out.push(st);
+        out.push(setting_status(sp, files, errs, owed));
     }
     SyscfgStatus {
         settings: out,
         services,
     }
+}
+
+/// One file action on the machine, noted in `record`; `true` when it changed a file.
+fn file_action(
+    a: &FileAction,
+    paths: &Paths,
+    record: &mut WrittenFiles,
+    fx: &mut dyn Effects,
+) -> Result<bool, SyscfgError> {
+    match a {
+        FileAction::Write { path, content, .. } => {
+            let p = paths.device(path);
+            fx.write(&p, content.as_bytes())
+                .map(|()| {
+                    record.set(path, &sha256_hex(content.as_bytes()));
+                    true
+                })
+                .map_err(|source| SyscfgError::Write { path: p, source })
+        }
+        FileAction::Remove { path, .. } => {
+            let p = paths.device(path);
+            fx.remove(&p)
+                .map(|()| {
+                    record.forget(path);
+                    true
+                })
+                .map_err(|source| SyscfgError::Remove { path: p, source })
+        }
+        FileAction::Adopt { path, sha256, .. } => {
+            record.set(path, sha256);
+            Ok(false)
+        }
+        FileAction::Forget { path, .. } => {
+            record.forget(path);
+            Ok(false)
+        }
+    }
+}
+
+/// journald reads its configuration only at start: the restart owed, or why it was skipped.
+/// Returns the services line for the status and the restart's error; a failed restart stays
+/// owed in `record`.
+fn restart_journald(
+    restarts: &Restarts,
+    fx: &mut dyn Effects,
+    record: &mut WrittenFiles,
+) -> (Vec<String>, Option<String>) {
+    match restarts {
+        Restarts::Allowed => {
+            let argv = journald::RESTART_ARGV;
+            match fx.run(&argv) {
+                Ok(()) => {
+                    crate::info!(SUB, "restarted systemd-journald to apply its limits");
+                    (vec![argv.join(" ")], None)
+                }
+                Err(e) => {
+                    let e = SyscfgError::Restart(e);
+                    crate::error!(SUB, "{e}");
+                    record.journald_restart_pending = true;
+                    (Vec::new(), Some(e.to_string()))
+                }
+            }
+        }
+        Restarts::Skipped(why) => {
+            crate::info!(SUB, "journald not restarted: {why}");
+            (vec![why.clone()], None)
+        }
+    }
+}
+
+/// A setting's outcome from its plan, the files it changed and its errors; logged.
+fn setting_status(
+    sp: &SettingPlan,
+    files: Vec<String>,
+    errs: Vec<String>,
+    owed: bool,
+) -> SettingStatus {
+    let state = if !errs.is_empty() {
+        SettingState::Failed(errs.join("; "))
+    } else {
+        match &sp.intent {
+            Intent::Unsupported(r) => SettingState::Unsupported(r.clone()),
+            Intent::Apply if !files.is_empty() => SettingState::Applied,
+            Intent::Apply if sp.setting == Setting::Logging && owed => SettingState::Applied,
+            Intent::Revert if !files.is_empty() => SettingState::Reverted,
+            Intent::Revert if sp.setting == Setting::Logging && owed => SettingState::Reverted,
+            _ => SettingState::Unchanged,
+        }
+    };
+    for w in &sp.warnings {
+        crate::warn!(SUB, "{}: {w}", sp.setting.as_str());
+    }
+    let st = SettingStatus {
+        setting: sp.setting,
+        state,
+        detail: sp.detail.clone(),
+        changed: files,
+        warnings: sp.warnings.clone(),
+    };
+    match &st.state {
+        SettingState::Unchanged => {
+            crate::debug!(SUB, "{}: unchanged ({})", st.setting.as_str(), st.detail)
+        }
+        SettingState::Failed(_) => {
+            crate::error!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail)
+        }
+        _ => crate::info!(SUB, "{}: {} ({})", st.setting.as_str(), st.state, st.detail),
+    }
+    st
 }
 
 /// Plans and applies `section` on the machine under `paths` with the given effects.

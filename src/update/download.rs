@@ -410,14 +410,14 @@ impl<'a> Job<'a> {
     }
 }
 
-/// The agent's one backoff rule (`protocol::backoff`), counted from the download's
+/// The agent's one backoff rule (`backoff`), counted from the download's
 /// failures: random in [initial, min(max, initial·2^(failures−1))].
 fn backoff(opts: &DownloadOptions, failures: u32) -> Duration {
-    crate::protocol::backoff::delay(
+    crate::backoff::delay(
         opts.backoff_initial,
         opts.backoff_max,
         failures.saturating_sub(1),
-        crate::protocol::backoff::Jitter::from_entropy().next_unit(),
+        crate::backoff::Jitter::from_entropy().next_unit(),
     )
 }
 

@@ -422,9 +422,10 @@ impl Parser<'_> {
                         b'f' => out.push(0x0c),
                         b'\\' | b'"' => out.push(e),
                         b'x' => {
-                            let h = self.s.get(self.i..self.i + 2).and_then(|h| {
-                                u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
-                            });
+                            let h = self
+                                .s
+                                .get(self.i..self.i + 2)
+                                .and_then(crate::encoding::hex_byte);
                             out.push(h.ok_or_else(|| self.err("a bad \\x escape"))?);
                             self.i += 2;
                         }
@@ -1189,7 +1190,7 @@ mod tests {
         let e = extract(&paths, &swu, &d.join("out"), ARCH).unwrap_err();
         assert!(e.to_string().contains("no signature"), "{e}");
         let mut signed = image("svc-server", &body);
-        signed.signature = Some(crate::update::verify::base64_encode(&[7u8; 64]));
+        signed.signature = Some(crate::encoding::base64_encode(&[7u8; 64]));
         let desc = sw_description("2.0.0", ARCH, &[signed]);
         fs::write(&swu, archive(&desc, &[("svc-server", &body)])).unwrap();
         let e = extract(&paths, &swu, &d.join("out"), ARCH).unwrap_err();

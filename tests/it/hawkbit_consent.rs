@@ -68,7 +68,9 @@ fn nothing_is_installed_before_consent_and_a_decision_is_for_its_action_only() {
     poll(&paths, &ddi, false).unwrap();
     assert!(decisions(&ddi).is_empty(), "no consent, nothing said");
     // The command refuses to decide on an action that does not wait.
-    let e = consent::decide(&paths, Some("66"), consent::Decision::Confirmed).unwrap_err();
+    let e = consent::decide(&paths, Some("66"), consent::Decision::Confirmed)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("action 66 does not wait"), "{e}");
     consent::decide(&paths, Some("65"), consent::Decision::Confirmed).unwrap();
     // Attack: before the agent polls, the server swaps in another action for consent.

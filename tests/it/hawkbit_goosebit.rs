@@ -472,7 +472,7 @@ impl Vendor {
                     name: name.to_string(),
                     version: version.to_string(),
                     sha256: a.sha256.clone().unwrap(),
-                    signature: Some(svc::update::verify::base64_encode(sig.as_ref())),
+                    signature: Some(svc::encoding::base64_encode(sig.as_ref())),
                 }
             })
             .collect();

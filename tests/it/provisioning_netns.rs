@@ -24,7 +24,10 @@ impl PortalActions for Fake {
     fn networks(&mut self) -> Vec<Visible> {
         Vec::new()
     }
-    fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
+    fn connect(
+        &mut self,
+        net: NetworkInput,
+    ) -> Result<(), svc::provisioning::portal::NetworkRefused> {
         self.0.lock().unwrap().push(net);
         Ok(())
     }

@@ -26,7 +26,10 @@ impl PortalActions for Fake {
             },
         ]
     }
-    fn connect(&mut self, net: NetworkInput) -> Result<(), String> {
+    fn connect(
+        &mut self,
+        net: NetworkInput,
+    ) -> Result<(), svc::provisioning::portal::NetworkRefused> {
         self.0.lock().unwrap().push(net);
         Ok(())
     }

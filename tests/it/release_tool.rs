@@ -284,9 +284,9 @@ fn signatures_verify_and_the_engine_accepts_them_but_no_one_bit_change() {
 
 /// One bit of a base64 signature changed (decode, flip, encode).
 fn flip_b64(sig: &str) -> String {
-    let mut raw = svc::update::verify::base64_decode(sig).unwrap();
+    let mut raw = svc::encoding::base64_decode(sig).unwrap();
     raw[10] ^= 0x04;
-    svc::update::verify::base64_encode(&raw)
+    svc::encoding::base64_encode(&raw)
 }
 
 #[test]

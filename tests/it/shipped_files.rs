@@ -17,7 +17,7 @@ fn the_shipped_manufacturer_defaults_load() {
     )
     .unwrap();
     let paths = svc::paths::Paths::new(&dir);
-    let attrs = svc::provisioning::service::load_defaults(&paths)
+    let attrs = svc::provisioning::manufacturer::load_defaults(&paths)
         .unwrap_or_else(|e| panic!("dist/svc-defaults.json is rejected: {e}"));
     assert_eq!(attrs.hotspot_prefix.as_deref(), Some("svc-setup"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -41,10 +41,13 @@ impl Effects for Counting {
         self.removes.push(path.to_path_buf());
         RealEffects.remove(path)
     }
-    fn run(&mut self, argv: &[&str]) -> Result<(), String> {
+    fn run(&mut self, argv: &[&str]) -> Result<(), svc::syscfg::CommandError> {
         self.runs.push(argv.join(" "));
         if self.fail_runs {
-            Err("injected: exit status 1".into())
+            Err(svc::syscfg::CommandError::NotRun {
+                argv: "injected".into(),
+                why: "exit status 1".into(),
+            })
         } else {
             Ok(())
         }

@@ -275,7 +275,7 @@ pub fn install_vendor_key(paths: &Paths) -> impl Fn(&Artifact) -> String {
         let sig = signer
             .sign(&a.signed_message(svc::update::this_target()))
             .unwrap();
-        svc::update::verify::base64_encode(&sig)
+        svc::encoding::base64_encode(&sig)
     }
 }
 

@@ -1,7 +1,19 @@
 //! Exponential backoff with full jitter, the jittered poll interval, and the one retry rule
 //! of the poller and the log uploader (`wait_after`), in every state of the agent.
-use super::Retry;
 use std::time::Duration;
+
+/// How the loop reacts to an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Back off exponentially and try again.
+    Backoff,
+    /// The server named a delay (408/429/5xx with Retry-After): at least that long, and
+    /// at least the backoff (`wait_after`).
+    After(u64),
+    /// Retrying the same request cannot help (401, 403, 404, ...): wait long, or for a change
+    /// of credentials or a SIGHUP.
+    Permanent,
+}
 
 /// How long a permanent error (a revoked key, a deleted part, a 4xx) silences requests of
 /// its kind, unless the credentials change first.
