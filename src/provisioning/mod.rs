@@ -11,6 +11,8 @@ pub(crate) mod defaults;
 pub(crate) mod dns;
 pub(crate) mod dpp;
 pub(crate) mod driver;
+#[cfg(test)]
+mod flaps_tests;
 pub mod improv;
 pub(crate) mod nm;
 pub mod portal;
