@@ -260,6 +260,7 @@ impl<B: NetworkBackend> Provisioning<B> {
                     priority: 0,
                     hotspot: true,
                     hidden: false,
+                    eap: None,
                     ifname: None,
                 };
                 self.backend
@@ -525,6 +526,7 @@ mod tests {
             priority: 999,
             hotspot: false,
             hidden: false,
+            eap: None,
             ifname: None,
         };
         assert!(p.join(&profile, 10), "{:?}", log.0.borrow());
@@ -546,6 +548,7 @@ mod tests {
             priority: 999,
             hotspot: false,
             hidden: false,
+            eap: None,
             ifname: None,
         };
         for i in 0..MAX_USER_NETWORKS {
@@ -613,6 +616,7 @@ mod tests {
             psk: Some("password1".into()),
             priority,
             hidden: false,
+            eap: None,
             extra: Default::default(),
         };
         let settings = Settings {

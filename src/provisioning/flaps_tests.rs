@@ -216,6 +216,7 @@ fn campaign(
             psk: Some("password1".into()),
             priority: 10 * (i + 1),
             hidden: false,
+            eap: None,
             extra: Default::default(),
         })
         .collect();

@@ -11,6 +11,7 @@ pub(crate) mod defaults;
 pub(crate) mod dns;
 pub(crate) mod dpp;
 pub(crate) mod driver;
+pub(crate) mod eap;
 #[cfg(test)]
 mod flaps_tests;
 pub mod improv;
@@ -56,6 +57,7 @@ pub(crate) fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
         priority: n.priority,
         hotspot: false,
         hidden: n.hidden,
+        eap: n.eap.clone(),
         ifname: None,
     }
 }
@@ -72,6 +74,7 @@ mod tests {
             psk: Some("password1".into()),
             priority: prio,
             hidden: false,
+            eap: None,
             extra: Default::default(),
         }
     }

@@ -282,7 +282,10 @@ impl Service {
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
     ) -> Service {
-        let backend = Nmcli::new(paths.device("/etc/NetworkManager/system-connections"));
+        let backend = Nmcli::new(
+            paths.device("/etc/NetworkManager/system-connections"),
+            super::eap::dir(&paths),
+        );
         let probe = online_probe(app_reachable, backend.program.clone());
         Service::with_backend(paths, settings, backend, Some(probe))
     }
@@ -569,6 +572,7 @@ impl Service {
             hotspot: false,
             hidden: !seen,
             ifname: None,
+            eap: None,
         };
         self.set_step("network", &format!("joining {}", net.ssid));
         crate::info!(
@@ -927,7 +931,7 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut nm = Nmcli::new(dir.join("system-connections"));
+        let mut nm = Nmcli::new(dir.join("system-connections"), dir.join("eap"));
         nm.program = prog;
         nm
     }
