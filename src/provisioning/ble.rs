@@ -977,6 +977,7 @@ mod tests {
         let portal = NetworkInput {
             ssid: "portal".into(),
             psk: "password-2".into(),
+            eap: None,
         };
         *pending.lock().unwrap() = Some(portal.clone());
         let out = write(&mut d, &wifi(b"home", b"password-1"), &pending);

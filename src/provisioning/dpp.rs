@@ -223,7 +223,11 @@ impl Received {
             .map_err(|_| "the SSID offered is not UTF-8: not supported".to_string())?;
         crate::config::validate::check_ssid(&ssid).map_err(str::to_string)?;
         crate::config::validate::check_psk(&psk).map_err(str::to_string)?;
-        Ok(NetworkInput { ssid, psk })
+        Ok(NetworkInput {
+            ssid,
+            psk,
+            eap: None,
+        })
     }
 }
 
@@ -480,7 +484,8 @@ pub(crate) mod tests {
             got,
             vec![Ok(NetworkInput {
                 ssid: "upstream ap".into(),
-                psk: "lab password 1".into()
+                psk: "lab password 1".into(),
+                eap: None,
             })]
         );
         let psk = "ab".repeat(32);

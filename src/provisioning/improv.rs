@@ -150,7 +150,11 @@ pub(crate) fn parse_wifi_settings(data: &[u8]) -> Result<NetworkInput, String> {
     let psk = String::from_utf8(psk).map_err(|_| "the pass key is not UTF-8")?;
     crate::config::validate::check_ssid(&ssid).map_err(str::to_string)?;
     crate::config::validate::check_psk(&psk).map_err(str::to_string)?;
-    Ok(NetworkInput { ssid, psk })
+    Ok(NetworkInput {
+        ssid,
+        psk,
+        eap: None,
+    })
 }
 
 pub(crate) fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
@@ -665,6 +669,7 @@ pub(crate) mod tests {
         let want = NetworkInput {
             ssid: "home \"$(reboot)\"".into(),
             psk: "p'ss; rm -rf /".into(),
+            eap: None,
         };
         assert_eq!(out.last(), Some(&Output::Join(want)), "kept literally");
         assert_eq!(s.state(), State::Provisioning);

@@ -572,7 +572,7 @@ impl Service {
             hotspot: false,
             hidden: !seen,
             ifname: None,
-            eap: None,
+            eap: net.eap.map(|e| *e),
         };
         self.set_step("network", &format!("joining {}", net.ssid));
         crate::info!(
@@ -993,6 +993,7 @@ mod tests {
                         .connect(NetworkInput {
                             ssid: format!("net-{round}-{i}"),
                             psk: "password1".into(),
+                            eap: None,
                         })
                         .is_ok()
                 })
@@ -1031,6 +1032,7 @@ mod tests {
                 .connect(NetworkInput {
                     ssid: format!("home-{i}"),
                     psk: "password1".into(),
+                    eap: None,
                 })
                 .unwrap();
             svc.handle_portal_messages();
@@ -1040,6 +1042,7 @@ mod tests {
             .connect(NetworkInput {
                 ssid: "home-9".into(),
                 psk: "password2".into(),
+                eap: None,
             })
             .unwrap();
         svc.handle_portal_messages();
@@ -1065,6 +1068,7 @@ mod tests {
             .connect(NetworkInput {
                 ssid: "after-restart".into(),
                 psk: "password1".into(),
+                eap: None,
             })
             .unwrap();
         svc.handle_portal_messages();
