@@ -310,8 +310,24 @@ pub struct ProvisioningAttributes {
     pub dpp_enabled: Option<bool>,
     /// Improv Wi-Fi over BLE through BlueZ (default off); independent of the hotspot.
     pub ble_enabled: Option<bool>,
+    /// The key that authorizes an Improv connection (#45; the manufacturer's defaults file
+    /// names it): an input device and a key code.
+    pub improv_button: Option<ImprovButton>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// An input device's key (`/dev/input/eventN`, Linux key codes as in
+/// `linux/input-event-codes.h`). `device` is a path under `/dev/input/` (a `by-path` or
+/// `by-id` link is stable across boots), or `name` the device's name (as in
+/// `/sys/class/input/eventN/device/name`, e.g. `gpio-keys`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImprovButton {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub key: u16,
 }
 
 /// A Wi-Fi network entry. `psk` is a secret: never printed by `Debug`.

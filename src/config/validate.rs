@@ -1387,6 +1387,9 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
         at.hotspot_enabled = a.boolean("hotspot_enabled", r);
         at.dpp_enabled = a.boolean("dpp_enabled", r);
         at.ble_enabled = a.boolean("ble_enabled", r);
+        at.improv_button = a
+            .object("improv_button", r)
+            .and_then(|b| improv_button(&b, r));
         at.extra = a.extra(
             &[
                 "hotspot_password",
@@ -1402,6 +1405,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
                 "hotspot_enabled",
                 "dpp_enabled",
                 "ble_enabled",
+                "improv_button",
             ],
             r,
         );
@@ -1648,6 +1652,51 @@ fn eap(o: &Obj<'_>, r: &mut Report) -> Option<Eap> {
         client_cert,
         private_key,
         private_key_password,
+    })
+}
+
+/// The Improv button (`attributes.improv_button`): exactly one of `device` (a path under
+/// `/dev/input/`) and `name`, and `key` (a Linux key code or its `KEY_`/`BTN_` name).
+fn improv_button(o: &Obj<'_>, r: &mut Report) -> Option<ImprovButton> {
+    let device = o.string("device", false, r);
+    let name = o.string("name", false, r);
+    if let Some(d) = &device {
+        if !d.starts_with("/dev/input/") || d.contains("/../") || d.ends_with("/..") {
+            r.error(&o.at("device"), "must be a path under /dev/input/");
+        }
+    }
+    if let Some(n) = &name {
+        if n.is_empty() || n.len() > 255 || n.chars().any(char::is_control) {
+            r.error(
+                &o.at("name"),
+                "must be 1 to 255 bytes without control characters",
+            );
+        }
+    }
+    if device.is_some() == name.is_some() {
+        r.error(&o.path, "give exactly one of device and name");
+    }
+    let key = match o.get("key") {
+        None => {
+            r.error(
+                &o.at("key"),
+                "required field is missing (a key code or name)",
+            );
+            None
+        }
+        Some(v) => match crate::provisioning::button::key_code(v) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                r.error(&o.at("key"), e);
+                None
+            }
+        },
+    };
+    o.extra(&["device", "name", "key"], r);
+    Some(ImprovButton {
+        device,
+        name,
+        key: key?,
     })
 }
 

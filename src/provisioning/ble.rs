@@ -62,6 +62,11 @@ pub(crate) enum Event {
     Write { from: String, bytes: Vec<u8> },
     /// The service tried `ssid` (from whichever source): `online` or not.
     Joined { ssid: String, online: bool },
+    /// The central at `from` read a characteristic (a standard client waiting for the
+    /// button reads the state): it gets a session, so that a press finds it.
+    Seen { from: String },
+    /// The Improv button was pressed (`button.rs`).
+    Pressed,
 }
 
 /// The directory of the label secret: `/opt/svc/improv/`.
@@ -147,6 +152,8 @@ struct Chr {
     notifying: bool,
     /// RPC Command only: where writes go.
     tx: Option<SyncSender<Event>>,
+    /// Where reads are reported (`Event::Seen`).
+    seen: SyncSender<Event>,
     /// State, Error, RPC Result: the per-central values and this one's index in them.
     reads: Option<(Reads, usize)>,
 }
@@ -159,6 +166,10 @@ impl Chr {
             .and_then(|v| u16::try_from(v).ok())
             .map_or(0, usize::from);
         let who = device_of(&options);
+        if !who.is_empty() {
+            // A full queue drops the report: the next read makes it.
+            let _ = self.seen.try_send(Event::Seen { from: who.clone() });
+        }
         let own = self.reads.as_ref().and_then(|(r, i)| {
             let r = r.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             r.get(&who).map(|v| v[*i].clone())
@@ -307,6 +318,7 @@ impl Gatt {
                 value,
                 notifying: false,
                 tx: (uuid == improv::CHAR_RPC_COMMAND).then(|| tx.clone()),
+                seen: tx.clone(),
                 reads: PER_CENTRAL
                     .iter()
                     .position(|u| *u == uuid)
@@ -475,6 +487,8 @@ pub(crate) struct BleThread {
     stop: Arc<AtomicBool>,
     tx: SyncSender<Event>,
     handle: Option<std::thread::JoinHandle<()>>,
+    /// The Improv button's reader (ends before the BLE thread does).
+    _button: Option<super::button::ButtonThread>,
 }
 
 impl BleThread {
@@ -482,6 +496,7 @@ impl BleThread {
         secret_path: PathBuf,
         pending: Arc<Mutex<Option<NetworkInput>>>,
         visible: Arc<Mutex<Vec<Visible>>>,
+        button: Option<crate::config::model::ImprovButton>,
     ) -> BleThread {
         let want = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
@@ -499,11 +514,21 @@ impl BleThread {
             })
             .map_err(|e| crate::error!("provisioning", "BLE: no thread: {e}"))
             .ok();
+        let _button = button.and_then(|b| {
+            let t = tx.clone();
+            super::button::ButtonThread::spawn(
+                b,
+                Box::new(move || {
+                    let _ = t.try_send(Event::Pressed);
+                }),
+            )
+        });
         BleThread {
             want,
             stop,
             tx,
             handle,
+            _button,
         }
     }
 
@@ -645,6 +670,31 @@ impl Driver {
                 let out = self.centrals.joined(&who, online, now, "");
                 out.into_iter().map(|o| (who.clone(), o)).collect()
             }
+            Some(Event::Seen { from }) => match self.centrals.seen(&from, now) {
+                Ok(out) => out.into_iter().map(|o| (from.clone(), o)).collect(),
+                Err(Busy) => Vec::new(),
+            },
+            Some(Event::Pressed) => match self.centrals.press(now) {
+                Ok(out) if out.is_empty() => {
+                    crate::info!(
+                        "provisioning",
+                        "BLE: button pressed; the next connection within {} s is authorized",
+                        improv::PRESS_SECS
+                    );
+                    out
+                }
+                Ok(out) => {
+                    crate::info!("provisioning", "BLE: button pressed: connection authorized");
+                    out
+                }
+                Err(n) => {
+                    crate::warn!(
+                        "provisioning",
+                        "BLE: button pressed with {n} connections waiting: none authorized (disconnect the others)"
+                    );
+                    Vec::new()
+                }
+            },
             None => self.centrals.tick(now),
         };
         let mut rest = Vec::new();

@@ -201,6 +201,7 @@ fn over_dbus_each_central_reads_and_is_judged_by_its_own_session() {
         dir.join("label-secret"),
         Arc::clone(&pending),
         Arc::default(),
+        None,
     );
     ble.want.store(true, std::sync::atomic::Ordering::SeqCst);
     let app = wait_for("the GATT application's registration", || {

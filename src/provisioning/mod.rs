@@ -5,6 +5,7 @@
 pub(crate) mod ble;
 #[cfg(test)]
 mod ble_dbus_tests;
+pub(crate) mod button;
 pub(crate) mod check;
 pub(crate) mod conflicts;
 pub(crate) mod defaults;

@@ -300,6 +300,7 @@ impl Service {
         let saved = saved_user_networks(&backend.connections_dir);
         let dpp_enabled = settings.dpp_enabled;
         let ble_enabled = settings.ble_enabled;
+        let button = settings.improv_button.clone();
         let mut driver = Provisioning::new(paths.clone(), backend, settings, 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
@@ -315,6 +316,7 @@ impl Service {
                 super::ble::dir(&paths).join("label-secret"),
                 Arc::clone(&pending),
                 Arc::clone(&visible),
+                button,
             )
         });
         Service {
