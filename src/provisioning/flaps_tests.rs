@@ -22,6 +22,8 @@ const NM_JOIN_MAX: u64 = 10;
 /// NetworkManager's `autoconnect-retries` (4) and the time a profile stays blocked after.
 const NM_RETRIES: u32 = 4;
 const NM_BLOCKED_SECS: u64 = 300;
+/// NetworkManager gives up on DHCP after this (`ipv4.dhcp-timeout`'s default).
+const NM_DHCP_TIMEOUT: u64 = 45;
 
 /// Seeded splitmix64: the same seed, the same campaign.
 #[derive(Debug)]
@@ -53,6 +55,9 @@ struct Net {
     visible: bool,
     internet: bool,
     priority: i32,
+    /// Without internet, the AP's DHCP server may be gone too (its router rebooting): an
+    /// activation then hangs in "getting IP configuration" and fails.
+    dhcp_dead: bool,
     failures: u32,
     blocked_until: u64,
 }
@@ -89,7 +94,7 @@ impl World {
             Dev::Connecting { id, done_at } if self.now >= done_at => {
                 let now = self.now;
                 let n = self.nets.iter_mut().find(|n| n.id == id).expect("known");
-                if n.visible {
+                if n.visible && !n.dhcp_dead {
                     n.failures = 0;
                     self.dev = Dev::Connected(id);
                 } else {
@@ -110,7 +115,13 @@ impl World {
                     .max_by_key(|n| n.priority)
                     .map(|n| n.id.clone());
                 if let Some(id) = pick {
-                    let done_at = now + self.rng.range(2, NM_JOIN_MAX);
+                    let dead = self.net(&id).is_some_and(|n| n.dhcp_dead);
+                    let done_at = now
+                        + if dead {
+                            NM_DHCP_TIMEOUT
+                        } else {
+                            self.rng.range(2, NM_JOIN_MAX)
+                        };
                     self.dev = Dev::Connecting { id, done_at };
                 }
             }
@@ -133,7 +144,7 @@ impl NetworkBackend for FakeNm {
             w.dev = Dev::Ap;
             return Ok(());
         }
-        let visible = w.net(id).is_some_and(|n| n.visible);
+        let visible = w.net(id).is_some_and(|n| n.visible && !n.dhcp_dead);
         if let Some(n) = w.nets.iter_mut().find(|n| n.id == id) {
             n.blocked_until = 0;
             n.failures = 0;
@@ -245,6 +256,7 @@ fn campaign(
                 visible: true,
                 internet: true,
                 priority: n.priority,
+                dhcp_dead: false,
                 failures: 0,
                 blocked_until: 0,
             })
@@ -281,6 +293,7 @@ fn campaign(
                     n.internet = back;
                 }
             }
+            n.dhcp_dead = !n.internet && rng.range(0, 1) == 0;
             let id = n.id.clone();
             if !was && w.usable(&id) {
                 done += 1;
