@@ -620,6 +620,11 @@ impl Driver {
         self.centrals.paths()
     }
 
+    /// `who` is still connected (see `Centrals::alive`).
+    pub(crate) fn alive(&mut self, who: &str, now: u64) {
+        self.centrals.alive(who, now);
+    }
+
     /// `who` disconnected: its session (authorization, nonce, failures, half a frame) goes.
     pub(crate) fn forget(&mut self, who: &str) {
         self.centrals.forget(who);
@@ -817,7 +822,12 @@ fn ble_loop(
             out.extend(d.event(None, now, &dev, &ctx.pending));
             if let Some(g) = &gatt {
                 for who in d.centrals() {
-                    if !who.is_empty() && !g.connected(&who) {
+                    if who.is_empty() {
+                        continue;
+                    }
+                    if g.connected(&who) {
+                        d.alive(&who, now);
+                    } else {
                         d.forget(&who);
                     }
                 }

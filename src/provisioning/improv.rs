@@ -381,6 +381,9 @@ struct Central {
     assembler: Assembler,
     /// When it last wrote.
     seen: u64,
+    /// When the transport last saw it connected: a client waiting for the button press
+    /// neither reads nor writes, and must not be forgotten as idle meanwhile.
+    alive: u64,
 }
 
 /// No room for another central (every tracked one is authorized or was active within
@@ -440,6 +443,7 @@ impl Centrals {
                 session,
                 assembler: Assembler::default(),
                 seen: now,
+                alive: now,
             };
             self.by_path.insert(who.to_string(), c);
         }
@@ -504,7 +508,8 @@ impl Centrals {
         let mut out = Vec::new();
         let gone = &mut self.gone;
         self.by_path.retain(|who, c| {
-            if c.session.state != State::Provisioning && now.saturating_sub(c.seen) >= IDLE_SECS {
+            let last = c.seen.max(c.alive);
+            if c.session.state != State::Provisioning && now.saturating_sub(last) >= IDLE_SECS {
                 gone.push(who.clone());
                 return false;
             }
@@ -512,6 +517,13 @@ impl Centrals {
             true
         });
         out
+    }
+
+    /// The transport saw `who` still connected (`Device1.Connected`): not idle.
+    pub(crate) fn alive(&mut self, who: &str, now: u64) {
+        if let Some(c) = self.by_path.get_mut(who) {
+            c.alive = now;
+        }
     }
 
     /// The central disconnected: its session goes (a later connection starts afresh).
@@ -937,5 +949,28 @@ pub(crate) mod tests {
         c.press(10).unwrap();
         assert_eq!(c.seen("/too-late", 10 + PRESS_SECS).unwrap(), vec![]);
         assert_eq!(c.state_of("/too-late"), State::AuthorizationRequired);
+    }
+
+    /// A client waiting longer than `IDLE_SECS` for the press (connected all along, silent)
+    /// still gets it.
+    #[test]
+    fn a_connected_client_waiting_long_for_the_press_still_gets_it() {
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.seen("/owner", 0).unwrap();
+        for t in 1..=IDLE_SECS * 2 {
+            c.alive("/owner", t);
+            c.tick(t);
+        }
+        assert_eq!(c.paths(), vec!["/owner".to_string()]);
+        let out = c.press(IDLE_SECS * 2).unwrap();
+        assert_eq!(
+            out,
+            vec![("/owner".into(), Output::State(State::Authorized))]
+        );
+        // Without the transport's word it is forgotten as before.
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.seen("/gone", 0).unwrap();
+        c.tick(IDLE_SECS);
+        assert!(c.paths().is_empty());
     }
 }
