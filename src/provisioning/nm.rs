@@ -202,6 +202,26 @@ pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
     (keyfile_name(&id) == name).then_some(id)
 }
 
+/// Why an activation failed, in words for the status, from nmcli's error (NetworkManager's
+/// device state reasons). 802.1X failures cannot be told apart further from here: the
+/// supplicant's own events name the certificate problem.
+pub(crate) fn failure_reason(err: &str) -> &'static str {
+    let e = err.to_ascii_lowercase();
+    if e.contains("secrets were required") || e.contains("no-secrets") {
+        "the network refused the credentials (a wrong pass key, or the 802.1X user name or password)"
+    } else if e.contains("supplicant failed") || e.contains("supplicant-failed") {
+        "802.1X authentication failed (the server's certificate not trusted by ca_cert or domain, or the client certificate refused or expired)"
+    } else if e.contains("supplicant took too long") || e.contains("supplicant-timeout") {
+        "802.1X authentication timed out"
+    } else if e.contains("no network with ssid") || e.contains("not found") {
+        "the network is not in range"
+    } else if e.contains("ip configuration") || e.contains("dhcp") {
+        "no address from the network (DHCP)"
+    } else {
+        "the connection could not be activated"
+    }
+}
+
 /// Deadline of an nmcli that only reads state (devices, connectivity).
 pub(crate) const NMCLI_QUERY: Duration = Duration::from_secs(15);
 /// Deadline of a scan with `--rescan yes`.
@@ -473,5 +493,19 @@ mod tests {
             keyfile_name(&user_id("lab-home")),
             "svc-user-lab-home.nmconnection"
         );
+    }
+
+    #[test]
+    fn activation_failures_are_named() {
+        for (err, want) in [
+            ("Error: Connection activation failed: Secrets were required, but not provided", "user name or password"),
+            ("Error: Connection activation failed: 802.1X supplicant failed", "certificate"),
+            ("Error: Connection activation failed: 802.1X supplicant took too long to authenticate", "timed out"),
+            ("Error: No network with SSID 'corp' found.", "not in range"),
+            ("Error: Connection activation failed: IP configuration could not be reserved", "DHCP"),
+            ("Error: something else", "could not be activated"),
+        ] {
+            assert!(failure_reason(err).contains(want), "{err}");
+        }
     }
 }

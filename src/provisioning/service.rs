@@ -594,14 +594,12 @@ impl Service {
             b.joined(&profile.ssid, joined);
         }
         self.user_network_joined = true;
-        self.set_step(
-            "network",
-            if joined {
-                "online"
-            } else {
-                "could not join; hotspot back"
-            },
-        );
+        let step = match (joined, self.driver.failure(&profile.id)) {
+            (true, _) => "online".to_string(),
+            (false, Some(why)) => format!("could not join: {why}; hotspot back"),
+            (false, None) => "could not join; hotspot back".to_string(),
+        };
+        self.set_step("network", &step);
     }
 }
 
