@@ -218,6 +218,19 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) {
     unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
+/// Waits up to `timeout` for `fd` to become readable; whether it is.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd that lives for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    n > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// Whether the file system holding `path` is mounted read-only (statvfs `ST_RDONLY`). A
 /// path that does not exist yet is judged by its nearest existing ancestor (where it would
 /// be created).

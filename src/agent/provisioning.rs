@@ -41,6 +41,7 @@ impl Runner {
         if fetched_online {
             let mut nm = crate::provisioning::nm::Nmcli::new(
                 paths.device("/etc/NetworkManager/system-connections"),
+                crate::provisioning::eap::dir(paths),
             );
             for p in crate::provisioning::apply_networks(section, true) {
                 match nm.save_wifi(&p) {

@@ -310,8 +310,24 @@ pub struct ProvisioningAttributes {
     pub dpp_enabled: Option<bool>,
     /// Improv Wi-Fi over BLE through BlueZ (default off); independent of the hotspot.
     pub ble_enabled: Option<bool>,
+    /// The key that authorizes an Improv connection (#45; the manufacturer's defaults file
+    /// names it): an input device and a key code.
+    pub improv_button: Option<ImprovButton>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// An input device's key (`/dev/input/eventN`, Linux key codes as in
+/// `linux/input-event-codes.h`). `device` is a path under `/dev/input/` (a `by-path` or
+/// `by-id` link is stable across boots), or `name` the device's name (as in
+/// `/sys/class/input/eventN/device/name`, e.g. `gpio-keys`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImprovButton {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub key: u16,
 }
 
 /// A Wi-Fi network entry. `psk` is a secret: never printed by `Debug`.
@@ -328,8 +344,78 @@ pub struct Network {
     /// the spec's network entry; default false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub hidden: bool,
+    /// WPA2/WPA3-Enterprise (802.1X) in place of `psk`: an extension of the spec's entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eap: Option<Eap>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// The 802.1X method of an enterprise network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EapMethod {
+    /// EAP-TLS: a client certificate and key.
+    Tls,
+    /// PEAP with an inner method (MSCHAPv2 by default): identity and password.
+    Peap,
+    /// EAP-TTLS with an inner method (MSCHAPv2 by default): identity and password.
+    Ttls,
+}
+
+impl EapMethod {
+    /// NetworkManager's name (`802-1x.eap`).
+    pub(crate) fn nm_name(self) -> &'static str {
+        match self {
+            EapMethod::Tls => "tls",
+            EapMethod::Peap => "peap",
+            EapMethod::Ttls => "ttls",
+        }
+    }
+}
+
+/// 802.1X settings (docs/config.md, "Enterprise Wi-Fi"). `password`, `private_key` and
+/// `private_key_password` are secrets: never printed by `Debug`. Certificates and the key
+/// are PEM text; the agent writes them to files of its own (0600) for NetworkManager.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct Eap {
+    pub method: EapMethod,
+    pub identity: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymous_identity: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// The inner method of PEAP and TTLS (`mschapv2` when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
+    /// The server certificate's name must end in this domain (checked against the CA
+    /// certificate, or the system's CAs without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private_key_password: Option<String>,
+}
+
+impl fmt::Debug for Eap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = |v: &Option<String>| v.as_ref().map(|_| "***");
+        f.debug_struct("Eap")
+            .field("method", &self.method)
+            .field("identity", &self.identity)
+            .field("password", &secret(&self.password))
+            .field("phase2", &self.phase2)
+            .field("ca_cert", &self.ca_cert.is_some())
+            .field("domain", &self.domain)
+            .field("client_cert", &self.client_cert.is_some())
+            .field("private_key", &secret(&self.private_key))
+            .finish()
+    }
 }
 
 impl fmt::Debug for Network {
@@ -340,6 +426,7 @@ impl fmt::Debug for Network {
             .field("psk", &self.psk.as_ref().map(|_| "***"))
             .field("priority", &self.priority)
             .field("hidden", &self.hidden)
+            .field("eap", &self.eap)
             .finish()
     }
 }
@@ -450,6 +537,7 @@ mod tests {
             psk: Some("supersecret".into()),
             priority: 0,
             hidden: false,
+            eap: None,
             extra: Map::new(),
         };
         assert!(!format!("{n:?}").contains("supersecret"));

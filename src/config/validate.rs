@@ -1418,6 +1418,9 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
         at.hotspot_enabled = a.boolean("hotspot_enabled", r);
         at.dpp_enabled = a.boolean("dpp_enabled", r);
         at.ble_enabled = a.boolean("ble_enabled", r);
+        at.improv_button = a
+            .object("improv_button", r)
+            .and_then(|b| improv_button(&b, r));
         at.extra = a.extra(
             &[
                 "hotspot_password",
@@ -1433,6 +1436,7 @@ fn provisioning(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> Provisi
                 "hotspot_enabled",
                 "dpp_enabled",
                 "ble_enabled",
+                "improv_button",
             ],
             r,
         );
@@ -1525,14 +1529,205 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
         },
     };
     let hidden = o.boolean("hidden", r).unwrap_or(false);
-    let extra = o.extra(&["type", "ssid", "psk", "priority", "hidden"], r);
+    let eap = o.object("eap", r).and_then(|e| eap(&e, r));
+    if eap.is_some() && psk.is_some() {
+        r.error(
+            &o.at("psk"),
+            "a network with eap (802.1X) takes no psk: give one or the other",
+        );
+    }
+    let extra = o.extra(&["type", "ssid", "psk", "priority", "hidden", "eap"], r);
     Some(Network {
         net_type,
         ssid: ssid?,
         psk,
         priority,
         hidden,
+        eap,
         extra,
+    })
+}
+
+/// A network's 802.1X settings (docs/config.md, "Enterprise Wi-Fi"): each problem at its
+/// own pointer; `None` when the method itself is unusable.
+fn eap(o: &Obj<'_>, r: &mut Report) -> Option<Eap> {
+    use crate::provisioning::eap as e;
+    let method = o
+        .string("method", true, r)
+        .and_then(|m| match e::parse_method(&m) {
+            Ok(m) => Some(m),
+            Err(msg) => {
+                r.error(&o.at("method"), msg);
+                None
+            }
+        });
+    let text = |key: &str, required: bool, secret: bool, r: &mut Report| {
+        let v = o.string(key, required, r)?;
+        if secret {
+            r.secrets.push(v.clone());
+        }
+        Some(v)
+    };
+    let identity = text("identity", true, false, r);
+    let anonymous_identity = text("anonymous_identity", false, false, r);
+    for (key, v) in [
+        ("identity", &identity),
+        ("anonymous_identity", &anonymous_identity),
+    ] {
+        if let Some(Err(msg)) = v.as_deref().map(e::check_identity) {
+            r.error(&o.at(key), msg);
+        }
+    }
+    let password = text("password", false, true, r);
+    let private_key_password = text("private_key_password", false, true, r);
+    for (key, v) in [
+        ("password", &password),
+        ("private_key_password", &private_key_password),
+    ] {
+        if let Some(Err(msg)) = v.as_deref().map(e::check_password) {
+            r.error(&o.at(key), msg);
+        }
+    }
+    let phase2 = text("phase2", false, false, r);
+    let domain = text("domain", false, false, r);
+    if let Some(Err(msg)) = domain.as_deref().map(e::check_domain) {
+        r.error(&o.at("domain"), msg);
+    }
+    let ca_cert = text("ca_cert", false, false, r);
+    let client_cert = text("client_cert", false, false, r);
+    let private_key = text("private_key", false, true, r);
+    for (key, v, is_key) in [
+        ("ca_cert", &ca_cert, false),
+        ("client_cert", &client_cert, false),
+        ("private_key", &private_key, true),
+    ] {
+        if let Some(Err(msg)) = v.as_deref().map(|t| e::check_pem(t, is_key)) {
+            r.error(&o.at(key), msg);
+        }
+    }
+    // Without a server check any access point could collect the password (or the
+    // identity): one of the two is required.
+    if ca_cert.is_none() && domain.is_none() {
+        r.error(
+            &o.path,
+            "the server must be checked: give ca_cert, domain or both",
+        );
+    }
+    o.extra(
+        &[
+            "method",
+            "identity",
+            "anonymous_identity",
+            "password",
+            "phase2",
+            "ca_cert",
+            "domain",
+            "client_cert",
+            "private_key",
+            "private_key_password",
+        ],
+        r,
+    );
+    let method = method?;
+    let need = |key: &str, v: &Option<String>, r: &mut Report| {
+        if v.is_none() {
+            r.error(
+                &o.at(key),
+                format!("required with method {:?}", method.nm_name()),
+            );
+        }
+    };
+    let refuse = |key: &str, v: &Option<String>, r: &mut Report| {
+        if v.is_some() {
+            r.error(
+                &o.at(key),
+                format!("not used with method {:?}", method.nm_name()),
+            );
+        }
+    };
+    match method {
+        EapMethod::Tls => {
+            need("client_cert", &client_cert, r);
+            need("private_key", &private_key, r);
+            refuse("password", &password, r);
+            refuse("phase2", &phase2, r);
+        }
+        EapMethod::Peap | EapMethod::Ttls => {
+            need("password", &password, r);
+            refuse("client_cert", &client_cert, r);
+            refuse("private_key", &private_key, r);
+            refuse("private_key_password", &private_key_password, r);
+            if let Some(p) = &phase2 {
+                let allowed = e::phase2_allowed(method);
+                if !allowed.contains(&p.as_str()) {
+                    r.error(
+                        &o.at("phase2"),
+                        format!(
+                            "phase2 {p:?} is not offered with {:?}: expected one of {}",
+                            method.nm_name(),
+                            allowed.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    Some(Eap {
+        method,
+        identity: identity?,
+        anonymous_identity,
+        password,
+        phase2,
+        ca_cert,
+        domain,
+        client_cert,
+        private_key,
+        private_key_password,
+    })
+}
+
+/// The Improv button (`attributes.improv_button`): exactly one of `device` (a path under
+/// `/dev/input/`) and `name`, and `key` (a Linux key code or its `KEY_`/`BTN_` name).
+fn improv_button(o: &Obj<'_>, r: &mut Report) -> Option<ImprovButton> {
+    let device = o.string("device", false, r);
+    let name = o.string("name", false, r);
+    if let Some(d) = &device {
+        if !d.starts_with("/dev/input/") || d.contains("/../") || d.ends_with("/..") {
+            r.error(&o.at("device"), "must be a path under /dev/input/");
+        }
+    }
+    if let Some(n) = &name {
+        if n.is_empty() || n.len() > 255 || n.chars().any(char::is_control) {
+            r.error(
+                &o.at("name"),
+                "must be 1 to 255 bytes without control characters",
+            );
+        }
+    }
+    if device.is_some() == name.is_some() {
+        r.error(&o.path, "give exactly one of device and name");
+    }
+    let key = match o.get("key") {
+        None => {
+            r.error(
+                &o.at("key"),
+                "required field is missing (a key code or name)",
+            );
+            None
+        }
+        Some(v) => match crate::provisioning::button::key_code(v) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                r.error(&o.at("key"), e);
+                None
+            }
+        },
+    };
+    o.extra(&["device", "name", "key"], r);
+    Some(ImprovButton {
+        device,
+        name,
+        key: key?,
     })
 }
 

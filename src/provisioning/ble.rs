@@ -62,6 +62,11 @@ pub(crate) enum Event {
     Write { from: String, bytes: Vec<u8> },
     /// The service tried `ssid` (from whichever source): `online` or not.
     Joined { ssid: String, online: bool },
+    /// The central at `from` read a characteristic (a standard client waiting for the
+    /// button reads the state): it gets a session, so that a press finds it.
+    Seen { from: String },
+    /// The Improv button was pressed (`button.rs`).
+    Pressed,
 }
 
 /// The directory of the label secret: `/opt/svc/improv/`.
@@ -167,6 +172,8 @@ struct Chr {
     notifying: bool,
     /// RPC Command only: where writes go.
     tx: Option<SyncSender<Event>>,
+    /// Where reads are reported (`Event::Seen`).
+    seen: SyncSender<Event>,
     /// State, Error, RPC Result: the per-central values and this one's index in them.
     reads: Option<(Reads, usize)>,
 }
@@ -179,6 +186,10 @@ impl Chr {
             .and_then(|v| u16::try_from(v).ok())
             .map_or(0, usize::from);
         let who = device_of(&options);
+        if !who.is_empty() {
+            // A full queue drops the report: the next read makes it.
+            let _ = self.seen.try_send(Event::Seen { from: who.clone() });
+        }
         let own = self.reads.as_ref().and_then(|(r, i)| {
             let r = r.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             r.get(&who).map(|v| v[*i].clone())
@@ -333,6 +344,7 @@ impl Gatt {
                 value,
                 notifying: false,
                 tx: (uuid == improv::CHAR_RPC_COMMAND).then(|| tx.clone()),
+                seen: tx.clone(),
                 reads: PER_CENTRAL
                     .iter()
                     .position(|u| *u == uuid)
@@ -500,6 +512,8 @@ pub(crate) struct BleThread {
     stop: Arc<AtomicBool>,
     tx: SyncSender<Event>,
     handle: Option<std::thread::JoinHandle<()>>,
+    /// The Improv button's reader (ends before the BLE thread does).
+    _button: Option<super::button::ButtonThread>,
 }
 
 impl BleThread {
@@ -507,6 +521,7 @@ impl BleThread {
         secret_path: PathBuf,
         pending: Arc<Mutex<Option<NetworkInput>>>,
         visible: Arc<Mutex<Vec<Visible>>>,
+        button: Option<crate::config::model::ImprovButton>,
     ) -> BleThread {
         let want = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
@@ -524,11 +539,21 @@ impl BleThread {
             })
             .map_err(|e| crate::error!("provisioning", "BLE: no thread: {e}"))
             .ok();
+        let _button = button.and_then(|b| {
+            let t = tx.clone();
+            super::button::ButtonThread::spawn(
+                b,
+                Box::new(move || {
+                    let _ = t.try_send(Event::Pressed);
+                }),
+            )
+        });
         BleThread {
             want,
             stop,
             tx,
             handle,
+            _button,
         }
     }
 
@@ -620,6 +645,11 @@ impl Driver {
         self.centrals.paths()
     }
 
+    /// `who` is still connected (see `Centrals::alive`).
+    pub(crate) fn alive(&mut self, who: &str, now: u64) {
+        self.centrals.alive(who, now);
+    }
+
     /// `who` disconnected: its session (authorization, nonce, failures, half a frame) goes.
     pub(crate) fn forget(&mut self, who: &str) {
         self.centrals.forget(who);
@@ -670,6 +700,31 @@ impl Driver {
                 let out = self.centrals.joined(&who, online, now, "");
                 out.into_iter().map(|o| (who.clone(), o)).collect()
             }
+            Some(Event::Seen { from }) => match self.centrals.seen(&from, now) {
+                Ok(out) => out.into_iter().map(|o| (from.clone(), o)).collect(),
+                Err(Busy) => Vec::new(),
+            },
+            Some(Event::Pressed) => match self.centrals.press(now) {
+                Ok(out) if out.is_empty() => {
+                    crate::info!(
+                        "provisioning",
+                        "BLE: button pressed; the next connection within {} s is authorized",
+                        improv::PRESS_SECS
+                    );
+                    out
+                }
+                Ok(out) => {
+                    crate::info!("provisioning", "BLE: button pressed: connection authorized");
+                    out
+                }
+                Err(n) => {
+                    crate::warn!(
+                        "provisioning",
+                        "BLE: button pressed with {n} connections waiting: none authorized (disconnect the others)"
+                    );
+                    Vec::new()
+                }
+            },
             None => self.centrals.tick(now),
         };
         let mut rest = Vec::new();
@@ -793,7 +848,12 @@ fn ble_loop(
             out.extend(d.event(None, now, &dev, &ctx.pending));
             if let Some(g) = &gatt {
                 for who in d.centrals() {
-                    if !who.is_empty() && !g.connected(&who) {
+                    if who.is_empty() {
+                        continue;
+                    }
+                    if g.connected(&who) {
+                        d.alive(&who, now);
+                    } else {
                         d.forget(&who);
                     }
                 }
@@ -1003,6 +1063,7 @@ mod tests {
         let portal = NetworkInput {
             ssid: "portal".into(),
             psk: "password-2".into(),
+            eap: None,
         };
         *pending.lock().unwrap() = Some(portal.clone());
         let out = write(&mut d, &wifi(b"home", b"password-1"), &pending);

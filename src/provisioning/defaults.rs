@@ -17,6 +17,9 @@ pub(crate) struct Settings {
     pub hotspot_enabled: bool,
     pub dpp_enabled: bool,
     pub ble_enabled: bool,
+    /// The key that authorizes an Improv connection (`button.rs`); none: the label secret
+    /// only.
+    pub improv_button: Option<crate::config::model::ImprovButton>,
 }
 
 impl Default for Settings {
@@ -35,6 +38,7 @@ impl Default for Settings {
             hotspot_enabled: true,
             dpp_enabled: false,
             ble_enabled: false,
+            improv_button: None,
         }
     }
 }
@@ -79,6 +83,9 @@ pub(crate) fn overlay(mut base: Settings, layer: &ProvisioningAttributes) -> Set
     }
     if let Some(v) = layer.ble_enabled {
         base.ble_enabled = v;
+    }
+    if let Some(v) = &layer.improv_button {
+        base.improv_button = Some(v.clone());
     }
     base
 }

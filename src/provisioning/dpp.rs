@@ -251,7 +251,11 @@ impl Received {
             NetworkRefused::Malformed("the SSID offered is not UTF-8: not supported".into())
         })?;
         super::portal::check_network(&ssid, &psk, false)?;
-        Ok(NetworkInput { ssid, psk })
+        Ok(NetworkInput {
+            ssid,
+            psk,
+            eap: None,
+        })
     }
 }
 
@@ -513,7 +517,8 @@ pub(crate) mod tests {
             got,
             vec![Ok(NetworkInput {
                 ssid: "upstream ap".into(),
-                psk: "lab password 1".into()
+                psk: "lab password 1".into(),
+                eap: None,
             })]
         );
         let psk = "ab".repeat(32);

@@ -29,6 +29,8 @@ pub(crate) struct Provisioning<B: NetworkBackend> {
     held_since: Option<u64>,
     /// When NetworkManager was last seen activating a connection in this offline period.
     nm_seen_connecting: Option<u64>,
+    /// The last failed activation: the profile and NetworkManager's words.
+    last_failure: Option<(String, String)>,
 }
 
 /// How long a due hotspot waits, per offline period, for a connection NetworkManager is
@@ -68,6 +70,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             failed_net: None,
             held_since: None,
             nm_seen_connecting: None,
+            last_failure: None,
         }
         .with_known_from_settings()
     }
@@ -227,6 +230,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         for id in order {
             match self.backend.up(&id) {
                 Ok(()) => {
+                    self.last_failure.take_if(|(f, _)| *f == id);
                     if (self.probe)(&self.settings) {
                         crate::info!("provisioning", "state: online through {id:?}");
                         return true;
@@ -236,7 +240,10 @@ impl<B: NetworkBackend> Provisioning<B> {
                         "{id:?} is up but has no internet; trying the next"
                     );
                 }
-                Err(e) => crate::info!("provisioning", "{id:?} not available: {e}"),
+                Err(e) => {
+                    crate::info!("provisioning", "{id:?} not available: {e}");
+                    self.last_failure = Some((id.clone(), e.to_string()));
+                }
             }
         }
         (self.probe)(&self.settings)
@@ -260,6 +267,7 @@ impl<B: NetworkBackend> Provisioning<B> {
                     priority: 0,
                     hotspot: true,
                     hidden: false,
+                    eap: None,
                     ifname: None,
                 };
                 self.backend
@@ -375,6 +383,15 @@ impl<B: NetworkBackend> Provisioning<B> {
         if let Err(e) = self.backend.delete(id) {
             crate::warn!("provisioning", "removing network {id:?}: {e}");
         }
+    }
+
+    /// Why the profile `id` last failed to come up, in words for the status (`None`: it
+    /// came up, without internet, or was never tried).
+    pub(crate) fn failure(&self, id: &str) -> Option<&'static str> {
+        self.last_failure
+            .as_ref()
+            .filter(|(f, _)| f == id)
+            .map(|(_, e)| super::nm::failure_reason(e))
     }
 
     pub(crate) fn status(&self) -> &State {
@@ -525,6 +542,7 @@ mod tests {
             priority: 999,
             hotspot: false,
             hidden: false,
+            eap: None,
             ifname: None,
         };
         assert!(p.join(&profile, 10), "{:?}", log.0.borrow());
@@ -546,6 +564,7 @@ mod tests {
             priority: 999,
             hotspot: false,
             hidden: false,
+            eap: None,
             ifname: None,
         };
         for i in 0..MAX_USER_NETWORKS {
@@ -613,6 +632,7 @@ mod tests {
             psk: Some("password1".into()),
             priority,
             hidden: false,
+            eap: None,
             extra: Default::default(),
         };
         let settings = Settings {
@@ -649,6 +669,51 @@ mod tests {
         );
         p.tick(2);
         assert_eq!(p.status().mode, Mode::Online);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// #45: a join that fails says why in the status (an 802.1X password refused), in
+    /// NetworkManager's terms mapped to words; no secret in them.
+    #[test]
+    fn a_failed_join_names_its_reason() {
+        struct Refusing;
+        impl NetworkBackend for Refusing {
+            fn save_wifi(&mut self, _p: &WifiProfile) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn up(&mut self, id: &str) -> Result<(), NmError> {
+                Err(NmError::Nmcli {
+                    args: format!("-w 60 connection up id {id}"),
+                    stderr: "Error: Connection activation failed: Secrets were required, but not provided".into(),
+                })
+            }
+            fn down(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn delete(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn disable(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+        }
+        let (dir, settings, _) = fixture("svc-prov-why");
+        let mut p = Provisioning::new(Paths::new(&dir), Refusing, settings, 0)
+            .with_probe(Box::new(|_| false));
+        let profile = WifiProfile {
+            id: "user-corp".into(),
+            ssid: "corp".into(),
+            psk: String::new(),
+            priority: 999,
+            hotspot: false,
+            hidden: false,
+            ifname: None,
+            eap: None,
+        };
+        assert!(!p.join(&profile, 10));
+        let why = p.failure("user-corp").expect("a reason");
+        assert!(why.contains("user name or password"), "{why}");
+        assert_eq!(p.failure("user-other"), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -22,6 +22,13 @@
 //! stranger, so any shared lock is one a stranger can trip. Guessing across reconnects is
 //! bounded by the secret instead (128 random bits, 16 printable characters at least) and by
 //! the number of centrals tracked at once (`MAX_CENTRALS`).
+//!
+//! Authorization by a button (#45; Improv's own answer, so that standard clients such as Home
+//! Assistant's can finish): a press of the key the manufacturer names (`button.rs`)
+//! authorizes one connection, never the device: the one central waiting when it is pressed,
+//! or, with none waiting, the first to show up within `PRESS_SECS`. With several waiting, a
+//! press authorizes none (a stranger in range must not share the owner's press). The
+//! authorization then lapses as a label-secret one does.
 
 use super::portal::{NetworkInput, NetworkRefused};
 use sha2::{Digest, Sha256};
@@ -53,6 +60,8 @@ const EVICT_QUIET_SECS: u64 = 10;
 /// A central that wrote nothing for this long is forgotten (also when its disconnection
 /// went unnoticed); longer than an authorization lives.
 pub(crate) const IDLE_SECS: u64 = AUTHORIZED_SECS + 30;
+/// A press with no central waiting goes to the first central that shows up within this.
+pub(crate) const PRESS_SECS: u64 = 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -150,7 +159,11 @@ pub(crate) fn parse_wifi_settings(data: &[u8]) -> Result<NetworkInput, NetworkRe
     let ssid = String::from_utf8(ssid).map_err(|_| malformed("the SSID is not UTF-8"))?;
     let psk = String::from_utf8(psk).map_err(|_| malformed("the pass key is not UTF-8"))?;
     super::portal::check_network(&ssid, &psk, false)?;
-    Ok(NetworkInput { ssid, psk })
+    Ok(NetworkInput {
+        ssid,
+        psk,
+        eap: None,
+    })
 }
 
 pub(crate) fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
@@ -324,6 +337,16 @@ impl Session {
         self.authorized_at = now;
     }
 
+    /// The button was pressed for this connection: authorized (for `AUTHORIZED_SECS`).
+    fn press(&mut self, now: u64) -> Vec<Output> {
+        if self.state != State::AuthorizationRequired {
+            return Vec::new();
+        }
+        self.state = State::Authorized;
+        self.authorized_at = now;
+        vec![Output::State(self.state)]
+    }
+
     /// The network from `Output::Join` was tried. Online: provisioned, and the result
     /// carries `redirect` (may be empty). Not: back to authorized, "unable to connect".
     pub(crate) fn joined(&mut self, online: bool, now: u64, redirect: &str) -> Vec<Output> {
@@ -358,6 +381,9 @@ struct Central {
     assembler: Assembler,
     /// When it last wrote.
     seen: u64,
+    /// When the transport last saw it connected: a client waiting for the button press
+    /// neither reads nor writes, and must not be forgotten as idle meanwhile.
+    alive: u64,
 }
 
 /// No room for another central (every tracked one is authorized or was active within
@@ -374,6 +400,8 @@ pub(crate) struct Centrals {
     /// Centrals forgotten (pushed out, idle, disconnected) since `take_gone`: the transport
     /// drops what it keeps for them.
     gone: Vec<String>,
+    /// A button press no central has claimed yet (see the module comment).
+    press: Option<u64>,
 }
 
 impl Centrals {
@@ -382,18 +410,14 @@ impl Centrals {
             secret: secret.to_vec(),
             by_path: std::collections::HashMap::new(),
             gone: Vec::new(),
+            press: None,
         }
     }
 
-    /// One GATT write from central `who`: its outputs, for that central only.
-    pub(crate) fn write(
-        &mut self,
-        who: &str,
-        bytes: &[u8],
-        now: u64,
-        dev: &dyn Fn() -> Device,
-        nonce: [u8; 16],
-    ) -> Result<Vec<Output>, Busy> {
+    /// `who`'s place, made when it has none (pushing out a quiet unauthorized central when
+    /// all places are taken); an unclaimed press goes to a newcomer.
+    fn enter(&mut self, who: &str, now: u64) -> Result<(&mut Central, Vec<Output>), Busy> {
+        let mut out = Vec::new();
         if !self.by_path.contains_key(who) {
             if self.by_path.len() >= MAX_CENTRALS {
                 let victim = self
@@ -409,22 +433,73 @@ impl Centrals {
                 self.by_path.remove(&victim);
                 self.gone.push(victim);
             }
+            let mut session = Session::new(&self.secret);
+            if let Some(t) = self.press.take() {
+                if now.saturating_sub(t) < PRESS_SECS {
+                    out = session.press(now);
+                }
+            }
             let c = Central {
-                session: Session::new(&self.secret),
+                session,
                 assembler: Assembler::default(),
                 seen: now,
+                alive: now,
             };
             self.by_path.insert(who.to_string(), c);
         }
-        let Some(c) = self.by_path.get_mut(who) else {
-            return Err(Busy);
-        };
+        let c = self.by_path.get_mut(who).ok_or(Busy)?;
         c.seen = now;
-        Ok(match c.assembler.push(bytes) {
+        Ok((c, out))
+    }
+
+    /// The central `who` read a characteristic (a standard client reads the state and
+    /// waits for the press): it has a place, so that a press can find it.
+    pub(crate) fn seen(&mut self, who: &str, now: u64) -> Result<Vec<Output>, Busy> {
+        self.enter(who, now).map(|(_, out)| out)
+    }
+
+    /// The button was pressed: the one waiting central is authorized (its outputs), or
+    /// with none waiting the press waits `PRESS_SECS` for one; with several, none is.
+    pub(crate) fn press(&mut self, now: u64) -> Result<Vec<(String, Output)>, usize> {
+        let waiting: Vec<String> = self
+            .by_path
+            .iter()
+            .filter(|(_, c)| c.session.state == State::AuthorizationRequired)
+            .map(|(p, _)| p.clone())
+            .collect();
+        match waiting.as_slice() {
+            [] => {
+                self.press = Some(now);
+                Ok(Vec::new())
+            }
+            [who] => {
+                let out = self
+                    .by_path
+                    .get_mut(who)
+                    .map(|c| c.session.press(now))
+                    .unwrap_or_default();
+                Ok(out.into_iter().map(|o| (who.clone(), o)).collect())
+            }
+            several => Err(several.len()),
+        }
+    }
+
+    /// One GATT write from central `who`: its outputs, for that central only.
+    pub(crate) fn write(
+        &mut self,
+        who: &str,
+        bytes: &[u8],
+        now: u64,
+        dev: &dyn Fn() -> Device,
+        nonce: [u8; 16],
+    ) -> Result<Vec<Output>, Busy> {
+        let (c, mut out) = self.enter(who, now)?;
+        out.extend(match c.assembler.push(bytes) {
             Some(Ok(frame)) => c.session.handle(&frame, now, &dev(), nonce),
             Some(Err(e)) => vec![Output::Error(e)],
             None => Vec::new(),
-        })
+        });
+        Ok(out)
     }
 
     /// Time passes: unused authorizations lapse (outputs per central), and centrals idle
@@ -433,7 +508,8 @@ impl Centrals {
         let mut out = Vec::new();
         let gone = &mut self.gone;
         self.by_path.retain(|who, c| {
-            if c.session.state != State::Provisioning && now.saturating_sub(c.seen) >= IDLE_SECS {
+            let last = c.seen.max(c.alive);
+            if c.session.state != State::Provisioning && now.saturating_sub(last) >= IDLE_SECS {
                 gone.push(who.clone());
                 return false;
             }
@@ -441,6 +517,13 @@ impl Centrals {
             true
         });
         out
+    }
+
+    /// The transport saw `who` still connected (`Device1.Connected`): not idle.
+    pub(crate) fn alive(&mut self, who: &str, now: u64) {
+        if let Some(c) = self.by_path.get_mut(who) {
+            c.alive = now;
+        }
     }
 
     /// The central disconnected: its session goes (a later connection starts afresh).
@@ -665,6 +748,7 @@ pub(crate) mod tests {
         let want = NetworkInput {
             ssid: "home \"$(reboot)\"".into(),
             psk: "p'ss; rm -rf /".into(),
+            eap: None,
         };
         assert_eq!(out.last(), Some(&Output::Join(want)), "kept literally");
         assert_eq!(s.state(), State::Provisioning);
@@ -807,5 +891,86 @@ pub(crate) mod tests {
         c.tick(1000);
         assert!(c.paths().is_empty(), "{:?}", c.paths());
         assert!(c.take_gone().contains(&"/owner".to_string()));
+    }
+
+    /// #45: a button press authorizes one connection: the one waiting; a second central
+    /// never rides it; the states go authorization required -> authorized -> provisioning
+    /// -> provisioned; the authorization lapses unused.
+    #[test]
+    fn a_press_authorizes_the_one_waiting_central_only() {
+        let mut c = Centrals::new(b"label-secret-0123");
+        assert_eq!(c.seen("/owner", 1).unwrap(), vec![]);
+        let out = c.press(2).unwrap();
+        assert_eq!(
+            out,
+            vec![("/owner".into(), Output::State(State::Authorized))]
+        );
+        assert_eq!(c.state_of("/owner"), State::Authorized);
+        // A stranger arriving after the press gets nothing from it.
+        c.seen("/stranger", 3).unwrap();
+        assert_eq!(c.state_of("/stranger"), State::AuthorizationRequired);
+        let out = c
+            .write("/stranger", &wifi(b"evil", b"password-9"), 4, &dev, [1; 16])
+            .unwrap();
+        assert_eq!(out, vec![Output::Error(ErrorCode::NotAuthorized)]);
+        let out = c
+            .write("/owner", &wifi(b"home", b"password-1"), 5, &dev, [1; 16])
+            .unwrap();
+        assert!(out.contains(&Output::State(State::Provisioning)), "{out:?}");
+        assert!(out
+            .iter()
+            .any(|o| matches!(o, Output::Join(n) if n.ssid == "home")));
+        let out = c.joined("/owner", true, 6, "");
+        assert_eq!(out[0], Output::State(State::Provisioned));
+    }
+
+    #[test]
+    fn a_press_with_several_waiting_authorizes_none_and_an_early_press_waits_bounded() {
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.seen("/a", 1).unwrap();
+        c.seen("/b", 1).unwrap();
+        assert_eq!(c.press(2), Err(2));
+        assert_eq!(c.state_of("/a"), State::AuthorizationRequired);
+        assert_eq!(c.state_of("/b"), State::AuthorizationRequired);
+
+        // Nobody waiting: the first central within PRESS_SECS takes the press, once.
+        let mut c = Centrals::new(b"label-secret-0123");
+        assert_eq!(c.press(10).unwrap(), vec![]);
+        let out = c.seen("/late", 10 + PRESS_SECS - 1).unwrap();
+        assert_eq!(out, vec![Output::State(State::Authorized)]);
+        c.seen("/later", 10 + PRESS_SECS - 1).unwrap();
+        assert_eq!(c.state_of("/later"), State::AuthorizationRequired);
+        // Unused, the authorization lapses.
+        let lapsed = c.tick(10 + PRESS_SECS - 1 + AUTHORIZED_SECS);
+        assert!(lapsed.contains(&("/late".into(), Output::State(State::AuthorizationRequired))));
+
+        // A press older than PRESS_SECS goes to nobody.
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.press(10).unwrap();
+        assert_eq!(c.seen("/too-late", 10 + PRESS_SECS).unwrap(), vec![]);
+        assert_eq!(c.state_of("/too-late"), State::AuthorizationRequired);
+    }
+
+    /// A client waiting longer than `IDLE_SECS` for the press (connected all along, silent)
+    /// still gets it.
+    #[test]
+    fn a_connected_client_waiting_long_for_the_press_still_gets_it() {
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.seen("/owner", 0).unwrap();
+        for t in 1..=IDLE_SECS * 2 {
+            c.alive("/owner", t);
+            c.tick(t);
+        }
+        assert_eq!(c.paths(), vec!["/owner".to_string()]);
+        let out = c.press(IDLE_SECS * 2).unwrap();
+        assert_eq!(
+            out,
+            vec![("/owner".into(), Output::State(State::Authorized))]
+        );
+        // Without the transport's word it is forgotten as before.
+        let mut c = Centrals::new(b"label-secret-0123");
+        c.seen("/gone", 0).unwrap();
+        c.tick(IDLE_SECS);
+        assert!(c.paths().is_empty());
     }
 }

@@ -5,6 +5,7 @@
 pub(crate) mod ble;
 #[cfg(test)]
 mod ble_dbus_tests;
+pub(crate) mod button;
 pub(crate) mod check;
 pub(crate) mod conflicts;
 pub(crate) mod defaults;
@@ -12,6 +13,9 @@ pub(crate) mod dns;
 pub(crate) mod dpp;
 mod dpp_thread;
 pub(crate) mod driver;
+pub(crate) mod eap;
+#[cfg(test)]
+mod flaps_tests;
 pub mod improv;
 pub mod manufacturer;
 mod netfacts;
@@ -59,6 +63,7 @@ pub(crate) fn client_profile(n: &crate::config::model::Network) -> WifiProfile {
         priority: n.priority,
         hotspot: false,
         hidden: n.hidden,
+        eap: n.eap.clone(),
         ifname: None,
     }
 }
@@ -75,6 +80,7 @@ mod tests {
             psk: Some("password1".into()),
             priority: prio,
             hidden: false,
+            eap: None,
             extra: Default::default(),
         }
     }

@@ -80,6 +80,8 @@ pub(crate) struct WifiProfile {
     /// probes for it by name (`hidden=true`), or it never sees it to join or rejoin.
     pub hidden: bool,
     pub ifname: Option<String>,
+    /// 802.1X settings of an enterprise network (`psk` is then empty).
+    pub eap: Option<crate::config::model::Eap>,
 }
 
 impl fmt::Debug for WifiProfile {
@@ -109,8 +111,8 @@ fn esc(s: &str) -> String {
 }
 
 /// Render the keyfile. The SSID is written as a byte list so quotes, `;` and any byte are
-/// stored literally.
-pub(crate) fn keyfile(p: &WifiProfile) -> String {
+/// stored literally. `files`: where an enterprise network's certificates were written.
+pub(crate) fn keyfile(p: &WifiProfile, files: &super::eap::Files) -> String {
     let ssid: String = p.ssid.bytes().map(|b| format!("{b};")).collect();
     let mut k = format!(
         "[connection]\nid={}\ntype=wifi\nautoconnect={}\nautoconnect-priority={}\n",
@@ -130,10 +132,16 @@ pub(crate) fn keyfile(p: &WifiProfile) -> String {
     } else {
         ""
     };
+    let security = match &p.eap {
+        Some(eap) if !p.hotspot => super::eap::keyfile_sections(eap, files, esc),
+        _ => format!(
+            "\n[wifi-security]\nkey-mgmt=wpa-psk\nproto=rsn\npairwise=ccmp\ngroup=ccmp\npsk={}\n",
+            esc(&p.psk)
+        ),
+    };
     k.push_str(&format!(
-        "\n[wifi]\nmode={}\n{radio}ssid={ssid}\n\n[wifi-security]\nkey-mgmt=wpa-psk\nproto=rsn\npairwise=ccmp\ngroup=ccmp\npsk={}\n\n[ipv4]\nmethod={}\n",
+        "\n[wifi]\nmode={}\n{radio}ssid={ssid}\n{security}\n[ipv4]\nmethod={}\n",
         if p.hotspot { "ap" } else { "infrastructure" },
-        esc(&p.psk),
         if p.hotspot { "shared" } else { "auto" }
     ));
     if p.hotspot {
@@ -193,6 +201,26 @@ pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
     (keyfile_name(&id) == name).then_some(id)
 }
 
+/// Why an activation failed, in words for the status, from nmcli's error (NetworkManager's
+/// device state reasons). 802.1X failures cannot be told apart further from here: the
+/// supplicant's own events name the certificate problem.
+pub(crate) fn failure_reason(err: &str) -> &'static str {
+    let e = err.to_ascii_lowercase();
+    if e.contains("secrets were required") || e.contains("no-secrets") {
+        "the network refused the credentials (a wrong pass key, or the 802.1X user name or password)"
+    } else if e.contains("supplicant failed") || e.contains("supplicant-failed") {
+        "802.1X authentication failed (the server's certificate not trusted by ca_cert or domain, or the client certificate refused or expired)"
+    } else if e.contains("supplicant took too long") || e.contains("supplicant-timeout") {
+        "802.1X authentication timed out"
+    } else if e.contains("no network with ssid") || e.contains("not found") {
+        "the network is not in range"
+    } else if e.contains("ip configuration") || e.contains("dhcp") {
+        "no address from the network (DHCP)"
+    } else {
+        "the connection could not be activated"
+    }
+}
+
 /// Deadline of an nmcli that only reads state (devices, connectivity).
 pub(crate) const NMCLI_QUERY: Duration = Duration::from_secs(15);
 /// Deadline of a scan with `--rescan yes`.
@@ -231,14 +259,17 @@ pub(crate) fn wifi_device_present() -> bool {
 
 pub(crate) struct Nmcli {
     pub connections_dir: PathBuf,
+    /// Certificates and keys of enterprise networks (`eap::dir`).
+    pub eap_dir: PathBuf,
     /// `nmcli`, or a stand-in in tests.
     pub program: PathBuf,
 }
 
 impl Nmcli {
-    pub(crate) fn new(connections_dir: PathBuf) -> Nmcli {
+    pub(crate) fn new(connections_dir: PathBuf, eap_dir: PathBuf) -> Nmcli {
         Nmcli {
             connections_dir,
+            eap_dir,
             program: PathBuf::from("nmcli"),
         }
     }
@@ -262,7 +293,17 @@ impl NetworkBackend for Nmcli {
         // No scrubber registration here: a config's keys were registered when it was
         // checked, and a key from the portal must not be (see `logging::register_secret`).
         let path: PathBuf = self.connections_dir.join(keyfile_name(&p.id));
-        crate::fsutil::atomic_write(&path, keyfile(p).as_bytes(), 0o600).map_err(NmError::Io)?;
+        let files = match &p.eap {
+            Some(eap) => super::eap::write_files(&self.eap_dir, &p.id, eap).map_err(|e| {
+                NmError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("certificates in {}: {e}", self.eap_dir.display()),
+                ))
+            })?,
+            None => Default::default(),
+        };
+        crate::fsutil::atomic_write(&path, keyfile(p, &files).as_bytes(), 0o600)
+            .map_err(NmError::Io)?;
         let file: &Path = &path;
         self.run(&["connection", "load", &file.to_string_lossy()])
     }
@@ -296,9 +337,11 @@ impl NetworkBackend for Nmcli {
         let r = self.run(&["connection", "delete", "id", id]);
         // NetworkManager removes the file it loaded; a profile it never loaded leaves it.
         match std::fs::remove_file(self.connections_dir.join(keyfile_name(id))) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NmError::Io(e)),
-            _ => r,
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(NmError::Io(e)),
+            _ => {}
         }
+        super::eap::remove_files(&self.eap_dir, id).map_err(NmError::Io)?;
+        r
     }
 }
 
@@ -315,9 +358,10 @@ mod tests {
             priority: 10,
             hotspot: false,
             hidden: false,
+            eap: None,
             ifname: None,
         };
-        let k = keyfile(&p);
+        let k = keyfile(&p, &Default::default());
         assert!(k.contains("ssid=97;59;34;36;40;120;41;\n"));
         assert!(k.contains("psk=\\sp\\\\w\\s$(reboot)\n"));
         assert!(k.contains("autoconnect-priority=10\n"));
@@ -338,9 +382,13 @@ mod tests {
             psk: Some("password1".into()),
             priority: 1,
             hidden: true,
+            eap: None,
             extra: Default::default(),
         };
-        let k = keyfile(&crate::provisioning::client_profile(&n));
+        let k = keyfile(
+            &crate::provisioning::client_profile(&n),
+            &Default::default(),
+        );
         let wifi = k
             .split("[wifi]\n")
             .nth(1)
@@ -376,9 +424,10 @@ mod tests {
             priority: 0,
             hotspot: true,
             hidden: false,
+            eap: None,
             ifname: Some("wlan0".into()),
         };
-        let k = keyfile(&p);
+        let k = keyfile(&p, &Default::default());
         for want in [
             "mode=ap",
             "key-mgmt=wpa-psk",
@@ -420,6 +469,7 @@ mod tests {
                 psk: None,
                 priority: 0,
                 hidden: false,
+                eap: None,
                 extra: Default::default(),
             };
             ids.push(crate::provisioning::client_profile(&n).id);
@@ -442,5 +492,19 @@ mod tests {
             keyfile_name(&user_id("lab-home")),
             "svc-user-lab-home.nmconnection"
         );
+    }
+
+    #[test]
+    fn activation_failures_are_named() {
+        for (err, want) in [
+            ("Error: Connection activation failed: Secrets were required, but not provided", "user name or password"),
+            ("Error: Connection activation failed: 802.1X supplicant failed", "certificate"),
+            ("Error: Connection activation failed: 802.1X supplicant took too long to authenticate", "timed out"),
+            ("Error: No network with SSID 'corp' found.", "not in range"),
+            ("Error: Connection activation failed: IP configuration could not be reserved", "DHCP"),
+            ("Error: something else", "could not be activated"),
+        ] {
+            assert!(failure_reason(err).contains(want), "{err}");
+        }
     }
 }

@@ -162,6 +162,10 @@ fn pct_decode(s: &str) -> Result<String, ParseError> {
 pub struct NetworkInput {
     pub ssid: String,
     pub psk: String,
+    /// An enterprise network (PEAP or TTLS: identity and password, the server checked by
+    /// its domain against the system's CAs); `psk` is then empty.
+    /// (Boxed: most networks have none, and `NetworkInput` travels in enums.)
+    pub eap: Option<Box<crate::config::model::Eap>>,
 }
 
 impl fmt::Debug for NetworkInput {
@@ -231,10 +235,65 @@ pub fn validate_connect_form(
     }
     let ssid = get("ssid").unwrap_or("");
     let psk = get("psk").unwrap_or("");
-    check_network(ssid, psk, false)?;
-    Ok(NetworkInput {
-        ssid: ssid.into(),
-        psk: psk.into(),
+    match get("eap").unwrap_or("") {
+        "" => {
+            check_network(ssid, psk, false)?;
+            Ok(NetworkInput {
+                ssid: ssid.into(),
+                psk: psk.into(),
+                eap: None,
+            })
+        }
+        method => {
+            crate::config::validate::check_ssid(ssid)
+                .map_err(|why| NetworkRefused::Field { at: "", why })?;
+            let eap = enterprise(
+                method,
+                get("identity").unwrap_or(""),
+                psk,
+                get("domain").unwrap_or(""),
+            )
+            .map_err(NetworkRefused::Malformed)?;
+            Ok(NetworkInput {
+                ssid: ssid.into(),
+                psk: String::new(),
+                eap: Some(Box::new(eap)),
+            })
+        }
+    }
+}
+
+/// What the portal offers for an enterprise network: PEAP or TTLS (inner MSCHAPv2) with an
+/// identity and a password, the server checked by its domain against the system's CAs (a
+/// phone has no CA file to paste). EAP-TLS and CA certificates come through the config.
+pub fn enterprise(
+    method: &str,
+    identity: &str,
+    password: &str,
+    domain: &str,
+) -> Result<crate::config::model::Eap, String> {
+    use crate::config::model::EapMethod;
+    use crate::provisioning::eap as e;
+    let method = match e::parse_method(method)? {
+        EapMethod::Tls => {
+            return Err("EAP-TLS needs a client certificate: set it in the config".into())
+        }
+        m => m,
+    };
+    e::check_identity(identity).map_err(|m| format!("user name {m}"))?;
+    e::check_password(password).map_err(|m| format!("password {m}"))?;
+    e::check_domain(domain).map_err(|m| format!("server domain {m}"))?;
+    Ok(crate::config::model::Eap {
+        method,
+        identity: identity.into(),
+        anonymous_identity: None,
+        password: Some(password.into()),
+        phase2: None,
+        ca_cert: None,
+        domain: Some(domain.into()),
+        client_cert: None,
+        private_key: None,
+        private_key_password: None,
     })
 }
 

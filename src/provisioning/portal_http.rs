@@ -6,9 +6,9 @@
 //! Routes:
 //! - `GET /`: the page (visible networks with signal, a network form, a credentials form,
 //!   the status of each step); sets the per-boot CSRF cookie.
-//! - `POST /connect` (form: csrf, ssid, psk), `POST /credentials` (form: csrf, credentials).
+//! - `POST /connect` (form: csrf, ssid, psk; for PEAP/TTLS also eap, identity, domain), `POST /credentials` (form: csrf, credentials).
 //! - `GET /api/status` (includes the token for the API), `GET /api/networks`,
-//!   `POST /api/connect` (`{"ssid","psk"}`), `POST /api/credentials` (the credentials JSON);
+//!   `POST /api/connect` (`{"ssid","psk"}` or `{"ssid","eap":{"method","identity","password","domain"}}`), `POST /api/credentials` (the credentials JSON);
 //!   POSTs need the header `X-Svc-Token: <token>` (a custom header: no cross-site form can
 //!   send it).
 //! - anything else: `302` to the portal, which is what phones' captive-portal checks need.
@@ -425,14 +425,35 @@ fn api_network(body: &str) -> Result<NetworkInput, NetworkRefused> {
     #[derive(serde::Deserialize)]
     struct In {
         ssid: String,
+        #[serde(default)]
         psk: String,
+        eap: Option<EapIn>,
+    }
+    #[derive(serde::Deserialize)]
+    struct EapIn {
+        method: String,
+        identity: String,
+        password: String,
+        domain: String,
     }
     let n: In =
         serde_json::from_str(body).map_err(|e| NetworkRefused::Malformed(format!("body: {e}")))?;
+    if let Some(e) = n.eap {
+        crate::config::validate::check_ssid(&n.ssid)
+            .map_err(|why| NetworkRefused::Field { at: "/ssid", why })?;
+        let eap = super::portal::enterprise(&e.method, &e.identity, &e.password, &e.domain)
+            .map_err(|m| NetworkRefused::Malformed(format!("/eap: {m}")))?;
+        return Ok(NetworkInput {
+            ssid: n.ssid,
+            psk: String::new(),
+            eap: Some(Box::new(eap)),
+        });
+    }
     portal::check_network(&n.ssid, &n.psk, true)?;
     Ok(NetworkInput {
         ssid: n.ssid,
         psk: n.psk,
+        eap: None,
     })
 }
 
@@ -561,7 +582,11 @@ label,input,textarea,button{display:block;width:100%;margin:.3em 0;font-size:1em
     for n in &nets {
         h.push_str(&format!("<li>{} ({}%)</li>", esc(&n.ssid), n.signal));
     }
-    h.push_str("</ul><label for=\"psk\">Password</label><input id=\"psk\" name=\"psk\" type=\"password\" minlength=\"8\" maxlength=\"64\" required>\
+    h.push_str("</ul><label for=\"psk\">Password</label><input id=\"psk\" name=\"psk\" type=\"password\" maxlength=\"256\" required>\
+<details><summary>Enterprise network (WPA2/WPA3-Enterprise)</summary>\
+<label for=\"eap\">Method</label><select id=\"eap\" name=\"eap\"><option value=\"\">none (a pass key)</option><option value=\"peap\">PEAP</option><option value=\"ttls\">TTLS</option></select>\
+<label for=\"identity\">User name</label><input id=\"identity\" name=\"identity\" maxlength=\"253\">\
+<label for=\"domain\">Server domain (its certificate is checked)</label><input id=\"domain\" name=\"domain\" maxlength=\"253\" placeholder=\"radius.example.org\"></details>\
 <button type=\"submit\">Connect</button></form>");
     h.push_str(
         "<h2>Machine credentials (optional)</h2><form method=\"post\" action=\"/credentials\">",

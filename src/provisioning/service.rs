@@ -59,7 +59,10 @@ impl Service {
         settings: Settings,
         app_reachable: Option<Arc<AtomicBool>>,
     ) -> Service {
-        let backend = Nmcli::new(paths.device("/etc/NetworkManager/system-connections"));
+        let backend = Nmcli::new(
+            paths.device("/etc/NetworkManager/system-connections"),
+            super::eap::dir(&paths),
+        );
         let probe = online_probe(app_reachable, backend.program.clone());
         Service::with_backend(paths, settings, backend, Some(probe))
     }
@@ -74,6 +77,7 @@ impl Service {
         let saved = saved_user_networks(&backend.connections_dir);
         let dpp_enabled = settings.dpp_enabled;
         let ble_enabled = settings.ble_enabled;
+        let button = settings.improv_button.clone();
         let mut driver = Provisioning::new(paths.clone(), backend, settings, 0);
         if let Some(p) = probe {
             driver = driver.with_probe(p);
@@ -89,6 +93,7 @@ impl Service {
                 super::ble::dir(&paths).join("label-secret"),
                 Arc::clone(&pending),
                 Arc::clone(&visible),
+                button,
             )
         });
         Service {
@@ -351,6 +356,7 @@ impl Service {
             hotspot: false,
             hidden: !seen,
             ifname: None,
+            eap: net.eap.map(|e| *e),
         };
         self.set_step("network", &format!("joining {}", net.ssid));
         crate::info!(
@@ -370,14 +376,12 @@ impl Service {
             b.joined(&profile.ssid, joined);
         }
         self.user_network_joined = true;
-        self.set_step(
-            "network",
-            if joined {
-                "online"
-            } else {
-                "could not join; hotspot back"
-            },
-        );
+        let step = match (joined, self.driver.failure(&profile.id)) {
+            (true, _) => "online".to_string(),
+            (false, Some(why)) => format!("could not join: {why}; hotspot back"),
+            (false, None) => "could not join; hotspot back".to_string(),
+        };
+        self.set_step("network", &step);
     }
 }
 
@@ -434,7 +438,7 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut nm = Nmcli::new(dir.join("system-connections"));
+        let mut nm = Nmcli::new(dir.join("system-connections"), dir.join("eap"));
         nm.program = prog;
         nm
     }
@@ -496,6 +500,7 @@ mod tests {
                         .connect(NetworkInput {
                             ssid: format!("net-{round}-{i}"),
                             psk: "password1".into(),
+                            eap: None,
                         })
                         .is_ok()
                 })
@@ -534,6 +539,7 @@ mod tests {
                 .connect(NetworkInput {
                     ssid: format!("home-{i}"),
                     psk: "password1".into(),
+                    eap: None,
                 })
                 .unwrap();
             svc.handle_portal_messages();
@@ -543,6 +549,7 @@ mod tests {
             .connect(NetworkInput {
                 ssid: "home-9".into(),
                 psk: "password2".into(),
+                eap: None,
             })
             .unwrap();
         svc.handle_portal_messages();
@@ -568,6 +575,7 @@ mod tests {
             .connect(NetworkInput {
                 ssid: "after-restart".into(),
                 psk: "password1".into(),
+                eap: None,
             })
             .unwrap();
         svc.handle_portal_messages();

@@ -35,6 +35,7 @@ mod cli_tools;
 mod config_rules;
 mod data_partition;
 mod ddi_server;
+mod enterprise_wifi;
 mod fs_attacks;
 mod fs_crash;
 mod hawkbit;
@@ -45,6 +46,7 @@ mod hawkbit_goosebit;
 // Its crates are x86_64-only dev-dependencies (Cargo.toml).
 #[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
+mod improv_button;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;

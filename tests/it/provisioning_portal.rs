@@ -139,7 +139,8 @@ fn the_portal_serves_its_page_and_api_and_refuses_bad_input() {
         fake.0.lock().unwrap()[0],
         NetworkInput {
             ssid: ssid.into(),
-            psk: psk.into()
+            psk: psk.into(),
+            eap: None,
         }
     );
 
@@ -431,6 +432,85 @@ fn a_phone_cannot_blank_words_in_the_logs() {
         svc::logging::scrub("visible-key-id-4 real-key-0f9e2d"),
         "visible-key-id-4 ***"
     );
+    portal.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Enterprise networks in the portal (#45): PEAP or TTLS with a user name, a password and
+/// the server's domain, by the form and by the API. EAP-TLS, a missing server check and a
+/// bad user name are refused with the reason, and nothing is submitted for them.
+#[test]
+fn an_enterprise_network_can_be_entered_and_bad_ones_are_refused() {
+    let dir = std::env::temp_dir().join(format!("svc-portal-eap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    let fake = Fake::default();
+    let mut portal = Portal::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Paths::new(&dir),
+        Box::new(fake.clone()),
+    )
+    .unwrap();
+    let addr = portal.addr();
+    let (_, h, page) = http(addr, b"GET / HTTP/1.1\r\nHost: 10.42.0.1\r\n\r\n");
+    assert!(page.contains("name=\"identity\"") && page.contains("value=\"peap\""));
+    let token = header(&h, "set-cookie")
+        .unwrap()
+        .trim_start_matches("svc_csrf=")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let jar = format!("Cookie: svc_csrf={token}\r\n");
+    let form = |eap: &str, id: &str, pw: &str, domain: &str| {
+        format!(
+            "csrf={token}&ssid=corp&psk={}&eap={eap}&identity={}&domain={}",
+            pct(pw),
+            pct(id),
+            pct(domain)
+        )
+    };
+    let body = form("peap", "alice@example.org", "pw1", "radius.example.org");
+    assert_eq!(http(addr, &post("/connect", &body, &jar)).0, 303);
+    {
+        let got = fake.0.lock().unwrap();
+        let eap = got[0].eap.as_ref().expect("an enterprise network");
+        assert_eq!(got[0].psk, "", "the password is not a pass key");
+        assert_eq!(eap.identity, "alice@example.org");
+        assert_eq!(eap.password.as_deref(), Some("pw1"));
+        assert_eq!(eap.domain.as_deref(), Some("radius.example.org"));
+        assert!(
+            !format!("{:?}", got[0]).contains("pw1"),
+            "Debug shows no password"
+        );
+    }
+    for (body, why) in [
+        (form("tls", "box", "pw1", "radius.example.org"), "config"),
+        (form("peap", "alice", "pw1", ""), "server domain"),
+        (form("ttls", "", "pw1", "radius.example.org"), "user name"),
+        (
+            form("leap", "alice", "pw1", "radius.example.org"),
+            "not supported",
+        ),
+    ] {
+        let (code, _, page) = http(addr, &post("/connect", &body, &jar));
+        assert_eq!(code, 400, "{body}");
+        assert!(page.contains(why), "{why}: {page}");
+    }
+    let with = format!("X-Svc-Token: {}\r\n", api_token(addr));
+    let json = r#"{"ssid": "uni", "eap": {"method": "ttls", "identity": "s1", "password": "pw2", "domain": "uni.example"}}"#;
+    assert_eq!(http(addr, &post("/api/connect", json, &with)).0, 200);
+    let json = r#"{"ssid": "uni", "eap": {"method": "ttls", "identity": "s1", "password": "pw2", "domain": "x y"}}"#;
+    let (code, _, err) = http(addr, &post("/api/connect", json, &with));
+    assert_eq!(code, 400);
+    assert!(err.contains("/eap") && !err.contains("pw2"), "{err}");
+    let got = fake.0.lock().unwrap();
+    assert_eq!(got.len(), 2, "only the two good ones were submitted");
+    assert_eq!(
+        got[1].eap.as_ref().unwrap().method,
+        svc::config::model::EapMethod::Ttls
+    );
+    drop(got);
     portal.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
