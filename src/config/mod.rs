@@ -1,7 +1,9 @@
 //! The machine config (spec §2): typed model, validation with JSON-pointer diagnostics,
 //! module environment and module version selection.
 pub(crate) mod diag;
+pub(crate) mod eap_rules;
 pub mod env;
+pub(crate) mod input_keys;
 pub mod model;
 pub(crate) mod validate;
 pub(crate) mod version;

@@ -1551,7 +1551,7 @@ fn network(v: &Value, path: &Ptr, r: &mut Report) -> Option<Network> {
 /// A network's 802.1X settings (docs/config.md, "Enterprise Wi-Fi"): each problem at its
 /// own pointer; `None` when the method itself is unusable.
 fn eap(o: &Obj<'_>, r: &mut Report) -> Option<Eap> {
-    use crate::provisioning::eap as e;
+    use super::eap_rules as e;
     let method = o
         .string("method", true, r)
         .and_then(|m| match e::parse_method(&m) {
@@ -1715,7 +1715,7 @@ fn improv_button(o: &Obj<'_>, r: &mut Report) -> Option<ImprovButton> {
             );
             None
         }
-        Some(v) => match crate::provisioning::button::key_code(v) {
+        Some(v) => match super::input_keys::key_code(v) {
             Ok(k) => Some(k),
             Err(e) => {
                 r.error(&o.at("key"), e);

@@ -3,6 +3,8 @@
 //! (`/dev/input/eventN`: `struct input_event`, read whole; no ioctl, so no unsafe code). A
 //! press (`EV_KEY`, the key's code, value 1) is sent to the BLE thread, which authorizes one
 //! connection with it (`improv::Centrals::press`).
+#[cfg(test)]
+use crate::config::input_keys::key_code;
 use crate::config::model::ImprovButton;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -12,52 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const EV_KEY: u16 = 0x01;
-/// Key codes go up to `KEY_MAX` (0x2ff).
-const KEY_MAX: u64 = 0x2ff;
 /// How often the reader looks at its stop flag while no event comes.
 const POLL: Duration = Duration::from_millis(500);
 
 /// `struct input_event`: a `struct timeval` of two kernel longs, then type, code and value
 /// (24 bytes on 64-bit machines, 16 on 32-bit ones, also with 64-bit time).
 const EVENT_SIZE: usize = 2 * std::mem::size_of::<libc::c_ulong>() + 8;
-
-/// Names of the keys a machine's button is likely to send (the rest by number).
-const NAMES: &[(&str, u16)] = &[
-    ("KEY_ENTER", 28),
-    ("KEY_POWER", 116),
-    ("KEY_SETUP", 141),
-    ("KEY_PROG1", 148),
-    ("KEY_PROG2", 149),
-    ("KEY_CONFIG", 171),
-    ("KEY_CONNECT", 218),
-    ("BTN_0", 0x100),
-    ("BTN_1", 0x101),
-    ("KEY_RESTART", 0x198),
-    ("KEY_WPS_BUTTON", 0x211),
-];
-
-/// A key from the defaults file: a code (1 to 0x2ff) or one of `NAMES`.
-pub(crate) fn key_code(v: &serde_json::Value) -> Result<u16, String> {
-    match v {
-        serde_json::Value::Number(n) => n
-            .as_u64()
-            .filter(|k| (1..=KEY_MAX).contains(k))
-            .map(|k| k as u16)
-            .ok_or_else(|| format!("key code {n} is out of range (1 to {KEY_MAX})")),
-        serde_json::Value::String(s) => NAMES
-            .iter()
-            .find(|(n, _)| n == s)
-            .map(|(_, k)| *k)
-            .ok_or_else(|| {
-                let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
-                format!(
-                    "key {s:?} is not known: give its code, or one of {}",
-                    known.join(", ")
-                )
-            }),
-        _ => Err("expected a key code (integer) or name (string)".into()),
-    }
-}
 
 /// Whether one event record is a press of `key` (a release is 0, autorepeat 2).
 pub(crate) fn is_press(rec: &[u8], key: u16) -> bool {
