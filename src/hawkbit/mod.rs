@@ -73,6 +73,9 @@ pub struct HawkbitTransport {
     /// Consent is given without asking (`auto_confirm`).
     auto_confirm: bool,
     last_bytes: (u64, u64),
+    /// An action was closed by this poll's feedback: its offer in the same answer is the
+    /// server not caught up yet, not an offer again.
+    closed_now: bool,
     /// The engine's download settings for SWUpdate images (`update::swu`).
     download: DownloadOptions,
 }
@@ -108,6 +111,7 @@ impl HawkbitTransport {
             identity,
             auto_confirm: settings.auto_confirm,
             last_bytes: (0, 0),
+            closed_now: false,
             download: DownloadOptions::default(),
         }
     }
@@ -218,6 +222,19 @@ impl HawkbitTransport {
                 if let Feedback::Proceeding { cnt, .. } = fb {
                     next.progress = cnt;
                 }
+                if let Some(c) = action::Closing::of(&fb) {
+                    // A target the engine refused for bytes that did not match the
+                    // server's hash: an offer again downloads it again.
+                    next.transfer_failed |= !c.success
+                        && next.targets.iter().any(|(n, v)| {
+                            versions
+                                .get(n)
+                                .and_then(|r| r.refused.as_ref())
+                                .is_some_and(|x| x.transfer && &x.version == v)
+                        });
+                    next.closing = Some(c);
+                    self.closed_now = true;
+                }
                 self.save(&next);
             }
             Err(e) => crate::warn!(SUB, "action {}: feedback not sent ({e}); retried", rec.id),
@@ -307,13 +324,8 @@ impl HawkbitTransport {
         }
         // Over for this agent: a deployment of that id offered again is not taken.
         let over = ActionRecord {
-            id: stop,
-            targets: rec.map(|r| r.targets).unwrap_or_default(),
             stage: Stage::Closed,
-            progress: 0,
-            refused: None,
-            hold: false,
-            download_only: false,
+            ..ActionRecord::new(&stop, rec.map(|r| r.targets).unwrap_or_default())
         };
         self.save(&over);
         Ok(true)
@@ -455,8 +467,10 @@ impl HawkbitTransport {
         }
     }
 
-    /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
-    /// for this agent (the server has not caught up yet), or one to wait for.
+    /// Fetches and checks the deployment behind `link`. `Ok(None)`: nothing to do now (an
+    /// action over for this agent, told again; a refused one, told; one to wait for). A
+    /// refusal the server was told about is a poll that worked (issue 46: it must not slow
+    /// the poll); `Err` is for the server's and the network's failures.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
         let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES).map_err(|e| match e {
             ProtocolError::BadAnswer(m) => ProtocolError::BadAnswer(format!("deploymentBase: {m}")),
@@ -467,59 +481,84 @@ impl HawkbitTransport {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
         let known = action::load(&self.paths);
-        let d = match ddi::parse_deployment(&a.body, &self.server) {
+        let mut d = match ddi::parse_deployment(&a.body, &self.server) {
             Ok(d) => d,
+            // Refused whole: nothing reaches the engine. The server hears why.
             Err(why) => {
-                // Refused whole: nothing reaches the engine. The server hears why, once.
-                if let Some(id) = ddi::action_id(&a.body) {
-                    if known.as_ref().map(|r| r.id.as_str()) != Some(id.as_str()) {
-                        self.save(&ActionRecord {
-                            id,
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
-                    }
+                return match ddi::action_id(&a.body) {
+                    Some(id) => self.refuse(known, &id, Vec::new(), &why, false),
+                    None => Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}"))),
                 }
-                return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
+        };
+        let known = match known {
+            Some(r) if r.id == d.id && r.is_over() => {
+                if !self.offered_again(r)? {
+                    return Ok(None);
+                }
+                None
+            }
+            k => k,
         };
         // SWUpdate images (`update::swu`): downloaded and taken apart by the engine, each file
         // checked against sw-description's sha256 and the vendor key; their files become the
         // targets (and the config). Not while the server says `download: skip` (nothing is
-        // fetched then), nor for an action already over. A refused archive is refused whole,
-        // as a bad document is.
-        let mut d = d;
-        let id = d.id.clone();
-        let over =
-            |r: &ActionRecord| r.id == id && (r.stage == Stage::Closed || r.refused.is_some());
-        if !d.swu.is_empty()
-            && d.download != ddi::Handling::Skip
-            && !known.as_ref().is_some_and(over)
-        {
+        // fetched then). A refused archive is refused whole, as a bad document is.
+        if !d.swu.is_empty() && d.download != ddi::Handling::Skip {
             if let Err(why) = self.unpack_swu(&mut d) {
                 return match why {
-                    SwuFailure::Refused(why) => {
-                        self.save(&ActionRecord {
-                            id: d.id.clone(),
-                            targets: Vec::new(),
-                            stage: Stage::New,
-                            progress: 0,
-                            refused: Some(format!("refused by svc-agent: {why}")),
-                            hold: false,
-                            download_only: false,
-                        });
-                        self.report();
-                        Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+                    SwuFailure::Refused { why, transfer } => {
+                        self.refuse(None, &d.id, Vec::new(), &why, transfer)
                     }
                     SwuFailure::Transient(e) => Err(e),
                 };
             }
         }
+        let Some(hold) = self.take(&d, known) else {
+            return Ok(None);
+        };
+        // Read again whenever the deployment is (an agent that restarted before applying
+        // it gets it again); the record names it by its content's digest.
+        let config = match &d.config {
+            Some(t) => match self.fetch_config(t) {
+                Ok(v) => {
+                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        if !r.targets.contains(&entry) {
+                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                            r.targets.push(entry);
+                            self.save(&r);
+                        }
+                    }
+                    Some(v)
+                }
+                // Refused whole: no target of this action reaches the engine either.
+                Err(why) => {
+                    let known = action::load(&self.paths).filter(|r| r.id == d.id);
+                    let targets = known
+                        .as_ref()
+                        .map(|r| r.targets.clone())
+                        .unwrap_or_default();
+                    return self.refuse(None, &d.id, targets, &why, false);
+                }
+            },
+            _ => None,
+        };
+        if let Some(h) = &hold {
+            crate::info!(SUB, "{h}: downloaded and kept, not activated");
+        }
+        Ok(Some(PollAnswer {
+            targets: d.targets,
+            hold,
+            config,
+            ..PollAnswer::default()
+        }))
+    }
+
+    /// Records action `d` as taken (a new one is told `proceeding` at once) and how the
+    /// server asks it to wait. `None`: `download: skip`, nothing to fetch yet; else the
+    /// activation's hold, if any.
+    fn take(&mut self, d: &ddi::Deployment, known: Option<ActionRecord>) -> Option<Option<String>> {
         // Download only (`update: skip`) or the server's maintenance window closed: the
         // engine downloads and verifies, the agent's activation gate waits (one rule with
         // its own window and busy gate). `download: skip`: nothing is fetched yet.
@@ -537,9 +576,6 @@ impl HawkbitTransport {
         // The record's `hold`: the deployment is read again at each poll while it waits.
         let waits = hold.is_some() || d.download == ddi::Handling::Skip;
         let fresh = match known {
-            Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
-                return Ok(None)
-            }
             Some(r) if r.id == d.id => {
                 if r.hold != waits || r.download_only != download_only {
                     let mut next = r;
@@ -551,13 +587,9 @@ impl HawkbitTransport {
             }
             _ => {
                 self.save(&ActionRecord {
-                    id: d.id.clone(),
-                    targets: d.wanted(),
-                    stage: Stage::New,
-                    progress: 0,
-                    refused: None,
                     hold: waits,
                     download_only,
+                    ..ActionRecord::new(&d.id, d.wanted())
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
                 true
@@ -569,48 +601,114 @@ impl HawkbitTransport {
                 "action {}: the server asks not to download yet (download: skip)",
                 d.id
             );
-            return Ok(None);
-        }
-        // Read again whenever the deployment is (an agent that restarted before applying
-        // it gets it again); the record names it by its content's digest.
-        let config = match &d.config {
-            Some(t) => match self.fetch_config(t) {
-                Ok(v) => {
-                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        if !r.targets.contains(&entry) {
-                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
-                            r.targets.push(entry);
-                            self.save(&r);
-                        }
-                    }
-                    Some(v)
-                }
-                Err(why) => {
-                    // Refused whole: no target of this action reaches the engine either.
-                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                        r.refused = Some(format!("refused by svc-agent: {why}"));
-                        self.save(&r);
-                        self.report();
-                    }
-                    return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
-                }
-            },
-            _ => None,
-        };
-        if let Some(h) = &hold {
-            crate::info!(SUB, "{h}: downloaded and kept, not activated");
+            return None;
         }
         if fresh {
             // The server hears at once that the action was taken.
             self.report();
         }
-        Ok(Some(PollAnswer {
-            targets: d.targets,
-            hold,
-            config,
-            ..PollAnswer::default()
-        }))
+        Some(hold)
+    }
+
+    /// Action `id` refused before anything of it reached the engine, for `why`: recorded and
+    /// told (`closed` + `failure`). `transfer`: the bytes did not match the server's hash,
+    /// so an offer again downloads again. An action over already is told again instead.
+    fn refuse(
+        &mut self,
+        known: Option<ActionRecord>,
+        id: &str,
+        targets: Vec<(String, String)>,
+        why: &str,
+        transfer: bool,
+    ) -> Result<Option<PollAnswer>, ProtocolError> {
+        if let Some(r) = known.filter(|r| r.id == id && r.is_over()) {
+            self.offered_again(r)?;
+            return Ok(None);
+        }
+        crate::error!(SUB, "action {id} refused: {why}");
+        self.save(&ActionRecord {
+            refused: Some(format!("refused by svc-agent: {why}")),
+            transfer_failed: transfer,
+            ..ActionRecord::new(id, targets)
+        });
+        self.report();
+        if action::load(&self.paths).is_some_and(|r| r.id == id && r.stage == Stage::Closed) {
+            Ok(None)
+        } else {
+            // Not told: the poll failed, and the next one tells it.
+            Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+        }
+    }
+
+    /// An action over for this agent, offered again: a server that has not caught up, or
+    /// an operator asking again (gooseBit's Force update offers the same id). One whose
+    /// download did not match the server's hash is taken again (`true`); any other is told
+    /// its `closed` feedback again, and the log says once what the operator can do.
+    fn offered_again(&mut self, mut r: ActionRecord) -> Result<bool, ProtocolError> {
+        if self.closed_now {
+            return Ok(false);
+        }
+        if r.transfer_failed {
+            crate::warn!(
+                SUB,
+                "action {}: offered again after its download did not match the server's hash: downloading it again",
+                r.id
+            );
+            self.clear_transfer_refusals(&r.targets);
+            return Ok(true);
+        }
+        let hint = match &r.closing {
+            Some(c) => {
+                self.send_feedback(&r.id, &c.feedback())?;
+                if c.success {
+                    format!("action {} succeeded already; offered again, `success` is told again (nothing is installed twice)", r.id)
+                } else {
+                    format!(
+                        "action {} failed ({}); offered again, the failure is told again. To retry it, fix the cause and publish it as a new version (assign that); a download that did not match the server's hash is downloaded again when offered again",
+                        r.id, c.details
+                    )
+                }
+            }
+            None => format!(
+                "action {} was stopped (cancelAction); offered again, it is not taken: assign it as a new action",
+                r.id
+            ),
+        };
+        if r.reoffers == 0 {
+            crate::warn!(SUB, "{hint}");
+        } else {
+            crate::debug!(SUB, "{hint}");
+        }
+        r.reoffers = r.reoffers.saturating_add(1);
+        self.save(&r);
+        Ok(false)
+    }
+
+    /// Lifts the engine's record of a transfer refusal of `targets`, so that the download
+    /// is tried again and the feedback rule does not read the old refusal as the outcome.
+    fn clear_transfer_refusals(&self, targets: &[(String, String)]) {
+        let cleared = StateLock::acquire(&self.paths).and_then(|held| {
+            let mut records = VersionRecords::load(&self.paths)?;
+            let mut changed = false;
+            for (name, version) in targets {
+                let rec = records.entry(name);
+                if rec
+                    .refused
+                    .as_ref()
+                    .is_some_and(|x| x.transfer && &x.version == version)
+                {
+                    rec.refused = None;
+                    changed = true;
+                }
+            }
+            if changed {
+                records.save(&self.paths, &held)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = cleared {
+            crate::error!(SUB, "clearing a transfer refusal: {e}");
+        }
     }
 }
 
@@ -644,7 +742,8 @@ fn config_digest(v: &Value) -> String {
 /// Why the SWUpdate images of a deployment are not targets.
 enum SwuFailure {
     /// The archive, its description or a file in it is refused: the action fails.
-    Refused(String),
+    /// `transfer`: the archive's bytes did not match the server's hash.
+    Refused { why: String, transfer: bool },
     /// A network failure or a local one: the next poll tries again (a cut download resumes).
     Transient(ProtocolError),
 }
@@ -672,7 +771,10 @@ impl HawkbitTransport {
             };
             let files = engine.unpack_swu(&offer).map_err(|e| {
                 if e.is_refusal() {
-                    SwuFailure::Refused(format!("SWUpdate image {}: {e}", c.version))
+                    SwuFailure::Refused {
+                        why: format!("SWUpdate image {}: {e}", c.version),
+                        transfer: e.is_transfer_mismatch(),
+                    }
                 } else {
                     SwuFailure::Transient(ProtocolError::Network(format!(
                         "SWUpdate image {}: {e}",
@@ -687,17 +789,23 @@ impl HawkbitTransport {
                     // The machine config: read and validated like an `svc-config` chunk's.
                     crate::update::swu::CONFIG_NAME => &mut d.config,
                     other => {
-                        return Err(SwuFailure::Refused(format!(
-                            "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
-                            c.version
-                        )))
+                        return Err(SwuFailure::Refused {
+                            why: format!(
+                                "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
+                                c.version
+                            ),
+                            transfer: false,
+                        })
                     }
                 };
                 if slot.is_some() {
-                    return Err(SwuFailure::Refused(format!(
-                        "SWUpdate image {}: a second {} in the deployment",
-                        c.version, f.name
-                    )));
+                    return Err(SwuFailure::Refused {
+                        why: format!(
+                            "SWUpdate image {}: a second {} in the deployment",
+                            c.version, f.name
+                        ),
+                        transfer: false,
+                    });
                 }
                 let a = f.artifact();
                 *slot = Some(crate::protocol::Target {
@@ -736,6 +844,7 @@ impl Transport for HawkbitTransport {
     /// the version records on disk (they outlive a power cut; a status in memory does not).
     fn poll(&mut self, _status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
         self.last_bytes = (0, 0);
+        self.closed_now = false;
         self.report();
         // While an action waits on the server's word (its window, update: skip), the base
         // is read whole each poll, so that the deployment is read again whether or not the

@@ -183,6 +183,16 @@ impl UpdateError {
                 | VersionCheck(_)
         )
     }
+
+    /// The downloaded bytes are not what the server described (its hash or size): a fault
+    /// of the transfer or of the server's copy, which another download may not repeat;
+    /// unlike a file that disagrees with its signed description, or a bad signature.
+    pub fn is_transfer_mismatch(&self) -> bool {
+        matches!(
+            self,
+            UpdateError::ShaMismatch { .. } | UpdateError::SizeMismatch { .. }
+        )
+    }
 }
 
 impl fmt::Display for UpdateError {
@@ -353,6 +363,7 @@ impl Engine {
             let new = refusal.map(|e| Refusal {
                 version: a.version.clone(),
                 reason: e.to_string(),
+                transfer: e.is_transfer_mismatch(),
             });
             if rec.refused != new {
                 rec.refused = new;

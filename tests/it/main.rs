@@ -45,6 +45,7 @@ mod hawkbit_goosebit;
 // Its crates are x86_64-only dev-dependencies (Cargo.toml).
 #[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
+mod hawkbit_operator;
 mod keepalive;
 mod logqueue;
 mod logqueue_secrets;

@@ -1,0 +1,142 @@
+//! Issue 46: hawkBit as a fleet operator meets it, against the DDI test server and the real
+//! engine. An action over for the agent offered again (gooseBit's Force update offers the
+//! same id) is told its outcome again, or downloaded again when its bytes did not match the
+//! server's hash; a refusal the server was told about is a poll that worked (no backoff).
+use crate::hawkbit::{setup, swu_chunk};
+use crate::update_support::*;
+use svc::protocol::PollOutcome;
+use svc::update::Outcome;
+
+const NAME: &str = "svc-server";
+
+/// Finding 2: a refused deployment, told to the server, does not fail the poll (the
+/// daemon's backoff is for transport and server failures only): the poll answers with the
+/// server's sleep, and the server has the reason.
+#[test]
+fn a_refused_deployment_is_a_poll_that_worked() {
+    let f = setup("op-refused-poll");
+    let body = fake_binary(NAME, "2.0.0", "ok", 1000);
+    let chunk = f
+        .ddi
+        .chunk(NAME, "2.0.0", &body)
+        .replace("\"name\": \"svc-server\"", "\"name\": \"kernel\"");
+    f.ddi.deploy("61", &format!("[{chunk}]"));
+    let outcome = f
+        .poll(None)
+        .expect("a refusal told to the server is no poll failure");
+    let PollOutcome::Changed { answer, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(answer.poll_interval_secs, Some(300), "the server's sleep");
+    assert!(answer.targets.server.is_none());
+    assert_eq!(f.ddi.feedback_steps(), ["closed/failure"]);
+    let why = f.ddi.feedback()[0].1["status"]["details"][0].to_string();
+    assert!(why.contains("unknown chunk"), "{why}");
+    // An image refused whole (here: a file that does not match sw-description) alike.
+    let sign = install_vendor_key(&f.paths);
+    let other = fake_binary(NAME, "2.0.0", "exit1", 1000);
+    let image = swu_image_of(&body, &other, &sign);
+    f.ddi
+        .deploy("62", &format!("[{}]", swu_chunk(&f, "2.0.0", &image)));
+    assert!(matches!(f.poll(None), Ok(PollOutcome::Changed { .. })));
+    assert_eq!(f.ddi.feedback_steps(), ["closed/failure", "closed/failure"]);
+}
+
+fn swu_image_of(
+    body: &[u8],
+    said: &[u8],
+    sign: &dyn Fn(&svc::update::Artifact) -> String,
+) -> Vec<u8> {
+    crate::hawkbit::swu_image(&[(NAME, "2.0.0", body)], &[said], Some(sign), None)
+}
+
+/// Finding 1: a closed action offered again (a rolled-back build; gooseBit's Force update
+/// offers the same id) is told its `closed` feedback again, each time it is offered, and
+/// nothing is installed again.
+#[test]
+fn a_closed_action_offered_again_is_told_again() {
+    let f = setup("op-reoffer");
+    let body = fake_binary(NAME, "2.0.0", "exit1", 1000);
+    let chunks = format!("[{}]", f.ddi.chunk(NAME, "2.0.0", &body));
+    f.ddi.deploy("63", &chunks);
+    let target = f.answer().0.targets.server.unwrap();
+    f.install(&target);
+    f.poll(None).unwrap();
+    svc::update::rollback(&f.paths, NAME).unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "downloaded/none", "closed/failure"]
+    );
+    let first = f.ddi.feedback()[2].1["status"]["details"].clone();
+    // The server drops a closed action; offered again (Force update), twice: told again
+    // each time, the same words; nothing offered to the engine.
+    for n in 4..=5 {
+        f.ddi.deploy("63", &chunks);
+        let (answer, _) = f.answer();
+        assert!(answer.targets.server.is_none(), "not installed again");
+        let fb = f.ddi.feedback();
+        assert_eq!(fb.len(), n, "{:?}", f.ddi.feedback_steps());
+        assert_eq!(fb[n - 1].0, "63");
+        assert_eq!(fb[n - 1].1["status"]["result"]["finished"], "failure");
+        assert_eq!(fb[n - 1].1["status"]["details"], first);
+    }
+    // The server took it and dropped the action: nothing more is said.
+    f.poll(None).unwrap();
+    assert_eq!(f.ddi.feedback().len(), 5);
+    assert_eq!(active(&f.paths, NAME).1, f.old_body);
+}
+
+/// Finding 1: bytes that did not match the deployment's sha256 (a transfer fault, or the
+/// server's copy) fail the action; offered again, it is downloaded again (not told its old
+/// failure), installed, and closed with `success` after probation.
+#[test]
+fn a_transfer_failure_offered_again_is_downloaded_again() {
+    let f = setup("op-transfer");
+    let body = fake_binary(NAME, "2.0.0", "ok", 200_000);
+    let chunk = f.ddi.chunk(NAME, "2.0.0", &body);
+    let mut flipped = body.clone();
+    flipped[150_000] ^= 1;
+    f.ddi
+        .state
+        .lock()
+        .unwrap()
+        .artifacts
+        .insert(format!("{NAME}-2.0.0"), flipped);
+    f.ddi.deploy("64", &format!("[{chunk}]"));
+    let target = f.answer().0.targets.server.unwrap();
+    let e = f.try_install(&target).unwrap_err();
+    assert!(e.to_string().contains("sha256 mismatch"), "{e}");
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        ["proceeding/none", "closed/failure"]
+    );
+    // The operator asks again (Force update: the same action id), the bytes now whole.
+    f.ddi
+        .state
+        .lock()
+        .unwrap()
+        .artifacts
+        .insert(format!("{NAME}-2.0.0"), body.clone());
+    f.ddi.deploy("64", &format!("[{chunk}]"));
+    let target = f
+        .answer()
+        .0
+        .targets
+        .server
+        .expect("offered again after a transfer failure: taken again");
+    assert!(matches!(f.install(&target), Outcome::Activated { .. }));
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(
+        f.ddi.feedback_steps(),
+        [
+            "proceeding/none",
+            "closed/failure",
+            "proceeding/none",
+            "closed/success"
+        ]
+    );
+    assert_eq!(active(&f.paths, NAME).1, body);
+}
