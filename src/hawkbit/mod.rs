@@ -234,6 +234,11 @@ impl HawkbitTransport {
                         });
                     next.closing = Some(c);
                     self.closed_now = true;
+                    // Over: the image's unpacked files are copies of what the engine keeps
+                    // in its cache (or of what it refused), so each build stays once.
+                    if let Err(e) = crate::update::swu::drop_unpacked(&self.paths) {
+                        crate::warn!(SUB, "action {}: {e}", next.id);
+                    }
                 }
                 self.save(&next);
             }
@@ -514,7 +519,7 @@ impl HawkbitTransport {
                 };
             }
         }
-        let Some(hold) = self.take(&d, known) else {
+        let Some((hold, fresh)) = self.take(&d, known) else {
             return Ok(None);
         };
         // Read again whenever the deployment is (an agent that restarted before applying
@@ -547,6 +552,11 @@ impl HawkbitTransport {
         if let Some(h) = &hold {
             crate::info!(SUB, "{h}: downloaded and kept, not activated");
         }
+        if fresh {
+            // The server hears at once that the action was taken (after the config is in
+            // the record: an action of no targets yet would read as done).
+            self.report();
+        }
         Ok(Some(PollAnswer {
             targets: d.targets,
             hold,
@@ -555,10 +565,14 @@ impl HawkbitTransport {
         }))
     }
 
-    /// Records action `d` as taken (a new one is told `proceeding` at once) and how the
-    /// server asks it to wait. `None`: `download: skip`, nothing to fetch yet; else the
-    /// activation's hold, if any.
-    fn take(&mut self, d: &ddi::Deployment, known: Option<ActionRecord>) -> Option<Option<String>> {
+    /// Records action `d` as taken and how the server asks it to wait. `None`: `download:
+    /// skip`, nothing to fetch yet; else the activation's hold, if any, and whether the
+    /// action is new.
+    fn take(
+        &mut self,
+        d: &ddi::Deployment,
+        known: Option<ActionRecord>,
+    ) -> Option<(Option<String>, bool)> {
         // Download only (`update: skip`) or the server's maintenance window closed: the
         // engine downloads and verifies, the agent's activation gate waits (one rule with
         // its own window and busy gate). `download: skip`: nothing is fetched yet.
@@ -603,11 +617,7 @@ impl HawkbitTransport {
             );
             return None;
         }
-        if fresh {
-            // The server hears at once that the action was taken.
-            self.report();
-        }
-        Some(hold)
+        Some((hold, fresh))
     }
 
     /// Action `id` refused before anything of it reached the engine, for `why`: recorded and

@@ -147,6 +147,11 @@ pub enum UpdateError {
         expected: String,
         actual: String,
     },
+    /// An archive's sha1 (the only hash gooseBit gives) is not the server's.
+    Sha1Mismatch {
+        expected: String,
+        actual: String,
+    },
     Signature(String),
     NotElf(String),
     WrongArch {
@@ -177,6 +182,7 @@ impl UpdateError {
                 | TooLarge { .. }
                 | SizeMismatch { .. }
                 | ShaMismatch { .. }
+                | Sha1Mismatch { .. }
                 | Signature(_)
                 | NotElf(_)
                 | WrongArch { .. }
@@ -190,7 +196,9 @@ impl UpdateError {
     pub fn is_transfer_mismatch(&self) -> bool {
         matches!(
             self,
-            UpdateError::ShaMismatch { .. } | UpdateError::SizeMismatch { .. }
+            UpdateError::ShaMismatch { .. }
+                | UpdateError::Sha1Mismatch { .. }
+                | UpdateError::SizeMismatch { .. }
         )
     }
 }
@@ -224,6 +232,9 @@ impl fmt::Display for UpdateError {
             }
             ShaMismatch { expected, actual } => {
                 write!(f, "sha256 mismatch: expected {expected}, got {actual}")
+            }
+            Sha1Mismatch { expected, actual } => {
+                write!(f, "sha1 mismatch: expected {expected}, got {actual}")
             }
             Signature(m) => write!(f, "signature check failed: {m}"),
             NotElf(m) => write!(f, "not an executable ELF file: {m}"),

@@ -55,10 +55,19 @@ fn rollback_held(
     rec.current = Some(to.clone());
     rec.previous = None;
     rec.probation = None;
+    // The build rolled back is not kept as the target (issue 46): the cleanup below drops
+    // its file, so one copy of each build wanted stays on disk.
+    if rec.target.is_some() && rec.target == from {
+        rec.target = None;
+    }
     records.save(paths, held)?;
     if name == "svc-agent" {
         clear_boot(paths)?;
         point_link(paths, AGENT_STABLE_LINK, &file, false)?;
+    }
+    if let Err(e) = super::cache::clean(paths, &records, super::UpdateOptions::default().cache_cap)
+    {
+        crate::warn!(SUB, "cache cleanup after the rollback of {name}: {e}");
     }
     crate::warn!(
         SUB,

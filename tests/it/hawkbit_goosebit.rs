@@ -172,7 +172,9 @@ struct CutRelay {
 }
 
 impl CutRelay {
-    fn start(upstream: u16, cut: usize) -> CutRelay {
+    /// `flip`: the first artifact download has the byte at this offset of the answer
+    /// (headers included) inverted, as a faulty link or cache would.
+    fn start(upstream: u16, cut: usize, flip: Option<usize>) -> CutRelay {
         use std::io::{Read, Write};
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::{Arc, Mutex};
@@ -180,12 +182,14 @@ impl CutRelay {
         let port = listener.local_addr().unwrap().port();
         let log: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
         let cut_done = Arc::new(AtomicBool::new(false));
+        let flip_done = Arc::new(AtomicBool::new(false));
         let l2 = log.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut client) = conn else { continue };
                 let log = l2.clone();
                 let cut_done = cut_done.clone();
+                let flip_done = flip_done.clone();
                 std::thread::spawn(move || {
                     let mut head = Vec::new();
                     let mut b = [0u8; 1];
@@ -214,6 +218,8 @@ impl CutRelay {
                     let fresh_download = lines[0].contains("/download ")
                         && !text.to_ascii_lowercase().contains("\r\nrange:");
                     let cutting = fresh_download && !cut_done.swap(true, Ordering::SeqCst);
+                    let flip_at =
+                        flip.filter(|_| fresh_download && !flip_done.swap(true, Ordering::SeqCst));
                     let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream)).unwrap();
                     up.write_all(
                         format!("{}\r\nConnection: close\r\n\r\n", lines.join("\r\n")).as_bytes(),
@@ -236,6 +242,9 @@ impl CutRelay {
                                 .to_string();
                         }
                         let n = if cutting { n.min(cut - sent) } else { n };
+                        if let Some(at) = flip_at.filter(|at| (sent..sent + n).contains(at)) {
+                            buf[at - sent] ^= 0xff;
+                        }
                         if client.write_all(&buf[..n]).is_err() {
                             break;
                         }
@@ -327,6 +336,15 @@ impl Api {
             .with_header("Content-Type", "application/json")
             .with_body(json!({"devices": [DEVICE], "software": id}).to_string());
         self.call(assign, "assign");
+    }
+
+    /// gooseBit's "Force update" (the UI's button): the device's assignment offered
+    /// again, also after an `Error`, under the same action id.
+    fn force_update(&self) {
+        let req = minreq::put(format!("{}/api/v1/devices", self.url))
+            .with_header("Content-Type", "application/json")
+            .with_body(json!({"devices": [DEVICE], "force_update": true}).to_string());
+        self.call(req, "force update");
     }
 
     fn get(&self, path: &str) -> serde_json::Value {
@@ -500,8 +518,12 @@ struct Fleet {
 
 impl Fleet {
     fn start(venv: &Path, test: &str, cut: usize) -> Fleet {
+        Fleet::start_with(venv, test, cut, None)
+    }
+
+    fn start_with(venv: &Path, test: &str, cut: usize, flip: Option<usize>) -> Fleet {
         let gb = GooseBit::start(venv, test, "00:00:01");
-        let relay = CutRelay::start(gb.port, cut);
+        let relay = CutRelay::start(gb.port, cut, flip);
         let api = Api::setup(&gb);
         let vendor = Vendor::new(
             scratch().join("goosebit").join(test).join("vendor"),
@@ -672,4 +694,86 @@ fn goosebit_daemon_applies_a_config_swu_and_refuses_a_bad_one_whole() {
     assert_eq!(std::fs::read(&config).unwrap(), kept, "the config kept");
     assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(!sb.log().contains("svc-server 3.0.0 activated"));
+}
+
+/// Issue 46, finding 1: the first download of an image arrives with one byte flipped (the
+/// archive's sha1 is not gooseBit's): the daemon refuses it and gooseBit shows `Error`.
+/// gooseBit's Force update offers the same action id again; the daemon downloads it again
+/// (it was the transfer, not the image), installs it and gooseBit shows `Finished`.
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn goosebit_force_update_after_a_transfer_failure_installs_the_image() {
+    let venv = venv();
+    let fleet = Fleet::start_with(&venv, "force-transfer", usize::MAX, Some(200_000));
+    let (sb, mut agent) = fleet.device("gb-force-transfer", &[("SVC_AGENT_PROBATION_SECS", "2")]);
+    fleet
+        .api
+        .publish(&fleet.vendor.server_swu("2.1.0", "hang", 1024 * 1024));
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet
+        .api
+        .wait_for_log(&["refused by svc-agent", "sha1"], 60);
+    fleet.api.force_update();
+    fleet.api.wait_for("last_state", "Finished", 300);
+    fleet.api.wait_for("sw_version", "2.1.0", 60);
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-2.1.0");
+    let log = sb.log();
+    assert_eq!(
+        log.matches("offered again after its download did not match")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        fleet.relay.downloads().len(),
+        2,
+        "the flipped one, the whole one"
+    );
+}
+
+/// Issue 46, finding 1: a build rolled back (its fault, not the transfer's), forced again:
+/// the daemon tells gooseBit the failure again (gooseBit leaves `Error` only by a new
+/// build, and its force flag is cleared by that feedback), installs nothing, and says once
+/// in its log what the operator can do.
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn goosebit_force_update_of_a_rolled_back_build_is_told_its_failure_again() {
+    let venv = venv();
+    let fleet = Fleet::start(&venv, "force-crash", usize::MAX);
+    let (sb, mut agent) = fleet.device("gb-force-crash", &[]);
+    fleet
+        .api
+        .publish(&fleet.vendor.server_swu("2.0.3", "exit1", 1000));
+    fleet.api.wait_for("last_state", "Error", 300);
+    fleet.api.wait_for_log(&["2.0.3 was rolled back"], 60);
+    let told = fleet.api.log().matches("2.0.3 was rolled back").count();
+    fleet.api.force_update();
+    // gooseBit clears its force flag when the device's `closed` feedback arrives.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while fleet.api.device()["force_update"] == true {
+        assert!(
+            std::time::Instant::now() < end,
+            "the device did not answer the Force update: {}",
+            sb.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let log = fleet.api.wait_for_log(&["2.0.3 was rolled back"], 60);
+    assert!(log.matches("2.0.3 was rolled back").count() > told, "{log}");
+    assert_eq!(fleet.api.device()["last_state"], "Error");
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-1.0.0");
+    let log = sb.log();
+    assert_eq!(
+        log.matches("offered again, the failure is told again")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("svc-server 2.0.3 activated").count(),
+        1,
+        "{log}"
+    );
 }

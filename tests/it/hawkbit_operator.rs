@@ -140,3 +140,58 @@ fn a_transfer_failure_offered_again_is_downloaded_again() {
     );
     assert_eq!(active(&f.paths, NAME).1, body);
 }
+
+/// The files in the cache: names, sorted (the `swu/` directory as one entry when present).
+fn cache_entries(paths: &svc::paths::Paths) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(paths.cache_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Finding 6: once an image's action is over, each build is on disk once: the files taken
+/// out of the image go (the engine's cache has the installed build), and a build rolled back
+/// is not kept as the target.
+#[test]
+fn one_copy_of_each_build_after_the_action_closes() {
+    let f = setup("op-one-copy");
+    let sign = install_vendor_key(&f.paths);
+    let good = fake_binary(NAME, "2.0.0", "ok", 100_000);
+    let image = swu_image_of(&good, &good, &sign);
+    f.ddi
+        .deploy("65", &format!("[{}]", swu_chunk(&f, "2.0.0", &image)));
+    let t = f.answer().0.targets.server.expect("offered");
+    assert!(matches!(f.install(&t), Outcome::Activated { .. }));
+    svc::update::end_server_probation(&f.paths, "2.0.0").unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(f.ddi.feedback_steps().last().unwrap(), "closed/success");
+    assert_eq!(
+        cache_entries(&f.paths),
+        ["svc-server-1.0.0", "svc-server-2.0.0"],
+        "the running build and the one to roll back to; nothing of the image"
+    );
+
+    // A build that crashes: rolled back, reported; neither its unpacked file nor its
+    // cached copy stays.
+    let bad = fake_binary(NAME, "2.1.0", "exit1", 100_000);
+    let image = crate::hawkbit::swu_image(&[(NAME, "2.1.0", &bad)], &[&bad], Some(&sign), None);
+    f.ddi
+        .deploy("66", &format!("[{}]", swu_chunk(&f, "2.1.0", &image)));
+    let t = f.answer().0.targets.server.expect("offered");
+    assert!(matches!(f.install(&t), Outcome::Activated { .. }));
+    svc::update::rollback(&f.paths, NAME).unwrap();
+    f.poll(None).unwrap();
+    assert_eq!(f.ddi.feedback_steps().last().unwrap(), "closed/failure");
+    assert_eq!(cache_entries(&f.paths), ["svc-server-2.0.0"]);
+    let records = svc::update::VersionRecords::load(&f.paths).unwrap();
+    let rec = records.get(NAME).unwrap();
+    assert_eq!(rec.current.as_deref(), Some("2.0.0"));
+    assert_ne!(
+        rec.target.as_deref(),
+        Some("2.1.0"),
+        "not kept as the target"
+    );
+    assert!(rec.bad.contains(&"2.1.0".to_string()), "still marked bad");
+}
