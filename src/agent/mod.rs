@@ -174,10 +174,14 @@ impl LoadedCredentials {
     }
 
     /// Says what is used (logged when the credentials are taken into use, not on every read).
-    fn log(&self) {
+    /// `hawkbit`: the cached config names hawkBit, so missing credentials are no fault.
+    fn log(&self, hawkbit: bool) {
         match (&self.creds, &self.problem) {
             (Some(c), _) => info!("agent", "management app: {}", c.app_address),
             (None, Some((true, e))) => error!("agent", "{e}"),
+            (None, Some((false, _))) if hawkbit => {
+                debug!("agent", "hawkBit only: the credentials file is not used")
+            }
             (None, Some((false, e))) => {
                 warn!("agent", "{e}; running with the cached config only")
             }
@@ -309,13 +313,18 @@ impl Agent {
         let Some(loaded) = self.pending.take() else {
             return;
         };
-        loaded.log();
+        loaded.log(self.hawkbit_configured());
         self.updater = loaded.creds.as_ref().map(|c| make_updater(&self.paths, c));
         self.transport = loaded.transport;
         self.credentials = loaded.creds;
         self.cached = cache::load_answer(&self.paths);
         self.host = status::HostInfo::detect(&self.paths);
         self.choose_backend();
+    }
+
+    /// The cached config names a hawkBit server (whether or not its backend started).
+    fn hawkbit_configured(&self) -> bool {
+        backend_of(self.config.as_ref()) != Backend::App
     }
 
     /// Switches to the backend the config names, when it is not the one in use: hawkBit
@@ -339,7 +348,7 @@ impl Agent {
             }
             None if was_hawkbit || wanted == Backend::App => {
                 let loaded = LoadedCredentials::read(&self.paths);
-                loaded.log();
+                loaded.log(false);
                 self.updater = loaded.creds.as_ref().map(|c| make_updater(&self.paths, c));
                 self.transport = loaded.transport;
                 self.backend = Backend::App;
@@ -532,7 +541,7 @@ impl Agent {
         if !always {
             info!("agent", "the credentials file changed: re-read");
         }
-        loaded.log();
+        loaded.log(self.hawkbit_configured());
         let (app, transport, stamp) = (loaded.creds, loaded.transport, loaded.stamp);
         self.updater = app.as_ref().map(|c| make_updater(&self.paths, c));
         self.transport = transport;
@@ -669,7 +678,7 @@ impl Agent {
                     .app_reachable
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 if self.last_error.take().is_some() {
-                    info!("agent", "management app reachable again");
+                    info!("agent", "the server is reachable again");
                     self.reconnected = true;
                 }
                 self.cached.last_contact = Some(unix_now());

@@ -176,8 +176,8 @@ fn render(r: &StatusReport, live: Live, now: u64) -> String {
         );
     }
     out += &match r.last_contact {
-        Some(t) => format!("    App: last contact {} ago\n", ago(t)),
-        None => "    App: never contacted\n".to_string(),
+        Some(t) => format!("    Server: last contact {} ago\n", ago(t)),
+        None => "    Server: never contacted\n".to_string(),
     };
     if let Some(e) = &r.last_error {
         out += &format!("    Last error: {e}\n");
@@ -319,7 +319,7 @@ mod tests {
             out.contains("● svc-server 1.2.3: active (running) since 1970-01-01 00:16:50 UTC; 34s ago\n    Main PID: 200, restarts: 2\n"),
             "{out}"
         );
-        assert!(out.contains("    App: last contact 4s ago\n"), "{out}");
+        assert!(out.contains("    Server: last contact 4s ago\n"), "{out}");
         assert!(
             out.contains("    Versions of svc-server: 1.2.3, previous 1.2.2, rolled back: 1.3.0\n"),
             "{out}"

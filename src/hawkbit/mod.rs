@@ -63,6 +63,38 @@ pub(crate) fn load_token(paths: &Paths) -> Result<String, String> {
     Ok(token.to_string())
 }
 
+/// What `svc-agent doctor` asks the hawkBit server: one `GET` of the controller's base with
+/// the token (nothing sent, nothing acted on). `Ok`: what the server said, for the check's
+/// line; `Err`: why it is no good, the token never quoted.
+pub(crate) fn probe(paths: &Paths, settings: &HawkbitSettings) -> Result<String, String> {
+    let t = HawkbitTransport::connect(paths, settings).map_err(|e| e.to_string())?;
+    let a = exchange_capped(t.get(&t.base), ddi::MAX_DDI_BYTES)
+        .map_err(|e| format!("{}: {e}", t.base))?;
+    match a.status {
+        200 => {}
+        401 | 403 => {
+            return Err(format!(
+                "{} refused the token (HTTP {}): check {} and `auth` ({})",
+                t.server,
+                a.status,
+                paths.hawkbit_token().display(),
+                settings.auth.scheme()
+            ))
+        }
+        s => return Err(format!("{} answered HTTP {s}", t.base)),
+    }
+    let base = ddi::parse_base(&a.body, &t.server)?;
+    Ok(format!(
+        "{} knows controller {} of tenant {} (poll every {})",
+        t.server,
+        settings.controller_id,
+        settings.tenant,
+        base.sleep_secs
+            .map(|s| format!("{s} s"))
+            .unwrap_or_else(|| "? s".into())
+    ))
+}
+
 /// The DDI client of one controller.
 pub struct HawkbitTransport {
     paths: Paths,

@@ -195,3 +195,89 @@ fn one_copy_of_each_build_after_the_action_closes() {
     );
     assert!(rec.bad.contains(&"2.1.0".to_string()), "still marked bad");
 }
+
+fn doctor(root: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["doctor", "--json", "--root", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    (out.status.code(), v)
+}
+
+fn verdict(v: &serde_json::Value, name: &str) -> (String, String) {
+    let c = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {v}"));
+    (
+        c["verdict"].as_str().unwrap().to_string(),
+        c["detail"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Finding 4: `svc-agent doctor` on a correctly set-up hawkBit-only device (no management
+/// app credentials) does not fail on credentials; it checks the token file, asks the server
+/// with the token and names the backend; a token the server refuses fails, never quoted.
+#[test]
+fn doctor_checks_the_hawkbit_server_token_and_backend_on_a_hawkbit_only_device() {
+    use crate::ddi_server::{DdiServer, TOKEN};
+    let ddi = DdiServer::start();
+    let sb = crate::hawkbit_daemon::machine("op-doctor", &ddi);
+    let (_, v) = doctor(&sb.root);
+    let (cred, why) = verdict(&v, "credentials");
+    assert_ne!(cred, "fail", "{why}");
+    assert_eq!(verdict(&v, "hawkbit-token").0, "ok", "{v}");
+    let (ok, said) = verdict(&v, "hawkbit");
+    assert_eq!(ok, "ok", "{said}");
+    assert!(said.contains("knows controller"), "{said}");
+    assert!(verdict(&v, "backend").1.contains("hawkBit"), "{v}");
+    // The server was asked with the token, and nothing was sent to it.
+    assert!(ddi.feedback().is_empty());
+    let failed: Vec<String> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .map(|c| c.to_string())
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .all(|c| !c.contains("hawkbit") && !c.contains("credentials")),
+        "{failed:?}"
+    );
+
+    let token = svc::paths::Paths::new(&sb.root).device("/etc/svc-hawkbit.token");
+    svc::fsutil::atomic_write(&token, b"a-wrong-token-4711", 0o600).unwrap();
+    let (code, v) = doctor(&sb.root);
+    assert_eq!(code, Some(1));
+    let (bad, why) = verdict(&v, "hawkbit");
+    assert_eq!(bad, "fail");
+    assert!(why.contains("401") && !why.contains("4711"), "{why}");
+    assert!(!v.to_string().contains(TOKEN));
+}
+
+/// Finding 4: the daemon on a hawkBit-only device does not warn about missing management
+/// app credentials, and names the server it talks to.
+#[test]
+fn a_hawkbit_only_daemon_does_not_warn_about_credentials() {
+    use crate::common::sandbox::{terminate, wait_for};
+    use crate::ddi_server::DdiServer;
+    let ddi = DdiServer::start();
+    let sb = crate::hawkbit_daemon::machine("op-no-creds-warning", &ddi);
+    let mut agent = sb.spawn_agent(&[]);
+    let polls = || {
+        let s = ddi.state.lock().unwrap();
+        s.requests.iter().filter(|(m, _, _)| m == "GET").count()
+    };
+    wait_for("two polls", 120, || polls() >= 2);
+    terminate(&mut agent);
+    let log = sb.log();
+    assert!(log.contains("Eclipse hawkBit at"), "{log}");
+    assert!(!log.contains("no credentials file"), "{log}");
+    assert!(!log.contains("management app"), "{log}");
+    // (The log shipper's own pause without credentials is the log policy's, issue 47.)
+}
