@@ -781,6 +781,59 @@ fn config_digest(v: &Value) -> String {
     )
 }
 
+/// Progress feedback while an image downloads: at most one per this many of the engine's
+/// progress lines (5 s apart by default: one feedback per 30 s), and only when the share
+/// downloaded moved, so a fleet's downloads cost the server a bounded number of writes.
+const PROGRESS_FEEDBACK_EVERY: u32 = 6;
+
+impl HawkbitTransport {
+    /// The engine's progress hook for image `version` of action `id`: `proceeding` with
+    /// `Downloaded N%` in its details (the words gooseBit shows as progress, as SWUpdate's
+    /// own) and the share as `progress` (`cnt` of 100). Sent on the download's thread; a
+    /// feedback that fails is not retried (the next one says more).
+    fn progress_feedback(&self, id: &str, version: &str) -> crate::update::ProgressHook {
+        let url = format!("{}/deploymentBase/{id}/feedback", self.base);
+        let identity = self.identity.clone();
+        let (id, version) = (id.to_string(), version.to_string());
+        let gap = self.download.progress_interval * PROGRESS_FEEDBACK_EVERY;
+        let last: std::sync::Mutex<Option<(std::time::Instant, u64)>> = Default::default();
+        crate::update::ProgressHook(std::sync::Arc::new(move |done, total| {
+            let Some(total) = total.filter(|t| *t > 0) else {
+                return;
+            };
+            let pct = (done.min(total) * 100 / total).min(99);
+            let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|(at, p)| at.elapsed() < gap || p == pct) {
+                return;
+            }
+            *last = Some((std::time::Instant::now(), pct));
+            let doc = serde_json::json!({
+                "id": id,
+                "status": {
+                    "execution": "proceeding",
+                    "result": {"finished": "none", "progress": {"cnt": pct, "of": 100}},
+                    "details": [format!(
+                        "Downloaded {pct}% of image {version} ({:.1} of {:.1} MiB)",
+                        done as f64 / 1048576.0,
+                        total as f64 / 1048576.0
+                    )],
+                },
+            });
+            let body = serde_json::to_vec(&doc).unwrap_or_default();
+            let req = http::post(&url, body, timeout_secs())
+                .header("Content-Type", "application/json")
+                .identity(Some(identity.clone()));
+            match exchange_capped(req, ddi::MAX_DDI_BYTES) {
+                Ok(a) if (200..300).contains(&a.status) => {
+                    crate::debug!(SUB, "action {id}: told the server {pct}% downloaded")
+                }
+                Ok(a) => crate::debug!(SUB, "action {id}: progress not taken (HTTP {})", a.status),
+                Err(e) => crate::debug!(SUB, "action {id}: progress not sent ({e})"),
+            }
+        }))
+    }
+}
+
 /// Why the SWUpdate images of a deployment are not targets.
 enum SwuFailure {
     /// The archive, its description or a file in it is refused: the action fails.
@@ -795,14 +848,17 @@ impl HawkbitTransport {
     /// targets (`file://` artifacts with sw-description's sha256 and signature, which the
     /// engine checks again on its one verify and activate path).
     fn unpack_swu(&mut self, d: &mut ddi::Deployment) -> Result<(), SwuFailure> {
-        let engine = crate::update::Engine::new(
-            self.paths.clone(),
-            crate::update::UpdateOptions {
-                download: self.download.clone(),
-                ..Default::default()
-            },
-        );
         for c in d.swu.clone() {
+            let engine = crate::update::Engine::new(
+                self.paths.clone(),
+                crate::update::UpdateOptions {
+                    download: DownloadOptions {
+                        on_progress: Some(self.progress_feedback(&d.id, &c.version)),
+                        ..self.download.clone()
+                    },
+                    ..Default::default()
+                },
+            );
             let offer = SwuOffer {
                 url: c.url.clone(),
                 version: c.version.clone(),

@@ -25,7 +25,7 @@ pub mod seed;
 pub mod swu;
 pub mod verify;
 
-pub use download::{DownloadOptions, Fetched};
+pub use download::{DownloadOptions, Fetched, ProgressHook};
 pub use record::{NameRecord, Refusal, StateLock, VersionRecords};
 pub use rollback::{
     agent_boot_guard, end_server_probation, mark_agent_healthy, probation_verdict, rollback,

@@ -4,7 +4,7 @@
 //! server's hash; a refusal the server was told about is a poll that worked (no backoff).
 use crate::hawkbit::{setup, swu_chunk};
 use crate::update_support::*;
-use svc::protocol::PollOutcome;
+use svc::protocol::{PollOutcome, Transport};
 use svc::update::Outcome;
 
 const NAME: &str = "svc-server";
@@ -280,4 +280,78 @@ fn a_hawkbit_only_daemon_does_not_warn_about_credentials() {
     assert!(!log.contains("no credentials file"), "{log}");
     assert!(!log.contains("management app"), "{log}");
     // (The log shipper's own pause without credentials is the log policy's, issue 47.)
+}
+
+/// Finding 3: while a large image downloads, the server hears `proceeding` with the share
+/// downloaded (`Downloaded N%`, what gooseBit shows), at a bounded rate. The server sends the
+/// second half of the image a step (256 KiB) each quarter second until it heard one.
+#[test]
+fn progress_feedback_while_a_large_image_downloads() {
+    use crate::ddi_server::{CONTROLLER, TENANT};
+    use std::time::{Duration, Instant};
+    let f = setup("op-progress");
+    let body = fake_binary(NAME, "2.0.0", "ok", 4 * 1024 * 1024);
+    let image = crate::hawkbit::swu_image(&[(NAME, "2.0.0", &body)], &[&body], None, None);
+    let half = image.len() / 2;
+    let state = f.ddi.state.clone();
+    let heard = move || {
+        state.lock().unwrap().feedback.iter().any(|(_, d)| {
+            d["status"]["execution"] == "proceeding"
+                && d["status"]["details"][0]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("Downloaded "))
+        })
+    };
+    f.ddi.state.lock().unwrap().pace = Some(std::sync::Arc::new(move |at| {
+        if at >= half && !heard() {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        true
+    }));
+    f.ddi
+        .deploy("67", &format!("[{}]", swu_chunk(&f, "2.0.0", &image)));
+    let cfg = serde_json::json!({"agent": {"svc-agent": {"hawkbit": {
+        "server_url": f.ddi.url(), "tenant": TENANT,
+        "controller_id": CONTROLLER, "auth": "target-token"}}}});
+    let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
+    let mut t = svc::hawkbit::HawkbitTransport::connect(
+        &f.paths,
+        cfg.agent.agent.hawkbit.as_ref().unwrap(),
+    )
+    .unwrap()
+    .with_download_options(test_opts().download);
+    let started = Instant::now();
+    let answer = match t.poll(&serde_json::Value::Null, None).unwrap() {
+        PollOutcome::Changed { answer, .. } => answer,
+        other => panic!("{other:?}"),
+    };
+    let took = started.elapsed().as_secs();
+    assert!(answer.targets.server.is_some(), "the image's svc-server");
+    let progress: Vec<serde_json::Value> = f
+        .ddi
+        .feedback()
+        .into_iter()
+        .map(|(_, d)| d)
+        .filter(|d| {
+            d["status"]["details"][0]
+                .as_str()
+                .is_some_and(|s| s.starts_with("Downloaded "))
+        })
+        .collect();
+    assert!(
+        !progress.is_empty(),
+        "no progress feedback while the image downloaded: {:?}",
+        f.ddi.feedback_steps()
+    );
+    // Bounded: the engine's progress line comes each second here, a feedback at most every
+    // 6 of them (30 s with the daemon's 5 s).
+    assert!(
+        progress.len() as u64 <= 2 + took / 6,
+        "{took} s: {progress:?}"
+    );
+    let cnt = progress[0]["status"]["result"]["progress"]["cnt"]
+        .as_u64()
+        .unwrap();
+    assert!(cnt < 100, "{progress:?}");
+    assert_eq!(progress[0]["status"]["result"]["progress"]["of"], 100);
 }
