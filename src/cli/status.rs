@@ -66,6 +66,9 @@ pub(crate) fn cmd_hawkbit(rest: &[String]) -> Result<i32, UsageError> {
         Some((v, r)) if !v.starts_with('-') => (v.as_str(), r),
         _ => ("", rest),
     };
+    if verb == "join" {
+        return cmd_hawkbit_join(rest);
+    }
     let a = Args::parse(rest, &["help"], &["root", "action"])?;
     if a.flag("help") || verb.is_empty() {
         print!("{HAWKBIT_HELP}");
@@ -90,20 +93,59 @@ pub(crate) fn cmd_hawkbit(rest: &[String]) -> Result<i32, UsageError> {
         Ok(c) => {
             println!("action {}: {}", c.action, decision.word());
             // Wake the running agent: a SIGHUP makes it poll at once.
-            let pid = std::fs::read(crate::agent::status::path(&paths))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<StatusReport>(&b).ok())
-                .map(|r| r.agent.pid)
-                .filter(|p| is_running(*p, "svc-agent"));
-            if let Some(pid) = pid {
-                crate::sys::kill(pid as i32, libc::SIGHUP);
-            }
+            wake_agent(&paths);
             Ok(0)
         }
         Err(e) => {
             eprintln!("svc-agent hawkbit {verb}: {e}");
             Ok(1)
         }
+    }
+}
+
+/// `svc-agent hawkbit join ...` (`hawkbit::join`).
+fn cmd_hawkbit_join(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(
+        rest,
+        &["help", "auto-confirm"],
+        &[
+            "root",
+            "url",
+            "tenant",
+            "controller-id",
+            "token-file",
+            "auth",
+        ],
+    )?;
+    if a.flag("help") {
+        print!("{}", crate::hawkbit::join::HELP);
+        return Ok(0);
+    }
+    let paths = crate::cli::device_paths(&a)?;
+    let get = |k: &str| a.value(k).map(str::to_string);
+    match crate::hawkbit::join::run(&paths, &get, a.flag("auto-confirm")) {
+        Ok(done) => {
+            println!("{done}");
+            wake_agent(&paths);
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("svc-agent hawkbit join: {e}");
+            Ok(1)
+        }
+    }
+}
+
+/// A SIGHUP to the running agent (named by its status file): it re-reads its files and
+/// polls at once.
+fn wake_agent(paths: &crate::paths::Paths) {
+    let pid = std::fs::read(crate::agent::status::path(paths))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<StatusReport>(&b).ok())
+        .map(|r| r.agent.pid)
+        .filter(|p| is_running(*p, "svc-agent"));
+    if let Some(pid) = pid {
+        crate::sys::kill(pid as i32, libc::SIGHUP);
     }
 }
 

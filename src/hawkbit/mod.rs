@@ -16,6 +16,7 @@
 pub(crate) mod action;
 pub mod consent;
 pub(crate) mod ddi;
+pub(crate) mod join;
 
 use crate::config::model::HawkbitSettings;
 use crate::http;

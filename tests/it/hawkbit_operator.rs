@@ -355,3 +355,108 @@ fn progress_feedback_while_a_large_image_downloads() {
     assert!(cnt < 100, "{progress:?}");
     assert_eq!(progress[0]["status"]["result"]["progress"]["of"], 100);
 }
+
+fn join(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["hawkbit", "join", "--root", root.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Finding 5: a device joins a hawkBit fleet by one command, as an image's first boot or an
+/// install runs it: server, tenant, the controller-id rule (`@machine-id`) and the token as
+/// a file. The token lands in its 0600 file, never in the output; the daemon then polls the
+/// server with it. A bad setting is refused naming the field, and nothing is written.
+#[test]
+fn a_device_joins_a_fleet_by_one_command() {
+    use crate::common::sandbox::{terminate, wait_for, Sandbox};
+    use crate::ddi_server::{DdiServer, CONTROLLER, TOKEN};
+    use std::os::unix::fs::PermissionsExt;
+    let ddi = DdiServer::start();
+    ddi.state.lock().unwrap().sleep = "00:00:01".into();
+    let sb = Sandbox::new("op-join");
+    let paths = svc::paths::Paths::new(&sb.root);
+    let body = fake_binary(NAME, "1.0.0", "hang", 0);
+    let src = sb.root.join("src-1.0.0");
+    std::fs::write(&src, &body).unwrap();
+    let a = artifact(NAME, "1.0.0", &format!("file://{}", src.display()), &body);
+    svc::update::Engine::new(paths.clone(), test_opts())
+        .update(&a)
+        .unwrap();
+    std::fs::write(sb.root.join("etc/machine-id"), format!("{CONTROLLER}\n")).unwrap();
+    // The token as the image's build or the installer hands it over: a file.
+    let given = sb.root.join("token-from-the-vendor");
+    std::fs::write(&given, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&given, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let given = given.to_str().unwrap();
+    let url = ddi.url();
+
+    let bad = join(
+        &sb.root,
+        &[
+            "--url",
+            &url,
+            "--tenant",
+            "bad tenant",
+            "--controller-id",
+            "@machine-id",
+            "--token-file",
+            given,
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("/agent/svc-agent/hawkbit/tenant"), "{err}");
+    assert!(
+        !paths.device("/etc/svc-hawkbit.token").exists(),
+        "nothing written"
+    );
+    assert!(
+        !sb.root.join("opt/svc/config.json").exists(),
+        "nothing written"
+    );
+
+    let out = join(
+        &sb.root,
+        &[
+            "--url",
+            &url,
+            "--tenant",
+            crate::ddi_server::TENANT,
+            "--controller-id",
+            "@machine-id",
+            "--token-file",
+            given,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains(&format!("controller {CONTROLLER}")), "{said}");
+    assert!(!said.contains(TOKEN), "{said}");
+    let mode = std::fs::metadata(paths.device("/etc/svc-hawkbit.token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let mut agent = sb.spawn_agent(&[]);
+    let polled = || {
+        let s = ddi.state.lock().unwrap();
+        s.requests.iter().any(|(m, p, h)| {
+            m == "GET"
+                && p.ends_with(&format!("/controller/v1/{CONTROLLER}"))
+                && h.iter()
+                    .any(|(k, v)| k == "authorization" && v == &format!("TargetToken {TOKEN}"))
+        })
+    };
+    wait_for("a poll of the joined server with the token", 120, polled);
+    terminate(&mut agent);
+    let log = sb.log();
+    assert!(log.contains("Eclipse hawkBit at"), "{log}");
+    assert!(!log.contains(TOKEN), "{log}");
+}
