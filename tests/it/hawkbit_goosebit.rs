@@ -507,6 +507,44 @@ impl Vendor {
 
 const DEVICE: &str = "kiosk-17";
 
+/// A machine running svc-server 1.0.0 that joined gooseBit at `url` as a packaged image's
+/// first boot does (issue 46): `svc-agent hawkbit join` with the controller id from
+/// `/etc/machine-id` and the token as a file; no hand-written cache file.
+fn joined(test: &str, url: &str) -> Sandbox {
+    let sb = Sandbox::new(test);
+    let paths = svc::paths::Paths::new(&sb.root);
+    let body = fake_binary("svc-server", "1.0.0", "hang", 0);
+    let src = sb.root.join("src-1.0.0");
+    std::fs::write(&src, &body).unwrap();
+    let a = crate::update_support::artifact(
+        "svc-server",
+        "1.0.0",
+        &format!("file://{}", src.display()),
+        &body,
+    );
+    svc::update::Engine::new(paths, crate::update_support::test_opts())
+        .update(&a)
+        .unwrap();
+    std::fs::write(sb.root.join("etc/machine-id"), format!("{DEVICE}\n")).unwrap();
+    let token = sb.root.join("image-token");
+    std::fs::write(&token, "goosebit-ignores-this-token\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_svc-agent"))
+        .args(["hawkbit", "join", "--root", path_str(&sb.root)])
+        .args([
+            "--url",
+            url,
+            "--tenant",
+            "DEFAULT",
+            "--controller-id",
+            "@machine-id",
+        ])
+        .args(["--token-file", path_str(&token)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hawkbit join: {out:?}");
+    sb
+}
+
 /// gooseBit asking for a poll every second, behind a relay that cuts the first artifact
 /// download after `cut` bytes, with its first user, and a vendor.
 struct Fleet {
@@ -551,12 +589,7 @@ impl Fleet {
     /// public key and gooseBit (through the relay) in its cached config; its daemon started
     /// with `env`, and registered with gooseBit (`PUT configData`) before this returns.
     fn device(&self, test: &str, env: &[(&str, &str)]) -> (Sandbox, Child) {
-        let sb = crate::hawkbit_daemon::machine_on(
-            test,
-            &self.url(),
-            DEVICE,
-            "goosebit-ignores-this-token",
-        );
+        let sb = joined(test, &self.url());
         let paths = svc::paths::Paths::new(&sb.root);
         svc::fsutil::atomic_write(&paths.signing_key(), &self.vendor.public_key(), 0o644).unwrap();
         let agent = sb.spawn_agent(env);
@@ -581,6 +614,11 @@ fn goosebit_daemon_installs_a_swu_and_reports_success_after_probation_with_a_res
     fleet.api.wait_for("last_state", "Finished", 300);
     // gooseBit saves the state and the version one after the other.
     fleet.api.wait_for("sw_version", "2.0.0", 60);
+    // One copy of the build once the action closed: nothing of the image stays (issue 46;
+    // the agent drops it right after gooseBit took the `success`).
+    wait_for("the image's files removed after success", 60, || {
+        !sb.root.join("opt/svc/cache/swu").exists()
+    });
     terminate(&mut agent);
     assert_eq!(linked(&sb), "svc-server-2.0.0");
     let log = sb.log();
