@@ -688,7 +688,9 @@ impl HawkbitTransport {
     /// download did not match the server's hash is taken again (`true`); any other is told
     /// its `closed` feedback again, and the log says once what the operator can do.
     fn offered_again(&mut self, mut r: ActionRecord) -> Result<bool, ProtocolError> {
-        if self.closed_now {
+        // Closed by this poll's feedback, or a refusal not told yet (`report` tells it at the
+        // next poll): not an offer again.
+        if self.closed_now || r.stage != Stage::Closed {
             return Ok(false);
         }
         if r.transfer_failed {
