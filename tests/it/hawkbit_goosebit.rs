@@ -815,3 +815,78 @@ fn goosebit_force_update_of_a_rolled_back_build_is_told_its_failure_again() {
         "{log}"
     );
 }
+
+/// Issue 46, finding 7: the operator walkthrough of docs/hawkbit.md (a script the doc
+/// includes verbatim) runs from nothing to a rolled-out update: gooseBit migrated and
+/// started, its first user, the vendor key, the device joined, a signed image uploaded and
+/// assigned, `Finished` after the probation (shortened through the agent's environment, as
+/// the doc says).
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn the_walkthrough_in_the_docs_runs() {
+    let venv = venv();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("docs/hawkbit-walkthrough.sh")).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/hawkbit.md")).unwrap();
+    let body = script.split_once("set -eu\n").unwrap().1;
+    assert!(
+        doc.contains(body),
+        "docs/hawkbit.md must include docs/hawkbit-walkthrough.sh verbatim"
+    );
+    let sb = Sandbox::new("gb-walkthrough");
+    let paths = svc::paths::Paths::new(&sb.root);
+    let old = fake_binary("svc-server", "1.0.0", "hang", 0);
+    let src = sb.root.join("src-1.0.0");
+    std::fs::write(&src, &old).unwrap();
+    let a = crate::update_support::artifact(
+        "svc-server",
+        "1.0.0",
+        &format!("file://{}", src.display()),
+        &old,
+    );
+    svc::update::Engine::new(paths, crate::update_support::test_opts())
+        .update(&a)
+        .unwrap();
+    let work = scratch().join("goosebit").join("walkthrough");
+    let _ = std::fs::remove_dir_all(&work);
+    let build = sb.root.join("svc-server-2.0.0");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&build, fake_binary("svc-server", "2.0.0", "hang", 1000)).unwrap();
+        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "4")]);
+    let bins = format!(
+        "{}:{}:/usr/bin:/bin",
+        Path::new(env!("CARGO_BIN_EXE_svc-agent"))
+            .parent()
+            .unwrap()
+            .display(),
+        Path::new(env!("CARGO_BIN_EXE_svc-release"))
+            .parent()
+            .unwrap()
+            .display()
+    );
+    let out = Command::new("sh")
+        .arg(root.join("docs/hawkbit-walkthrough.sh"))
+        .env("PATH", bins)
+        .env("GB", &venv)
+        .env("WORK", &work)
+        .env("PORT", free_port().to_string())
+        .env("DEVICE", &sb.root)
+        .env("BUILD", &build)
+        .env("ID", DEVICE)
+        .output()
+        .unwrap();
+    terminate(&mut agent);
+    assert!(
+        out.status.success(),
+        "the walkthrough failed: {}\n{}\nagent: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        sb.log()
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("rolled out: Finished 2.0.0"), "{said}");
+    assert_eq!(linked(&sb), "svc-server-2.0.0");
+}
