@@ -174,7 +174,9 @@ struct CutRelay {
 impl CutRelay {
     /// `flip`: the first artifact download has the byte at this offset of the answer
     /// (headers included) inverted, as a faulty link or cache would.
-    fn start(upstream: u16, cut: usize, flip: Option<usize>) -> CutRelay {
+    /// `rate`: artifact downloads are passed on at about this many bytes a second (a slow
+    /// link), so that a download lasts long enough to report progress and to be cut.
+    fn start(upstream: u16, cut: usize, flip: Option<usize>, rate: Option<usize>) -> CutRelay {
         use std::io::{Read, Write};
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::{Arc, Mutex};
@@ -247,6 +249,11 @@ impl CutRelay {
                         }
                         if client.write_all(&buf[..n]).is_err() {
                             break;
+                        }
+                        if let Some(rate) = rate.filter(|_| lines[0].contains("/download ")) {
+                            std::thread::sleep(std::time::Duration::from_secs_f64(
+                                n as f64 / rate as f64,
+                            ));
                         }
                         sent += n;
                         if cutting && sent >= cut {
@@ -556,12 +563,18 @@ struct Fleet {
 
 impl Fleet {
     fn start(venv: &Path, test: &str, cut: usize) -> Fleet {
-        Fleet::start_with(venv, test, cut, None)
+        Fleet::start_with(venv, test, cut, None, None)
     }
 
-    fn start_with(venv: &Path, test: &str, cut: usize, flip: Option<usize>) -> Fleet {
+    fn start_with(
+        venv: &Path,
+        test: &str,
+        cut: usize,
+        flip: Option<usize>,
+        rate: Option<usize>,
+    ) -> Fleet {
         let gb = GooseBit::start(venv, test, "00:00:01");
-        let relay = CutRelay::start(gb.port, cut, flip);
+        let relay = CutRelay::start(gb.port, cut, flip, rate);
         let api = Api::setup(&gb);
         let vendor = Vendor::new(
             scratch().join("goosebit").join(test).join("vendor"),
@@ -742,7 +755,7 @@ fn goosebit_daemon_applies_a_config_swu_and_refuses_a_bad_one_whole() {
 #[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
 fn goosebit_force_update_after_a_transfer_failure_installs_the_image() {
     let venv = venv();
-    let fleet = Fleet::start_with(&venv, "force-transfer", usize::MAX, Some(200_000));
+    let fleet = Fleet::start_with(&venv, "force-transfer", usize::MAX, Some(200_000), None);
     let (sb, mut agent) = fleet.device("gb-force-transfer", &[("SVC_AGENT_PROBATION_SECS", "2")]);
     fleet
         .api
@@ -889,4 +902,50 @@ fn the_walkthrough_in_the_docs_runs() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("rolled out: Finished 2.0.0"), "{said}");
     assert_eq!(linked(&sb), "svc-server-2.0.0");
+}
+
+/// Issue 46, findings 3 and the resumable download: a large image over a slow link. While
+/// it downloads gooseBit hears `Downloaded N%` (its progress); the agent is killed halfway
+/// (as a power cut or systemd's watchdog would), and the restarted agent asks for the rest
+/// with `Range` (gooseBit answers `206`) and installs it: `Finished`.
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn goosebit_large_image_reports_progress_and_resumes_after_a_restart() {
+    let venv = venv();
+    let fleet = Fleet::start_with(&venv, "large", usize::MAX, None, Some(1024 * 1024));
+    let env = [("SVC_AGENT_PROBATION_SECS", "2")];
+    let (sb, mut agent) = fleet.device("gb-large", &env);
+    let swu = fleet.vendor.server_swu("2.2.0", "hang", 40 * 1024 * 1024);
+    let size = std::fs::metadata(&swu).unwrap().len();
+    fleet.api.publish(&swu);
+    fleet.api.wait_for_log(&["Downloaded "], 300);
+    let cache = sb.root.join("opt/svc/cache/swu");
+    let part_len = || {
+        std::fs::read_dir(&cache)
+            .ok()
+            .and_then(|d| {
+                d.flatten()
+                    .find(|e| e.file_name().to_string_lossy().ends_with(".swu.part"))
+            })
+            .and_then(|e| e.metadata().ok())
+            .map_or(0, |m| m.len())
+    };
+    wait_for("half the image downloaded", 300, || part_len() >= size / 2);
+    crate::powercut_campaign::power_cut(Some(&mut agent), &sb.root);
+    let mut agent = sb.spawn_agent(&env);
+    fleet.api.wait_for("last_state", "Finished", 300);
+    fleet.api.wait_for("sw_version", "2.2.0", 60);
+    terminate(&mut agent);
+    assert_eq!(linked(&sb), "svc-server-2.2.0");
+    let downloads = fleet.relay.downloads();
+    let (_, status) = downloads
+        .iter()
+        .find(|(h, _)| h.to_ascii_lowercase().contains("\r\nrange: bytes="))
+        .unwrap_or_else(|| panic!("no Range request after the restart: {downloads:?}"));
+    assert!(status.contains(" 206 "), "{status}");
+    let log = fleet.api.log();
+    assert!(
+        log.contains("Downloaded ") && log.contains("of image 2.2.0"),
+        "{log}"
+    );
 }
