@@ -14,6 +14,13 @@
 # env_reset, and that must not end in a silently unprovisioned machine); SVC_UNPROVISIONED=1
 # installs anyway, for machines provisioned later through the agent's hotspot portal.
 # The credentials are written 0600 by the shell itself and are never a process argument here.
+#
+# A hawkBit fleet (docs/hawkbit.md) in the same shape, the token a plain shell variable too:
+#   sudo /bin/sh -c "SVC_HAWKBIT_URL=<server> SVC_HAWKBIT_TENANT=<tenant> SVC_HAWKBIT_TOKEN=<token>; $(curl -fsSL <install_url>)"
+# with SVC_HAWKBIT_CONTROLLER_ID (default @machine-id: /etc/machine-id; @hostname, or an id)
+# and SVC_HAWKBIT_AUTH (target-token, the default, or gateway-token). The machine then needs
+# no management-app credentials. The token reaches `svc-agent hawkbit join` on its standard
+# input (a shell builtin's output), never as an argument; the agent writes it 0600.
 set -eu
 
 # Filled in when the script is published (scripts/publish-install.sh); empty in the sources.
@@ -58,6 +65,16 @@ if [ "${1:-}" = "--uninstall" ] || [ "${SVC_UNINSTALL:-}" = 1 ]; then
 	exit 0
 fi
 
+# hawkBit: all three or none, decided before anything is downloaded or installed.
+hb=0
+for v in "${SVC_HAWKBIT_URL:-}" "${SVC_HAWKBIT_TENANT:-}" "${SVC_HAWKBIT_TOKEN:-}"; do
+	[ -z "$v" ] || hb=$((hb + 1))
+done
+[ "$hb" = 0 ] || [ "$hb" = 3 ] || die "SVC_HAWKBIT_URL, SVC_HAWKBIT_TENANT and SVC_HAWKBIT_TOKEN go together: $hb of 3 are set"
+case "${SVC_HAWKBIT_TOKEN:-}" in
+*[[:cntrl:]]* | *" "*) die "SVC_HAWKBIT_TOKEN must be one token of printable characters" ;;
+esac
+
 # What the credentials will be, decided before anything is downloaded or installed.
 have=0
 for v in "${SVC_API_KEY_ID:-}" "${SVC_API_KEY:-}" "${SVC_PART_ID:-}"; do
@@ -76,6 +93,8 @@ elif [ -f "$CREDS" ]; then
 	MODE="keep"
 elif [ "${SVC_UNPROVISIONED:-}" = 1 ]; then
 	MODE="none"
+elif [ "$hb" = 3 ]; then
+	MODE="hawkbit-only"
 else
 	die "no credentials: set SVC_API_KEY_ID, SVC_API_KEY and SVC_PART_ID inside the root shell (sudo /bin/sh -c \"SVC_API_KEY_ID=... SVC_API_KEY=... SVC_PART_ID=...; \$(curl -fsSL URL)\"; variables before sudo are dropped), or place $CREDS first, or set SVC_UNPROVISIONED=1 to provision through the hotspot portal later"
 fi
@@ -134,7 +153,18 @@ keep)
 	info "keeping existing $CREDS"
 	;;
 none) info "warning: no credentials (SVC_UNPROVISIONED=1): provision the machine through the agent's hotspot portal" ;;
+hawkbit-only) info "no management-app credentials: the update server is hawkBit" ;;
 esac
+
+if [ "$hb" = 3 ]; then
+	# Before the service starts, so that its first poll goes to the fleet's server.
+	printf '%s\n' "$SVC_HAWKBIT_TOKEN" | "$TMP/svc-agent" hawkbit join \
+		--url "$SVC_HAWKBIT_URL" --tenant "$SVC_HAWKBIT_TENANT" \
+		--controller-id "${SVC_HAWKBIT_CONTROLLER_ID:-@machine-id}" \
+		--auth "${SVC_HAWKBIT_AUTH:-target-token}" --token-file - ||
+		die "svc-agent hawkbit join failed (its message above)"
+	unset SVC_HAWKBIT_TOKEN
+fi
 
 "$TMP/svc-agent" install || die "svc-agent install failed"
 info "svc-agent installed; logs: journalctl -u svc-agent"

@@ -11,7 +11,7 @@ use crate::config::MachineConfig;
 use crate::credentials::Credentials;
 use crate::paths::Paths;
 use crate::protocol::{self, PollOutcome, ProtocolError, Transport};
-use crate::{error, info, warn};
+use crate::{debug, error, info, warn};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -150,15 +150,23 @@ impl Connection {
         loaded: LoadedCredentials,
         config: Option<&MachineConfig>,
     ) -> bool {
+        let wanted = backend_of(config);
         if let (None, Some(e)) = (&loaded.creds, &loaded.problem) {
-            warn!("agent", "{e}; running with the cached config only");
+            if wanted == Backend::App {
+                warn!("agent", "{e}; running with the cached config only");
+            } else {
+                // hawkBit only: the management app's credentials are no fault to warn of.
+                debug!(
+                    "agent",
+                    "hawkBit only: the credentials file is not used ({e})"
+                );
+            }
         }
         self.credentials = loaded.creds;
         self.stamp = loaded.stamp;
         self.backoff.reset();
         self.last_error = None;
         self.connect(paths, Backend::App);
-        let wanted = backend_of(config);
         wanted != Backend::App && self.connect(paths, wanted)
     }
 

@@ -68,7 +68,7 @@ impl Agent {
         match result {
             Ok((outcome, holds)) => {
                 if self.conn.contact(holds, sent) {
-                    info!("agent", "management app reachable again");
+                    info!("agent", "the server is reachable again");
                     self.events.reconnected = true;
                 }
                 self.cached.last_contact = Some(unix_now());

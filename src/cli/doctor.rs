@@ -34,7 +34,14 @@ pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
     let mut out = Vec::new();
     let creds_path = paths.credentials();
     let creds = Credentials::load(paths);
+    let hawkbit = crate::agent::cache::load_config(paths).and_then(|(c, _)| c.agent.agent.hawkbit);
     out.push(match (&creds, credentials::file_mode(&creds_path)) {
+        // A hawkBit-only device has no management app and needs no credentials.
+        (Err(credentials::CredentialsError::Missing(_)), _) if hawkbit.is_some() => check(
+            "credentials",
+            Verdict::Ok,
+            "none: the update server is hawkBit (the config's agent.svc-agent.hawkbit)",
+        ),
         (Ok(_), Some(0o600)) => check(
             "credentials",
             Verdict::Ok,
@@ -59,6 +66,9 @@ pub(crate) fn run_checks(paths: &Paths) -> Vec<Check> {
     });
     if let Ok(c) = &creds {
         out.extend(app_checks(&c.app_address));
+    }
+    if let Some(h) = &hawkbit {
+        out.extend(hawkbit_checks(paths, h));
     }
     out.push(
         match crate::dirtrust::secure(paths, crate::dirtrust::Mode::Check) {
@@ -112,6 +122,63 @@ fn hotspot_check(paths: &Paths) -> Option<Check> {
             ),
         },
     )
+}
+
+/// The hawkBit backend the cached config names (docs/hawkbit.md): its token file (mode
+/// 0600, one printable token), the server's name and TLS, the server's answer to the
+/// token, and the backend the daemon then runs.
+fn hawkbit_checks(paths: &Paths, h: &crate::config::model::HawkbitSettings) -> Vec<Check> {
+    let token = paths.hawkbit_token();
+    let mut out = vec![match credentials::file_mode(&token) {
+        Some(0o600) => match crate::hawkbit::load_token(paths) {
+            Ok(_) => check(
+                "hawkbit-token",
+                Verdict::Ok,
+                format!("{} readable, mode 0600", token.display()),
+            ),
+            Err(e) => check("hawkbit-token", Verdict::Fail, e.to_string()),
+        },
+        Some(m) => check(
+            "hawkbit-token",
+            Verdict::Fail,
+            format!(
+                "{} has mode {m:o}: must be 0600 (chmod 600)",
+                token.display()
+            ),
+        ),
+        None => check(
+            "hawkbit-token",
+            Verdict::Fail,
+            format!(
+                "no token file at {}: the agent keeps its management app (svc-agent hawkbit join)",
+                token.display()
+            ),
+        ),
+    }];
+    if out[0].verdict == Verdict::Fail {
+        return out;
+    }
+    out.extend(app_checks(&h.server_url).into_iter().map(|c| Check {
+        name: if c.name == "dns" {
+            "hawkbit-dns"
+        } else {
+            "hawkbit-tls"
+        },
+        ..c
+    }));
+    out.push(match crate::hawkbit::probe(paths, h) {
+        Ok(said) => check("hawkbit", Verdict::Ok, said),
+        Err(e) => check("hawkbit", Verdict::Fail, e),
+    });
+    out.push(check(
+        "backend",
+        Verdict::Ok,
+        format!(
+            "Eclipse hawkBit DDI at {} (tenant {}, controller {})",
+            h.server_url, h.tenant, h.controller_id
+        ),
+    ));
+    out
 }
 
 fn which(cmd: &str) -> Option<std::path::PathBuf> {

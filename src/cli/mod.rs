@@ -2,6 +2,7 @@
 //! `shared/conventions.md`. Every command has `--help`; exit codes follow the conventions.
 pub(crate) mod args;
 pub(crate) mod doctor;
+pub(crate) mod hawkbit_join;
 pub(crate) mod provision;
 pub mod server;
 pub(crate) mod status;
@@ -37,6 +38,7 @@ commands:
   uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)
   status [--json] [--root DIR]     what runs, versions, last contact, subsystem states
   hawkbit confirm|decline [--action ID] [--root DIR]
+  hawkbit join --url URL --tenant T --controller-id ID|@machine-id --token-file FILE|-
                                    consent to (or refuse) the hawkBit action that waits for it
   doctor [--json] [--root DIR]     pre-flight checks of this machine
   provision [--until-online] [--force] [--root DIR]

@@ -66,6 +66,9 @@ pub(crate) fn cmd_hawkbit(rest: &[String]) -> Result<i32, UsageError> {
         Some((v, r)) if !v.starts_with('-') => (v.as_str(), r),
         _ => ("", rest),
     };
+    if verb == "join" {
+        return cmd_hawkbit_join(rest);
+    }
     let a = Args::parse(rest, &["help"], &["root", "action"])?;
     if a.flag("help") || verb.is_empty() {
         print!("{HAWKBIT_HELP}");
@@ -90,20 +93,59 @@ pub(crate) fn cmd_hawkbit(rest: &[String]) -> Result<i32, UsageError> {
         Ok(c) => {
             println!("action {}: {}", c.action, decision.word());
             // Wake the running agent: a SIGHUP makes it poll at once.
-            let pid = std::fs::read(crate::agent::status::path(&paths))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<StatusReport>(&b).ok())
-                .map(|r| r.agent.pid)
-                .filter(|p| is_running(*p, "svc-agent"));
-            if let Some(pid) = pid {
-                crate::sys::kill(pid as i32, libc::SIGHUP);
-            }
+            wake_agent(&paths);
             Ok(0)
         }
         Err(e) => {
             eprintln!("svc-agent hawkbit {verb}: {e}");
             Ok(1)
         }
+    }
+}
+
+/// `svc-agent hawkbit join ...` (`cli::hawkbit_join`).
+fn cmd_hawkbit_join(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(
+        rest,
+        &["help", "auto-confirm"],
+        &[
+            "root",
+            "url",
+            "tenant",
+            "controller-id",
+            "token-file",
+            "auth",
+        ],
+    )?;
+    if a.flag("help") {
+        print!("{}", super::hawkbit_join::HELP);
+        return Ok(0);
+    }
+    let paths = crate::cli::device_paths(&a)?;
+    let get = |k: &str| a.value(k).map(str::to_string);
+    match super::hawkbit_join::run(&paths, &get, a.flag("auto-confirm")) {
+        Ok(done) => {
+            println!("{done}");
+            wake_agent(&paths);
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("svc-agent hawkbit join: {e}");
+            Ok(1)
+        }
+    }
+}
+
+/// A SIGHUP to the running agent (named by its status file): it re-reads its files and
+/// polls at once.
+fn wake_agent(paths: &crate::paths::Paths) {
+    let pid = std::fs::read(crate::agent::status::path(paths))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<StatusReport>(&b).ok())
+        .map(|r| r.agent.pid)
+        .filter(|p| is_running(*p, "svc-agent"));
+    if let Some(pid) = pid {
+        crate::sys::kill(pid as i32, libc::SIGHUP);
     }
 }
 
@@ -176,8 +218,8 @@ fn render(r: &StatusReport, live: Live, now: u64) -> String {
         );
     }
     out += &match r.last_contact {
-        Some(t) => format!("    App: last contact {} ago\n", ago(t)),
-        None => "    App: never contacted\n".to_string(),
+        Some(t) => format!("    Server: last contact {} ago\n", ago(t)),
+        None => "    Server: never contacted\n".to_string(),
     };
     if let Some(e) = &r.last_error {
         out += &format!("    Last error: {e}\n");
@@ -319,7 +361,7 @@ mod tests {
             out.contains("● svc-server 1.2.3: active (running) since 1970-01-01 00:16:50 UTC; 34s ago\n    Main PID: 200, restarts: 2\n"),
             "{out}"
         );
-        assert!(out.contains("    App: last contact 4s ago\n"), "{out}");
+        assert!(out.contains("    Server: last contact 4s ago\n"), "{out}");
         assert!(
             out.contains("    Versions of svc-server: 1.2.3, previous 1.2.2, rolled back: 1.3.0\n"),
             "{out}"

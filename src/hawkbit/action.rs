@@ -42,6 +42,75 @@ pub(crate) struct ActionRecord {
     /// `update: skip`: a download-only action, over once every target is downloaded.
     #[serde(default)]
     pub download_only: bool,
+    /// The `closed` feedback the server took, to tell it again when it offers the action
+    /// again (gooseBit's Force update offers the same id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closing: Option<Closing>,
+    /// The action failed because the downloaded bytes did not match the server's hash or
+    /// size: offered again, it is downloaded again rather than told its failure again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transfer_failed: bool,
+    /// Times the closed action was offered again (the operator's hint is logged once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reoffers: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl ActionRecord {
+    /// A record of action `id` just taken (or refused, with `refused`).
+    pub(crate) fn new(id: &str, targets: Vec<(String, String)>) -> ActionRecord {
+        ActionRecord {
+            id: id.to_string(),
+            targets,
+            stage: Stage::New,
+            progress: 0,
+            refused: None,
+            hold: false,
+            download_only: false,
+            closing: None,
+            transfer_failed: false,
+            reoffers: 0,
+        }
+    }
+
+    /// Over for this agent: closed, or refused before it began.
+    pub(crate) fn is_over(&self) -> bool {
+        self.stage == Stage::Closed || self.refused.is_some()
+    }
+}
+
+/// The `closed` feedback an action ended with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Closing {
+    pub success: bool,
+    pub details: String,
+}
+
+impl Closing {
+    pub(crate) fn of(fb: &Feedback) -> Option<Closing> {
+        match fb {
+            Feedback::Success => Some(Closing {
+                success: true,
+                details: String::new(),
+            }),
+            Feedback::Failure(why) => Some(Closing {
+                success: false,
+                details: why.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn feedback(&self) -> Feedback {
+        if self.success {
+            Feedback::Success
+        } else {
+            Feedback::Failure(self.details.clone())
+        }
+    }
 }
 
 /// What the server is to be told now.
@@ -232,13 +301,8 @@ mod tests {
 
     fn rec(stage: Stage) -> ActionRecord {
         ActionRecord {
-            id: "7".into(),
-            targets: vec![("svc-server".into(), "2.0.0".into())],
             stage,
-            progress: 0,
-            refused: None,
-            hold: false,
-            download_only: false,
+            ..ActionRecord::new("7", vec![("svc-server".into(), "2.0.0".into())])
         }
     }
 

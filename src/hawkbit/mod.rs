@@ -1,6 +1,6 @@
 //! The Eclipse hawkBit backend (docs/hawkbit.md): the agent speaks hawkBit's DDI API as a
 //! second implementation of [`protocol::Transport`], so the daemon loop, the poll schedule
-//! (`backoff`, one retry rule), the update engine (`update`: the verified,
+//! (`protocol::backoff`, one retry rule), the update engine (`update`: the verified,
 //! resumable download, activation, probation, rollback) and the one HTTP client
 //! (`http`: deadline, caps, no redirects on control requests, TLS verified) serve both
 //! backends. This module only translates:
@@ -18,6 +18,8 @@ pub mod consent;
 pub(crate) mod ddi;
 mod error;
 
+pub use error::HawkbitError;
+
 use crate::config::model::HawkbitSettings;
 use crate::http;
 use crate::paths::Paths;
@@ -26,7 +28,6 @@ use crate::protocol::{PollAnswer, PollOutcome, ProtocolError, Transport};
 use crate::update::swu::SwuOffer;
 use crate::update::{DownloadOptions, StateLock, VersionRecords};
 use action::{ActionRecord, Feedback, Stage};
-pub use error::HawkbitError;
 use serde_json::Value;
 use std::path::Path;
 
@@ -70,6 +71,38 @@ pub(crate) fn load_token(paths: &Paths) -> Result<String, HawkbitError> {
     Ok(token.to_string())
 }
 
+/// What `svc-agent doctor` asks the hawkBit server: one `GET` of the controller's base with
+/// the token (nothing sent, nothing acted on). `Ok`: what the server said, for the check's
+/// line; `Err`: why it is no good, the token never quoted.
+pub(crate) fn probe(paths: &Paths, settings: &HawkbitSettings) -> Result<String, String> {
+    let t = HawkbitTransport::connect(paths, settings).map_err(|e| e.to_string())?;
+    let a = exchange_capped(t.get(&t.base), ddi::MAX_DDI_BYTES)
+        .map_err(|e| format!("{}: {e}", t.base))?;
+    match a.status {
+        200 => {}
+        401 | 403 => {
+            return Err(format!(
+                "{} refused the token (HTTP {}): check {} and `auth` ({})",
+                t.server,
+                a.status,
+                paths.hawkbit_token().display(),
+                settings.auth.scheme()
+            ))
+        }
+        s => return Err(format!("{} answered HTTP {s}", t.base)),
+    }
+    let base = ddi::parse_base(&a.body, &t.server)?;
+    Ok(format!(
+        "{} knows controller {} of tenant {} (poll every {})",
+        t.server,
+        settings.controller_id,
+        settings.tenant,
+        base.sleep_secs
+            .map(|s| format!("{s} s"))
+            .unwrap_or_else(|| "? s".into())
+    ))
+}
+
 /// The DDI client of one controller.
 pub struct HawkbitTransport {
     paths: Paths,
@@ -80,6 +113,9 @@ pub struct HawkbitTransport {
     /// Consent is given without asking (`auto_confirm`).
     auto_confirm: bool,
     last_bytes: (u64, u64),
+    /// An action was closed by this poll's feedback: its offer in the same answer is the
+    /// server not caught up yet, not an offer again.
+    closed_now: bool,
     /// The engine's download settings for SWUpdate images (`update::swu`).
     download: DownloadOptions,
 }
@@ -115,6 +151,7 @@ impl HawkbitTransport {
             identity,
             auto_confirm: settings.auto_confirm,
             last_bytes: (0, 0),
+            closed_now: false,
             download: DownloadOptions::default(),
         }
     }
@@ -225,6 +262,24 @@ impl HawkbitTransport {
                 if let Feedback::Proceeding { cnt, .. } = fb {
                     next.progress = cnt;
                 }
+                if let Some(c) = action::Closing::of(&fb) {
+                    // A target the engine refused for bytes that did not match the
+                    // server's hash: an offer again downloads it again.
+                    next.transfer_failed |= !c.success
+                        && next.targets.iter().any(|(n, v)| {
+                            versions
+                                .get(n)
+                                .and_then(|r| r.refused.as_ref())
+                                .is_some_and(|x| x.transfer && &x.version == v)
+                        });
+                    next.closing = Some(c);
+                    self.closed_now = true;
+                    // Over: the image's unpacked files are copies of what the engine keeps
+                    // in its cache (or of what it refused), so each build stays once.
+                    if let Err(e) = crate::update::swu::drop_unpacked(&self.paths) {
+                        crate::warn!(SUB, "action {}: {e}", next.id);
+                    }
+                }
                 self.save(&next);
             }
             Err(e) => crate::warn!(SUB, "action {}: feedback not sent ({e}); retried", rec.id),
@@ -314,13 +369,8 @@ impl HawkbitTransport {
         }
         // Over for this agent: a deployment of that id offered again is not taken.
         let over = ActionRecord {
-            id: stop,
-            targets: rec.map(|r| r.targets).unwrap_or_default(),
             stage: Stage::Closed,
-            progress: 0,
-            refused: None,
-            hold: false,
-            download_only: false,
+            ..ActionRecord::new(&stop, rec.map(|r| r.targets).unwrap_or_default())
         };
         self.save(&over);
         Ok(true)
@@ -404,8 +454,7 @@ impl HawkbitTransport {
     /// (a document, like the DDI resources: capped, never followed elsewhere), checked
     /// against the deployment's size and sha256, then validated by the one config validator
     /// (`config::parse_str`, as a config from the management app). `Err`: why, naming the
-    /// JSON pointers; nothing of it is applied. Text, as `ddi`'s refusals: it becomes the
-    /// action's refusal and a `ProtocolError::BadAnswer`.
+    /// JSON pointers; nothing of it is applied.
     fn fetch_config(&mut self, t: &crate::protocol::Target) -> Result<Value, String> {
         let cap = crate::protocol::MAX_ANSWER_BYTES;
         if t.size.is_some_and(|s| s > cap) {
@@ -465,52 +514,10 @@ impl HawkbitTransport {
         }
     }
 
-    /// A deployment refused whole (nothing of it reaches the engine): recorded so, and the
-    /// server hears why, once.
-    fn refuse(&mut self, id: String, why: &str) {
-        self.save(&ActionRecord {
-            id,
-            targets: Vec::new(),
-            stage: Stage::New,
-            progress: 0,
-            refused: Some(format!("refused by svc-agent: {why}")),
-            hold: false,
-            download_only: false,
-        });
-        self.report();
-    }
-
-    /// The deployment's config artifact, read again whenever the deployment is (an agent
-    /// that restarted before applying it gets it again); the record names it by its
-    /// content's digest. A refused one refuses the whole action.
-    fn deployment_config(&mut self, d: &ddi::Deployment) -> Result<Option<Value>, ProtocolError> {
-        let Some(t) = &d.config else { return Ok(None) };
-        match self.fetch_config(t) {
-            Ok(v) => {
-                let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
-                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                    if !r.targets.contains(&entry) {
-                        r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
-                        r.targets.push(entry);
-                        self.save(&r);
-                    }
-                }
-                Ok(Some(v))
-            }
-            Err(why) => {
-                // Refused whole: no target of this action reaches the engine either.
-                if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
-                    r.refused = Some(format!("refused by svc-agent: {why}"));
-                    self.save(&r);
-                    self.report();
-                }
-                Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
-            }
-        }
-    }
-
-    /// Fetches and checks the deployment behind `link`. `Ok(None)`: an action already over
-    /// for this agent (the server has not caught up yet), or one to wait for.
+    /// Fetches and checks the deployment behind `link`. `Ok(None)`: nothing to do now (an
+    /// action over for this agent, told again; a refused one, told; one to wait for). A
+    /// refusal the server was told about is a poll that worked (issue 46: it must not slow
+    /// the poll); `Err` is for the server's and the network's failures.
     fn deployment(&mut self, link: &str) -> Result<Option<PollAnswer>, ProtocolError> {
         let a = exchange_capped(self.get(link), ddi::MAX_DDI_BYTES).map_err(|e| match e {
             ProtocolError::BadAnswer(m) => ProtocolError::BadAnswer(format!("deploymentBase: {m}")),
@@ -521,41 +528,93 @@ impl HawkbitTransport {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
         let known = action::load(&self.paths);
-        let d = match ddi::parse_deployment(&a.body, &self.server) {
+        let mut d = match ddi::parse_deployment(&a.body, &self.server) {
             Ok(d) => d,
+            // Refused whole: nothing reaches the engine. The server hears why.
             Err(why) => {
-                // Refused whole: nothing reaches the engine. The server hears why, once.
-                if let Some(id) = ddi::action_id(&a.body) {
-                    if known.as_ref().map(|r| r.id.as_str()) != Some(id.as_str()) {
-                        self.refuse(id, &why);
-                    }
+                return match ddi::action_id(&a.body) {
+                    Some(id) => self.refuse(known, &id, Vec::new(), &why, false),
+                    None => Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}"))),
                 }
-                return Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")));
             }
+        };
+        let known = match known {
+            Some(r) if r.id == d.id && r.is_over() => {
+                if !self.offered_again(r)? {
+                    return Ok(None);
+                }
+                None
+            }
+            k => k,
         };
         // SWUpdate images (`update::swu`): downloaded and taken apart by the engine, each file
         // checked against sw-description's sha256 and the vendor key; their files become the
         // targets (and the config). Not while the server says `download: skip` (nothing is
-        // fetched then), nor for an action already over. A refused archive is refused whole,
-        // as a bad document is.
-        let mut d = d;
-        let id = d.id.clone();
-        let over =
-            |r: &ActionRecord| r.id == id && (r.stage == Stage::Closed || r.refused.is_some());
-        if !d.swu.is_empty()
-            && d.download != ddi::Handling::Skip
-            && !known.as_ref().is_some_and(over)
-        {
+        // fetched then). A refused archive is refused whole, as a bad document is.
+        if !d.swu.is_empty() && d.download != ddi::Handling::Skip {
             if let Err(why) = self.unpack_swu(&mut d) {
                 return match why {
-                    SwuFailure::Refused(why) => {
-                        self.refuse(d.id.clone(), &why);
-                        Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
+                    SwuFailure::Refused { why, transfer } => {
+                        self.refuse(None, &d.id, Vec::new(), &why, transfer)
                     }
                     SwuFailure::Transient(e) => Err(e),
                 };
             }
         }
+        let Some((hold, fresh)) = self.take(&d, known) else {
+            return Ok(None);
+        };
+        // Read again whenever the deployment is (an agent that restarted before applying
+        // it gets it again); the record names it by its content's digest.
+        let config = match &d.config {
+            Some(t) => match self.fetch_config(t) {
+                Ok(v) => {
+                    let entry = (ddi::CHUNK_CONFIG.to_string(), config_digest(&v));
+                    if let Some(mut r) = action::load(&self.paths).filter(|r| r.id == d.id) {
+                        if !r.targets.contains(&entry) {
+                            r.targets.retain(|(n, _)| n != ddi::CHUNK_CONFIG);
+                            r.targets.push(entry);
+                            self.save(&r);
+                        }
+                    }
+                    Some(v)
+                }
+                // Refused whole: no target of this action reaches the engine either.
+                Err(why) => {
+                    let known = action::load(&self.paths).filter(|r| r.id == d.id);
+                    let targets = known
+                        .as_ref()
+                        .map(|r| r.targets.clone())
+                        .unwrap_or_default();
+                    return self.refuse(None, &d.id, targets, &why, false);
+                }
+            },
+            _ => None,
+        };
+        if let Some(h) = &hold {
+            crate::info!(SUB, "{h}: downloaded and kept, not activated");
+        }
+        if fresh {
+            // The server hears at once that the action was taken (after the config is in
+            // the record: an action of no targets yet would read as done).
+            self.report();
+        }
+        Ok(Some(PollAnswer {
+            targets: d.targets,
+            hold,
+            config,
+            ..PollAnswer::default()
+        }))
+    }
+
+    /// Records action `d` as taken and how the server asks it to wait. `None`: `download:
+    /// skip`, nothing to fetch yet; else the activation's hold, if any, and whether the
+    /// action is new.
+    fn take(
+        &mut self,
+        d: &ddi::Deployment,
+        known: Option<ActionRecord>,
+    ) -> Option<(Option<String>, bool)> {
         // Download only (`update: skip`) or the server's maintenance window closed: the
         // engine downloads and verifies, the agent's activation gate waits (one rule with
         // its own window and busy gate). `download: skip`: nothing is fetched yet.
@@ -573,9 +632,6 @@ impl HawkbitTransport {
         // The record's `hold`: the deployment is read again at each poll while it waits.
         let waits = hold.is_some() || d.download == ddi::Handling::Skip;
         let fresh = match known {
-            Some(r) if r.id == d.id && (r.stage == Stage::Closed || r.refused.is_some()) => {
-                return Ok(None)
-            }
             Some(r) if r.id == d.id => {
                 if r.hold != waits || r.download_only != download_only {
                     let mut next = r;
@@ -587,13 +643,9 @@ impl HawkbitTransport {
             }
             _ => {
                 self.save(&ActionRecord {
-                    id: d.id.clone(),
-                    targets: d.wanted(),
-                    stage: Stage::New,
-                    progress: 0,
-                    refused: None,
                     hold: waits,
                     download_only,
+                    ..ActionRecord::new(&d.id, d.wanted())
                 });
                 crate::info!(SUB, "action {}: {:?}", d.id, d.wanted());
                 true
@@ -605,22 +657,112 @@ impl HawkbitTransport {
                 "action {}: the server asks not to download yet (download: skip)",
                 d.id
             );
+            return None;
+        }
+        Some((hold, fresh))
+    }
+
+    /// Action `id` refused before anything of it reached the engine, for `why`: recorded and
+    /// told (`closed` + `failure`). `transfer`: the bytes did not match the server's hash,
+    /// so an offer again downloads again. An action over already is told again instead.
+    fn refuse(
+        &mut self,
+        known: Option<ActionRecord>,
+        id: &str,
+        targets: Vec<(String, String)>,
+        why: &str,
+        transfer: bool,
+    ) -> Result<Option<PollAnswer>, ProtocolError> {
+        if let Some(r) = known.filter(|r| r.id == id && r.is_over()) {
+            self.offered_again(r)?;
             return Ok(None);
         }
-        let config = self.deployment_config(&d)?;
-        if let Some(h) = &hold {
-            crate::info!(SUB, "{h}: downloaded and kept, not activated");
+        crate::error!(SUB, "action {id} refused: {why}");
+        self.save(&ActionRecord {
+            refused: Some(format!("refused by svc-agent: {why}")),
+            transfer_failed: transfer,
+            ..ActionRecord::new(id, targets)
+        });
+        self.report();
+        if action::load(&self.paths).is_some_and(|r| r.id == id && r.stage == Stage::Closed) {
+            Ok(None)
+        } else {
+            // Not told: the poll failed, and the next one tells it.
+            Err(ProtocolError::BadAnswer(format!("deploymentBase: {why}")))
         }
-        if fresh {
-            // The server hears at once that the action was taken.
-            self.report();
+    }
+
+    /// An action over for this agent, offered again: a server that has not caught up, or
+    /// an operator asking again (gooseBit's Force update offers the same id). One whose
+    /// download did not match the server's hash is taken again (`true`); any other is told
+    /// its `closed` feedback again, and the log says once what the operator can do.
+    fn offered_again(&mut self, mut r: ActionRecord) -> Result<bool, ProtocolError> {
+        // Closed by this poll's feedback, or a refusal not told yet (`report` tells it at the
+        // next poll): not an offer again.
+        if self.closed_now || r.stage != Stage::Closed {
+            return Ok(false);
         }
-        Ok(Some(PollAnswer {
-            targets: d.targets,
-            hold,
-            config,
-            ..PollAnswer::default()
-        }))
+        if r.transfer_failed {
+            crate::warn!(
+                SUB,
+                "action {}: offered again after its download did not match the server's hash: downloading it again",
+                r.id
+            );
+            self.clear_transfer_refusals(&r.targets);
+            return Ok(true);
+        }
+        let hint = match &r.closing {
+            Some(c) => {
+                self.send_feedback(&r.id, &c.feedback())?;
+                if c.success {
+                    format!("action {} succeeded already; offered again, `success` is told again (nothing is installed twice)", r.id)
+                } else {
+                    format!(
+                        "action {} failed ({}); offered again, the failure is told again. To retry it, fix the cause and publish it as a new version (assign that); a download that did not match the server's hash is downloaded again when offered again",
+                        r.id, c.details
+                    )
+                }
+            }
+            None => format!(
+                "action {} was stopped (cancelAction); offered again, it is not taken: assign it as a new action",
+                r.id
+            ),
+        };
+        if r.reoffers == 0 {
+            crate::warn!(SUB, "{hint}");
+        } else {
+            crate::debug!(SUB, "{hint}");
+        }
+        r.reoffers = r.reoffers.saturating_add(1);
+        self.save(&r);
+        Ok(false)
+    }
+
+    /// Lifts the engine's record of a transfer refusal of `targets`, so that the download
+    /// is tried again and the feedback rule does not read the old refusal as the outcome.
+    fn clear_transfer_refusals(&self, targets: &[(String, String)]) {
+        let cleared = StateLock::acquire(&self.paths).and_then(|held| {
+            let mut records = VersionRecords::load(&self.paths)?;
+            let mut changed = false;
+            for (name, version) in targets {
+                let rec = records.entry(name);
+                if rec
+                    .refused
+                    .as_ref()
+                    .is_some_and(|x| x.transfer && &x.version == version)
+                {
+                    rec.refused = None;
+                    changed = true;
+                }
+            }
+            if changed {
+                records.save(&self.paths, &held)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = cleared {
+            crate::error!(SUB, "clearing a transfer refusal: {e}");
+        }
     }
 }
 
@@ -651,10 +793,64 @@ fn config_digest(v: &Value) -> String {
     )
 }
 
+/// Progress feedback while an image downloads: at most one per this many of the engine's
+/// progress lines (5 s apart by default: one feedback per 30 s), and only when the share
+/// downloaded moved, so a fleet's downloads cost the server a bounded number of writes.
+const PROGRESS_FEEDBACK_EVERY: u32 = 6;
+
+impl HawkbitTransport {
+    /// The engine's progress hook for image `version` of action `id`: `proceeding` with
+    /// `Downloaded N%` in its details (the words gooseBit shows as progress, as SWUpdate's
+    /// own) and the share as `progress` (`cnt` of 100). Sent on the download's thread; a
+    /// feedback that fails is not retried (the next one says more).
+    fn progress_feedback(&self, id: &str, version: &str) -> crate::update::ProgressHook {
+        let url = format!("{}/deploymentBase/{id}/feedback", self.base);
+        let identity = self.identity.clone();
+        let (id, version) = (id.to_string(), version.to_string());
+        let gap = self.download.progress_interval * PROGRESS_FEEDBACK_EVERY;
+        let last: std::sync::Mutex<Option<(std::time::Instant, u64)>> = Default::default();
+        crate::update::ProgressHook(std::sync::Arc::new(move |done, total| {
+            let Some(total) = total.filter(|t| *t > 0) else {
+                return;
+            };
+            let pct = (done.min(total) * 100 / total).min(99);
+            let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|(at, p)| at.elapsed() < gap || p == pct) {
+                return;
+            }
+            *last = Some((std::time::Instant::now(), pct));
+            let doc = serde_json::json!({
+                "id": id,
+                "status": {
+                    "execution": "proceeding",
+                    "result": {"finished": "none", "progress": {"cnt": pct, "of": 100}},
+                    "details": [format!(
+                        "Downloaded {pct}% of image {version} ({:.1} of {:.1} MiB)",
+                        done as f64 / 1048576.0,
+                        total as f64 / 1048576.0
+                    )],
+                },
+            });
+            let body = serde_json::to_vec(&doc).unwrap_or_default();
+            let req = http::post(&url, body, timeout_secs())
+                .header("Content-Type", "application/json")
+                .identity(Some(identity.clone()));
+            match exchange_capped(req, ddi::MAX_DDI_BYTES) {
+                Ok(a) if (200..300).contains(&a.status) => {
+                    crate::debug!(SUB, "action {id}: told the server {pct}% downloaded")
+                }
+                Ok(a) => crate::debug!(SUB, "action {id}: progress not taken (HTTP {})", a.status),
+                Err(e) => crate::debug!(SUB, "action {id}: progress not sent ({e})"),
+            }
+        }))
+    }
+}
+
 /// Why the SWUpdate images of a deployment are not targets.
 enum SwuFailure {
     /// The archive, its description or a file in it is refused: the action fails.
-    Refused(String),
+    /// `transfer`: the archive's bytes did not match the server's hash.
+    Refused { why: String, transfer: bool },
     /// A network failure or a local one: the next poll tries again (a cut download resumes).
     Transient(ProtocolError),
 }
@@ -664,14 +860,17 @@ impl HawkbitTransport {
     /// targets (`file://` artifacts with sw-description's sha256 and signature, which the
     /// engine checks again on its one verify and activate path).
     fn unpack_swu(&mut self, d: &mut ddi::Deployment) -> Result<(), SwuFailure> {
-        let engine = crate::update::Engine::new(
-            self.paths.clone(),
-            crate::update::UpdateOptions {
-                download: self.download.clone(),
-                ..Default::default()
-            },
-        );
         for c in d.swu.clone() {
+            let engine = crate::update::Engine::new(
+                self.paths.clone(),
+                crate::update::UpdateOptions {
+                    download: DownloadOptions {
+                        on_progress: Some(self.progress_feedback(&d.id, &c.version)),
+                        ..self.download.clone()
+                    },
+                    ..Default::default()
+                },
+            );
             let offer = SwuOffer {
                 url: c.url.clone(),
                 version: c.version.clone(),
@@ -682,7 +881,10 @@ impl HawkbitTransport {
             };
             let files = engine.unpack_swu(&offer).map_err(|e| {
                 if e.is_refusal() {
-                    SwuFailure::Refused(format!("SWUpdate image {}: {e}", c.version))
+                    SwuFailure::Refused {
+                        why: format!("SWUpdate image {}: {e}", c.version),
+                        transfer: e.is_transfer_mismatch(),
+                    }
                 } else {
                     SwuFailure::Transient(ProtocolError::Network(format!(
                         "SWUpdate image {}: {e}",
@@ -697,17 +899,23 @@ impl HawkbitTransport {
                     // The machine config: read and validated like an `svc-config` chunk's.
                     crate::update::swu::CONFIG_NAME => &mut d.config,
                     other => {
-                        return Err(SwuFailure::Refused(format!(
-                            "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
-                            c.version
-                        )))
+                        return Err(SwuFailure::Refused {
+                            why: format!(
+                                "SWUpdate image {}: {other:?} is not taken from an image by this version (docs/hawkbit.md)",
+                                c.version
+                            ),
+                            transfer: false,
+                        })
                     }
                 };
                 if slot.is_some() {
-                    return Err(SwuFailure::Refused(format!(
-                        "SWUpdate image {}: a second {} in the deployment",
-                        c.version, f.name
-                    )));
+                    return Err(SwuFailure::Refused {
+                        why: format!(
+                            "SWUpdate image {}: a second {} in the deployment",
+                            c.version, f.name
+                        ),
+                        transfer: false,
+                    });
                 }
                 let a = f.artifact();
                 *slot = Some(crate::protocol::Target {
@@ -746,6 +954,7 @@ impl Transport for HawkbitTransport {
     /// the version records on disk (they outlive a power cut; a status in memory does not).
     fn poll(&mut self, _status: &Value, etag: Option<&str>) -> Result<PollOutcome, ProtocolError> {
         self.last_bytes = (0, 0);
+        self.closed_now = false;
         self.report();
         // While an action waits on the server's word (its window, update: skip), the base
         // is read whole each poll, so that the deployment is read again whether or not the

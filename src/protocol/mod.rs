@@ -154,16 +154,16 @@ impl ProtocolError {
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProtocolError::Network(e) => write!(f, "cannot reach the management app: {e}"),
+            ProtocolError::Network(e) => write!(f, "cannot reach the server: {e}"),
             ProtocolError::Http { status, body, .. } => {
-                write!(f, "the management app answered HTTP {status}")?;
+                write!(f, "the server answered HTTP {status}")?;
                 if !body.is_empty() {
                     write!(f, ": {body}")?;
                 }
                 Ok(())
             }
             ProtocolError::BadAnswer(e) => {
-                write!(f, "unusable answer from the management app: {e}")
+                write!(f, "unusable answer from the server: {e}")
             }
             ProtocolError::Setup(e) => f.write_str(e),
         }

@@ -50,6 +50,19 @@ pub struct DownloadOptions {
     /// no symbolic link followed in any component (`fsutil::Dir::open_beneath`). Without
     /// it, a `file://` source's last component is still never followed.
     pub file_root: Option<PathBuf>,
+    /// Told `(bytes so far, total)` with each progress line (at most once per
+    /// `progress_interval`): a backend's progress report (hawkBit's feedback, issue 46).
+    pub on_progress: Option<ProgressHook>,
+}
+
+/// See [`DownloadOptions::on_progress`]. It runs on the download's thread, between chunks.
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<dyn Fn(u64, Option<u64>) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
 }
 
 impl Default for DownloadOptions {
@@ -64,6 +77,7 @@ impl Default for DownloadOptions {
             max_unannounced_size: 1024 * 1024 * 1024,
             free_space_margin: 16 * 1024 * 1024,
             file_root: None,
+            on_progress: None,
         }
     }
 }
@@ -761,6 +775,9 @@ impl Job<'_> {
         );
         self.last_log = Instant::now();
         self.bytes_at_last_log = self.offset;
+        if let Some(hook) = &self.opts.on_progress {
+            (hook.0)(self.offset, self.total);
+        }
     }
 }
 

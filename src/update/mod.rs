@@ -32,7 +32,7 @@ mod state;
 pub mod swu;
 pub mod verify;
 
-pub use download::{DownloadOptions, Fetched};
+pub use download::{DownloadOptions, Fetched, ProgressHook};
 pub use record::{NameRecord, Refusal, StateLock, VersionRecords};
 pub use rollback::{
     agent_boot_guard, end_server_probation, mark_agent_healthy, probation_verdict, rollback,
@@ -185,6 +185,11 @@ pub enum UpdateError {
         expected: String,
         actual: String,
     },
+    /// An archive's sha1 (the only hash gooseBit gives) is not the server's.
+    Sha1Mismatch {
+        expected: String,
+        actual: String,
+    },
     Signature(String),
     NotElf(String),
     WrongArch {
@@ -216,10 +221,23 @@ impl UpdateError {
                 | TooLarge { .. }
                 | SizeMismatch { .. }
                 | ShaMismatch { .. }
+                | Sha1Mismatch { .. }
                 | Signature(_)
                 | NotElf(_)
                 | WrongArch { .. }
                 | VersionCheck(_)
+        )
+    }
+
+    /// The downloaded bytes are not what the server described (its hash or size): a fault
+    /// of the transfer or of the server's copy, which another download may not repeat;
+    /// unlike a file that disagrees with its signed description, or a bad signature.
+    pub fn is_transfer_mismatch(&self) -> bool {
+        matches!(
+            self,
+            UpdateError::ShaMismatch { .. }
+                | UpdateError::Sha1Mismatch { .. }
+                | UpdateError::SizeMismatch { .. }
         )
     }
 }
@@ -254,6 +272,9 @@ impl fmt::Display for UpdateError {
             }
             ShaMismatch { expected, actual } => {
                 write!(f, "sha256 mismatch: expected {expected}, got {actual}")
+            }
+            Sha1Mismatch { expected, actual } => {
+                write!(f, "sha1 mismatch: expected {expected}, got {actual}")
             }
             Signature(m) => write!(f, "signature check failed: {m}"),
             NotElf(m) => write!(f, "not an executable ELF file: {m}"),
@@ -385,6 +406,7 @@ impl Engine {
             let new = refusal.map(|e| Refusal {
                 version: a.version.clone(),
                 reason: e.to_string(),
+                transfer: e.is_transfer_mismatch(),
             });
             if rec.refused != new {
                 rec.refused = new;

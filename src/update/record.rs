@@ -41,6 +41,10 @@ pub struct NameRecord {
 pub struct Refusal {
     pub version: String,
     pub reason: String,
+    /// The bytes did not match the server's hash or size ([`super::UpdateError::is_transfer_mismatch`]):
+    /// the same offer again is worth another download (hawkBit's feedback, issue 46).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transfer: bool,
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ fn rollback_held(
     rec.current = Some(to.clone());
     rec.previous = None;
     rec.probation = None;
+    // The build rolled back is not kept as the target (issue 46): the cleanup below drops
+    // its file, so one copy of each build wanted stays on disk.
+    if rec.target.is_some() && rec.target == from {
+        rec.target = None;
+    }
     records.save(paths, held)?;
     match kind {
         Kind::Agent => {
@@ -63,6 +68,10 @@ fn rollback_held(
             point_link(paths, AGENT_STABLE_LINK, &file, false)?;
         }
         Kind::Server => {}
+    }
+    if let Err(e) = super::cache::clean(paths, &records, super::UpdateOptions::default().cache_cap)
+    {
+        crate::warn!(SUB, "cache cleanup after the rollback of {name}: {e}");
     }
     crate::warn!(
         SUB,

@@ -971,12 +971,28 @@ fn check_archive_hash(part: &Path, offer: &SwuOffer, sha256: &str) -> Result<(),
     }
     let got = hex(ctx.finish().as_ref());
     if !want.eq_ignore_ascii_case(&got) {
-        return Err(bad(format!(
-            "the archive's sha1 is {got}, the server says {}",
-            want.to_ascii_lowercase()
-        )));
+        return Err(UpdateError::Sha1Mismatch {
+            expected: want.to_ascii_lowercase(),
+            actual: got,
+        });
     }
     Ok(())
+}
+
+/// Drops everything the last image left in `cache/swu/` (its unpacked files, which the
+/// engine has copied into its cache by now, and their manifest): once its action is over,
+/// each build is on disk once (issue 46). A missing directory is nothing to do.
+pub(crate) fn drop_unpacked(paths: &Paths) -> Result<(), UpdateError> {
+    let root = paths.cache_dir().join("swu");
+    match fs::symlink_metadata(&root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return fs::remove_file(&root).map_err(io_err(format!("removing {}", root.display())))
+        }
+        Err(_) => return Ok(()),
+    }
+    clear_all_but(&root, Path::new(""))?;
+    fs::remove_dir(&root).map_err(io_err(format!("removing {}", root.display())))
 }
 
 /// Where the engine keeps the files it took out of the last image.

@@ -46,6 +46,7 @@ mod hawkbit_goosebit;
 // Its crates are x86_64-only dev-dependencies (Cargo.toml).
 #[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
+mod hawkbit_operator;
 mod improv_button;
 mod keepalive;
 mod logqueue;

@@ -527,11 +527,19 @@ fn a_partial_file_with_bytes_not_of_the_image_is_discarded_with_a_clear_error() 
     let mut bytes = std::fs::read(&part).unwrap();
     bytes[0] ^= 0xff;
     std::fs::write(&part, bytes).unwrap();
-    let e = b.poll().unwrap_err();
+    // Refused and told (a poll that worked, issue 46): the server hears the mismatch.
+    assert!(!b.server_targets());
+    let fb = b.ddi.feedback();
+    let last = &fb.last().expect("feedback").1;
+    assert_eq!(last["status"]["result"]["finished"], "failure");
     assert!(
-        matches!(&e, ProtocolError::BadAnswer(m) if m.contains("sha256")),
-        "{e}"
+        last["status"]["details"][0].to_string().contains("sha256"),
+        "{last}"
     );
     assert!(swu_part(&b.paths.cache_dir()).is_none(), "discarded");
     assert!(!b.paths.cache_dir().join("swu/files").exists());
+    // A transfer fault: offered again (Force update), the image is downloaded again whole.
+    let chunk = swu_chunk(&b.ddi, "2.0.0", &b.image);
+    b.ddi.deploy("61", &format!("[{chunk}]"));
+    assert!(b.server_targets(), "downloaded again and taken");
 }
