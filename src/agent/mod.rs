@@ -77,6 +77,8 @@ pub(crate) struct Agent {
     credentials_stamp: Option<FileStamp>,
     /// Set when the credentials were re-read; the log uploader is handed the new ones.
     pub(crate) credentials_changed: bool,
+    /// Set by each answered poll: the log lines that wait ride this poll cycle.
+    pub(crate) polled: bool,
     config: Option<MachineConfig>,
     config_errors: Vec<Diagnostic>,
     cached: cache::CachedAnswer,
@@ -294,6 +296,7 @@ impl Agent {
             host: status::HostInfo::default(),
             last_status: None,
             reconnected: false,
+            polled: false,
             subsystems: serde_json::Map::new(),
             updater: None,
             backend: Backend::App,
@@ -664,6 +667,7 @@ impl Agent {
         match result {
             Ok((outcome, holds)) => {
                 self.app_holds = holds && self.hold_secs > 0;
+                self.polled = true;
                 self.reported = Some(sent);
                 self.provisioning
                     .app_reachable
@@ -1077,6 +1081,12 @@ pub(crate) fn run(paths: Paths) -> i32 {
         if std::mem::take(&mut agent.reconnected) {
             if let Some(p) = &pipeline {
                 p.nudge();
+            }
+        }
+        if let Some(p) = &pipeline {
+            p.set_policy(agent.config.as_ref().map(|c| &c.agent.agent.logs));
+            if std::mem::take(&mut agent.polled) {
+                p.poll_cycle();
             }
         }
         if agent.exit().is_none() {

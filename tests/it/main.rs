@@ -46,6 +46,7 @@ mod hawkbit_goosebit;
 #[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
 mod keepalive;
+mod log_policy;
 mod logqueue;
 mod logqueue_secrets;
 mod longpoll;
