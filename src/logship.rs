@@ -324,6 +324,8 @@ pub struct ShipSignal {
 struct SignalState {
     stopped: bool,
     nudged: bool,
+    /// A poll cycle began: wakes an idle shipper only, never one pausing after a failure.
+    cycled: bool,
     /// How many waits the loop has begun: a waiting shipper has decided what to send now.
     waits: u64,
 }
@@ -337,6 +339,16 @@ impl ShipSignal {
     pub fn nudge(&self) {
         if let Ok(mut s) = self.state.lock() {
             s.nudged = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// A poll cycle began: an idle shipper looks whether its backlog is due now. A shipper
+    /// backing off or paused after a refusal is not woken (a poll a second must not make a
+    /// refused uploader retry a second).
+    pub fn poll_cycle(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.cycled = true;
             self.cv.notify_all();
         }
     }
@@ -356,14 +368,18 @@ impl ShipSignal {
 
     /// Waits up to `timeout` for a nudge or stop.
     fn wait(&self, timeout: Duration) -> Wake {
+        self.wait_for(timeout, false)
+    }
+
+    /// Waits up to `timeout` for a nudge or stop, and with `cycles` for a poll cycle.
+    fn wait_for(&self, timeout: Duration, cycles: bool) -> Wake {
         let Ok(mut guard) = self.state.lock() else {
             return Wake::Stop;
         };
         guard.waits += 1;
-        let Ok((mut guard, _)) = self
-            .cv
-            .wait_timeout_while(guard, timeout, |s| !s.stopped && !s.nudged)
-        else {
+        let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| {
+            !s.stopped && !s.nudged && !(cycles && s.cycled)
+        }) else {
             return Wake::Stop;
         };
         if guard.stopped {
@@ -371,6 +387,9 @@ impl ShipSignal {
         } else if std::mem::take(&mut guard.nudged) {
             Wake::Nudge
         } else {
+            if cycles {
+                guard.cycled = false;
+            }
             Wake::Timeout
         }
     }
@@ -508,7 +527,8 @@ impl<T: LogTransport> Shipper<T> {
                 };
             }
             if !draining {
-                match signal.wait(self.cfg.maintain_interval) {
+                // A poll cycle wakes this wait (as a timeout does) to look at the backlog.
+                match signal.wait_for(self.cfg.maintain_interval, true) {
                     Wake::Stop => break,
                     Wake::Nudge => draining = true,
                     // A failure here shows again in the next ship_once, which handles it.

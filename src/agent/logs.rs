@@ -170,7 +170,7 @@ impl LogPipeline {
     /// A poll was answered: the lines that wait ride this cycle.
     pub(crate) fn poll_cycle(&self) {
         self.backlog.poll_cycle();
-        self.signal.nudge();
+        self.signal.poll_cycle();
     }
 
     /// The app is reachable again: ship what waited.

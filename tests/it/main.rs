@@ -35,6 +35,7 @@ mod cli_tools;
 mod config_rules;
 mod data_partition;
 mod ddi_server;
+mod dropped_flow;
 mod fs_attacks;
 mod fs_crash;
 mod hawkbit;
