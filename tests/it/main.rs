@@ -31,6 +31,7 @@ mod update_support;
 
 mod agent_file;
 mod agent_https;
+mod app_conformance;
 mod cli_tools;
 mod config_rules;
 mod data_partition;
