@@ -302,7 +302,10 @@ impl Armer {
                 let armed = socket_fds()
                     .difference(&before)
                     .filter(|fd| crate::sys::tcp_peer_port(**fd) == Some(port))
-                    .fold(false, |any, fd| k.apply(*fd) || any);
+                    // Every new one (no short cut): the count is of those armed.
+                    .filter(|fd| k.apply(**fd))
+                    .count()
+                    > 0;
                 let (lock, cv) = &*flag;
                 let Ok(guard) = lock.lock() else { return };
                 let left = end.saturating_duration_since(std::time::Instant::now());

@@ -378,7 +378,7 @@ impl ShipSignal {
         };
         guard.waits += 1;
         let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| {
-            !s.stopped && !s.nudged && !(cycles && s.cycled)
+            !(s.stopped || s.nudged || (cycles && s.cycled))
         }) else {
             return Wake::Stop;
         };

@@ -389,7 +389,7 @@ pub(crate) fn tcp_peer_port(fd: RawFd) -> Option<u16> {
     if rc != 0 {
         return None;
     }
-    match addr.ss_family as libc::c_int {
+    match libc::c_int::from(addr.ss_family) {
         // sin_port and sin6_port sit at the same offset, in network order.
         libc::AF_INET | libc::AF_INET6 => {
             // SAFETY: the family says the storage starts as a sockaddr_in does.
