@@ -38,17 +38,19 @@ CYCLES-th after it, default 2):
   mender30  a plain poll every 30 minutes; measured as the bytes of one 304 poll (polled
             every 60 s here) times 48 a day
 
-The product's hold is 1500 s; a shorter LONG_HOLD (e.g. 300) keeps the run short and is
+The product's hold is 3000 s; a shorter LONG_HOLD (e.g. 300) keeps the run short and is
 extrapolated honestly: per day = (bytes per cycle) x 86400 / (hold + the gap to the next
 poll), with the cycle's keepalive probes taken out (the run sets SVC_AGENT_KEEPALIVE_SECS
 above the hold, so there are none) and put back at the product's rate: one probe round trip
 (2 x 52 B at the IP level: IPv4 20 + TCP 20 + timestamps 12) per 270 s of a held poll,
-floor(1500 / 270) = 5 a cycle. With LONG_HOLD unset (1500) the figures need no scaling.
+floor(3000 / 270) = 11 a cycle. With LONG_HOLD unset (3000) the figures need no scaling.
 """
 import hashlib, http.server, json, os, random, shutil, signal, socketserver, ssl, statistics
 import subprocess, sys, tempfile, threading, time
 
 HERE = os.path.abspath(__file__)
+# The agent's default hold (src/agent/mod.rs, DEFAULT_HOLD_SECS).
+PRODUCT_HOLD = 3000
 ETH = 14
 
 
@@ -272,7 +274,7 @@ def idle_main():
                                                                    "svc-server")))
     repo = os.path.dirname(os.path.dirname(HERE))
     module = os.path.join(repo, "examples/modules/logenv/bin/module")
-    hold = int(os.environ.get("LONG_HOLD", "1500"))
+    hold = int(os.environ.get("LONG_HOLD", str(PRODUCT_HOLD)))
     cycles = int(os.environ.get("CYCLES", "2"))
     warn_every = int(os.environ.get("WARN_EVERY", str(hold)))
     # No probe inside the run's window (it is put back at the product's rate below).
@@ -338,10 +340,10 @@ def idle_main():
         c1 = mender.counters()
         mender_poll = c1[0] - c0[0] + c1[1] - c0[1]
         probe = 104
-        probes = 1500 // 270
-        day_cycles = 86400 / (1500 + 1)
+        probes = PRODUCT_HOLD // 270
+        day_cycles = 86400 / (PRODUCT_HOLD + 1)
         print(f"\nidle, IP level, per held cycle measured ({cycles} cycles, hold {hold} s), "
-              f"then per day at the product's hold (1500 s, keepalive probes added):")
+              f"then per day at the product's hold ({PRODUCT_HOLD} s, keepalive probes added):")
         print("| machine | cycle | bytes per cycle | frames | log batches | per day |\n"
               "|---|---|---|---|---|---|")
         per = {}

@@ -1,6 +1,6 @@
 //! A held poll whose connection a NAT forgot (issue 47): packets of that flow vanish both
 //! ways, no reset comes. Before TCP keepalive the agent noticed only at the hold's end plus
-//! the deadline (25 min in the product), and a change made meanwhile waited that long. Now
+//! the deadline (50 min in the product), and a change made meanwhile waited that long. Now
 //! keepalive gives the connection up within its bound (5 min in the product, 6 s here through
 //! `SVC_AGENT_KEEPALIVE_SECS`), the next poll goes on a new connection and takes the change.
 //!
