@@ -7,7 +7,8 @@
 #
 # usage: benches/profile-size.sh BINARY...   (e.g. target/release/svc-agent
 #        target/x86_64-unknown-linux-musl/dist/svc-agent); IDLE=30 by default.
-# Size only (another architecture's binary, or no run): SIZE_ONLY=1.
+# Size only (another architecture's binary, or no run): SIZE_ONLY=1; another architecture's
+# strip: STRIP=aarch64-linux-gnu-strip.
 set -eu
 idle=${IDLE:-30}
 work=$(mktemp -d)
@@ -17,8 +18,7 @@ n=0
 for bin in "$@"; do
     n=$((n + 1))
     cp "$bin" "$work/bin$n"
-    strip --remove-section=.comment --remove-section=.note --strip-unneeded "$work/bin$n" 2>/dev/null ||
-        "${STRIP:-strip}" --strip-unneeded "$work/bin$n"
+    "${STRIP:-strip}" --remove-section=.comment --remove-section=.note --strip-unneeded "$work/bin$n"
     built=$(stat -c %s "$bin")
     stripped=$(stat -c %s "$work/bin$n")
     pss=-
