@@ -25,11 +25,32 @@ whether each connection resumed a session). Run as root:
 
 LONG_HOLD / DROP_HOLD (seconds) override the hold of the longpoll / drop agents (default:
 the agent's own default), for shorter runs.
+
+IDLE=1: the idle-traffic comparison of issue 47 instead, four machines side by side in one
+run, counted over whole held cycles (from the start of one held poll to the start of the
+CYCLES-th after it, default 2):
+
+  real      the real svc-server (SERVER, default the svc-server beside AGENT_BINARY) with
+            the example module (examples/modules/logenv), idle, default settings
+  standin   svc-server replaced by `sleep` (what this bench measured before issue 47)
+  warn      real, and svc-server's stderr carries one warning per WARN_EVERY seconds
+            (default: one per held cycle), as a machine that logs a warning an hour
+  mender30  a plain poll every 30 minutes; measured as the bytes of one 304 poll (polled
+            every 60 s here) times 48 a day
+
+The product's hold is 3000 s; a shorter LONG_HOLD (e.g. 300) keeps the run short and is
+extrapolated honestly: per day = (bytes per cycle) x 86400 / (hold + the gap to the next
+poll), with the cycle's keepalive probes taken out (the run sets SVC_AGENT_KEEPALIVE_SECS
+above the hold, so there are none) and put back at the product's rate: one probe round trip
+(2 x 52 B at the IP level: IPv4 20 + TCP 20 + timestamps 12) per 270 s of a held poll,
+floor(3000 / 270) = 11 a cycle. With LONG_HOLD unset (3000) the figures need no scaling.
 """
 import hashlib, http.server, json, os, random, shutil, signal, socketserver, ssl, statistics
 import subprocess, sys, tempfile, threading, time
 
 HERE = os.path.abspath(__file__)
+# The agent's default hold (src/agent/mod.rs, DEFAULT_HOLD_SECS).
+PRODUCT_HOLD = 3000
 ETH = 14
 
 
@@ -247,7 +268,111 @@ def wait_until(what, secs, cond):
     raise SystemExit(f"timed out waiting for {what}")
 
 
+def idle_main():
+    agent = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/svc-agent")
+    server = os.path.abspath(os.environ.get("SERVER", os.path.join(os.path.dirname(agent),
+                                                                   "svc-server")))
+    repo = os.path.dirname(os.path.dirname(HERE))
+    module = os.path.join(repo, "examples/modules/logenv/bin/module")
+    hold = int(os.environ.get("LONG_HOLD", str(PRODUCT_HOLD)))
+    cycles = int(os.environ.get("CYCLES", "2"))
+    warn_every = int(os.environ.get("WARN_EVERY", str(hold)))
+    # No probe inside the run's window (it is put back at the product's rate below).
+    env = {"SVC_AGENT_POLL_HOLD_SECS": str(hold), "SVC_AGENT_KEEPALIVE_SECS": str(hold * 4)}
+    work = tempfile.mkdtemp(prefix="svc-traffic-")
+    make_certs(work)
+    answer = {"config": {"agent": {}, "components": [], "modules": [
+        {"type": "local", "name": "example", "module_id": "lab:example",
+         "executable_path": module}]}}
+    pairs = []
+    try:
+        real = Pair(1, "real", "hold", 60, work, agent, env)
+        standin = Pair(2, "standin", "hold", 60, work, agent, env)
+        warn = Pair(3, "warn", "hold", 60, work, agent, env)
+        mender = Pair(4, "mender30", "plain", 60, work, agent, {})
+        pairs = [real, standin, warn, mender]
+        for p, script in ((real, f"exec {server} \"$@\"\n"),
+                          (warn, f"(while sleep {warn_every}; do echo '<4>[svc-server] "
+                                 f"disk /data 91% full' >&2; done) &\nexec {server} \"$@\"\n")):
+            path = os.path.join(p.root, "opt/svc/bin/svc-server")
+            with open(path + ".tmp", "w") as f:
+                f.write("#!/bin/sh\n" + script)
+            os.chmod(path + ".tmp", 0o755)
+            os.rename(path + ".tmp", path)
+            p.set_answer(answer)
+        # The agents started before the scripts were swapped in: restart svc-server by
+        # restarting the agents (first contact again, then the module starts).
+        for p in (real, warn):
+            p.agent.send_signal(signal.SIGTERM)
+            p.agent.wait(timeout=60)
+            e = dict(os.environ, SSL_CERT_FILE=os.path.join(work, "ca.pem"), **env)
+            p.agent = subprocess.Popen(["ip", "netns", "exec", p.a, agent, "run", "--root",
+                                        p.root], env=e, stdout=subprocess.DEVNULL,
+                                       stderr=open(os.path.join(p.dir, "agent.log"), "a"))
+        held = lambda p: [r for r in polls_started(p) if r[2] == f"wait={hold}"]
+        marks = {}
+        for p in (real, standin, warn):
+            # Start at the beginning of the second held poll (start-up is over by then).
+            wait_until(f"{p.name}: a second held poll", hold * 3, lambda p=p: len(held(p)) >= 2)
+            marks[p.name] = (len(held(p)), time.time(), p.counters())
+        print(f"counting over {cycles} whole held cycles of {hold} s ...", flush=True)
+        rows = []
+        for p in (real, standin, warn):
+            n0, t0, (tx0, rx0, f0) = marks[p.name]
+            wait_until(f"{p.name}: {cycles} more held polls", hold * (cycles + 2),
+                       lambda p=p, n0=n0: len(held(p)) >= n0 + cycles)
+            tx, rx, f = p.counters()
+            starts = held(p)
+            secs = float(starts[n0 - 1 + cycles][0]) - float(starts[n0 - 1][0])
+            logs = [r for r in p.requests() if len(r) >= 3 and r[1] == "logs"
+                    and float(r[0]) >= float(starts[n0 - 1][0])]
+            per_cycle = (tx - tx0 + rx - rx0) / cycles
+            rows.append((p.name, secs / cycles, per_cycle, (f - f0) / cycles, len(logs)))
+        # mender30: the bytes of one plain 304 poll, from two consecutive polls.
+        wait_until("mender30: two 304 polls", 300, lambda: len(
+            [r for r in mender.requests() if len(r) >= 4 and r[3] == "304"]) >= 1)
+        n = len(polls_started(mender))
+        c0 = mender.counters()
+        wait_until("mender30: one more poll", 300, lambda: len(
+            [r for r in mender.requests() if len(r) >= 4 and r[3] == "304"]) >= 2
+            and len(polls_started(mender)) > n)
+        time.sleep(2)
+        c1 = mender.counters()
+        mender_poll = c1[0] - c0[0] + c1[1] - c0[1]
+        probe = 104
+        probes = PRODUCT_HOLD // 270
+        day_cycles = 86400 / (PRODUCT_HOLD + 1)
+        print(f"\nidle, IP level, per held cycle measured ({cycles} cycles, hold {hold} s), "
+              f"then per day at the product's hold ({PRODUCT_HOLD} s, keepalive probes added):")
+        print("| machine | cycle | bytes per cycle | frames | log batches | per day |\n"
+              "|---|---|---|---|---|---|")
+        per = {}
+        for name, cyc, b, fr, nlogs in rows:
+            day = (b + probes * probe) * day_cycles
+            per[name] = day
+            print(f"| {name} | {cyc:.0f} s | {b:.0f} B | {fr:.1f} | {nlogs} | "
+                  f"{day / 1024:.1f} KiB ({day / 1000:.0f} kB) |")
+        print(f"| mender30 | 1800 s | {mender_poll} B per poll | | | "
+              f"{mender_poll * 48 / 1024:.1f} KiB ({mender_poll * 48 / 1000:.0f} kB) |")
+        one_warning = next(b for n_, _, b, _, _ in rows if n_ == "warn") - \
+            next(b for n_, _, b, _, _ in rows if n_ == "real")
+        print(f"\none warning (its batch, riding a poll cycle): {one_warning:.0f} B; "
+              f"a machine that logs one an hour: "
+              f"{(per['real'] + 24 * one_warning) / 1024:.1f} KiB a day")
+        print(f"keepalive: {probes} probe round trips of {probe} B per cycle, "
+              f"{probes * probe * day_cycles / 1024:.1f} KiB a day (in the figures above)")
+    finally:
+        for p in pairs:
+            p.close()
+        if os.environ.get("KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print("kept", work)
+
+
 def main():
+    if os.environ.get("IDLE") == "1":
+        return idle_main()
     agent = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/svc-agent")
     duration = float(os.environ.get("DURATION", "3600"))
     changes = int(os.environ.get("CHANGES", "20"))

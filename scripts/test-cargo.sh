@@ -14,6 +14,8 @@ bash scripts/syscfg-test-deps.sh
 # tests fail (not skip) without nginx when CI=true, so this run sets it.
 apt_need_file /usr/sbin/nginx nginx
 apt_need python3 python3
+# iptables: dropped_flow drops a held poll's flow (no reset) in a network namespace of its own.
+apt_need_file /usr/sbin/iptables iptables
 # Python's cryptography (OpenSSL's ed25519): the independent check of svc-release's
 # signatures (tests/it/release_tool.rs); that test fails without it under CI=true.
 if ! python3 -c 'import cryptography' 2>/dev/null && ! /usr/bin/python3 -c 'import cryptography' 2>/dev/null; then

@@ -9,6 +9,9 @@
 //!   redirect names.
 //! - Caps: the status line and headers are capped here; a body is read with
 //!   [`Response::read_body`] up to a cap the caller names, or streamed (`Read`).
+//! - Keepalive: a request that may wait long on a quiet connection (a held poll) asks for
+//!   TCP keepalive ([`Request::keepalive`]), so that a connection a NAT dropped without a
+//!   reset is found in minutes, not at the request's deadline ([`KeepAlive`]).
 use std::io::Read;
 
 /// Redirects a request that follows them follows at most.
@@ -69,6 +72,7 @@ pub struct Request {
     timeout_secs: u64,
     follow: bool,
     identity: Option<Identity>,
+    keepalive: Option<KeepAlive>,
 }
 
 /// A GET of `url` with a deadline of `timeout_secs` for the whole exchange.
@@ -99,6 +103,7 @@ impl Request {
             timeout_secs: timeout_secs.max(1),
             follow: false,
             identity: None,
+            keepalive: None,
         }
     }
 
@@ -110,6 +115,12 @@ impl Request {
     /// Follows redirects by the download policy (see the module docs).
     pub(crate) fn follow_redirects(mut self) -> Request {
         self.follow = true;
+        self
+    }
+
+    /// TCP keepalive on the connection (see [`KeepAlive`]).
+    pub(crate) fn keepalive(mut self, k: KeepAlive) -> Request {
+        self.keepalive = Some(k);
         self
     }
 
@@ -150,10 +161,12 @@ impl Request {
             // it is a bounded wait for systemd's watchdog (`watchdog`), until the answer is
             // dropped.
             let wait = crate::watchdog::waiting(std::time::Duration::from_secs(self.timeout_secs));
-            let lazy = self
-                .build(&current)
-                .send_lazy()
-                .map_err(|e| HttpError::Network(network_text(&e)))?;
+            let armer = self
+                .keepalive
+                .and_then(|k| Armer::start(port_of(&current), k, self.timeout_secs));
+            let sent = self.build(&current).send_lazy();
+            drop(armer);
+            let lazy = sent.map_err(|e| HttpError::Network(network_text(&e)))?;
             let resp = Response { lazy, _wait: wait };
             if !self.follow || !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
                 return Ok(resp);
@@ -183,6 +196,154 @@ impl Request {
             "{}: more than {MAX_REDIRECTS} redirects",
             self.url
         )))
+    }
+}
+
+/// TCP keepalive that finds a dead connection within a bound: after `idle` seconds of
+/// silence the kernel sends a probe (an empty segment, 52 bytes with its answer's as many
+/// at the IP level), then up to `count` more `interval` apart; with no answer to `count`
+/// of them the connection fails with `ETIMEDOUT`, the blocked read returns, and the request
+/// ends as a network failure (retried on a new connection by the caller's backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeepAlive {
+    idle: u32,
+    interval: u32,
+    count: u32,
+}
+
+/// How fast a silently dropped held poll is found (docs/protocol.md: 5 minutes).
+pub(crate) const KEEPALIVE_BOUND_SECS: u64 = 300;
+
+impl KeepAlive {
+    /// Found within `bound_secs`: three probes `bound/30` apart after `bound - 3 probes` of
+    /// silence (300 s: a probe after 270 s of silence, the connection given up 30 s later).
+    /// One probe round trip per 270 s of an idle held poll: about 32 KiB a day.
+    pub(crate) fn within(bound_secs: u64) -> KeepAlive {
+        let bound = bound_secs.clamp(4, 86_400) as u32;
+        let count = 3;
+        let interval = (bound / 30).max(1);
+        KeepAlive {
+            idle: bound - count * interval,
+            interval,
+            count,
+        }
+    }
+
+    /// The product's bound; `SVC_AGENT_KEEPALIVE_SECS` overrides it (tests, a link whose
+    /// NATs forget faster or slower).
+    pub(crate) fn from_env() -> KeepAlive {
+        let secs = std::env::var("SVC_AGENT_KEEPALIVE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(KEEPALIVE_BOUND_SECS);
+        KeepAlive::within(secs)
+    }
+
+    /// Sets the options on one socket; false when one was refused.
+    fn apply(self, fd: i32) -> bool {
+        use crate::sys::set_sockopt_int as set;
+        set(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)
+            && set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, self.idle as i32)
+            && set(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_KEEPINTVL,
+                self.interval as i32,
+            )
+            && set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, self.count as i32)
+    }
+}
+
+/// The port a URL's connection goes to.
+fn port_of(url: &str) -> u16 {
+    let origin = origin_of(url);
+    let host_port = origin.split_once("://").map_or(origin, |(_, r)| r);
+    let port = host_port
+        .rsplit_once(':')
+        .filter(|(h, _)| !h.ends_with(']') || host_port.starts_with('['))
+        .and_then(|(_, p)| p.parse().ok());
+    port.unwrap_or(if url.starts_with("http://") { 80 } else { 443 })
+}
+
+/// The socket descriptors this process has open now.
+fn socket_fds() -> std::collections::HashSet<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Default::default();
+    };
+    dir.flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.as_os_str().as_encoded_bytes().starts_with(b"socket:"))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Arms keepalive on the connection a request is opening: minreq makes and owns the socket,
+/// so a helper thread looks for the TCP socket to the request's port that was not open
+/// before the request, and sets the options on it once it is connected. Another new
+/// connection to the same port (the log uploader's, to the same app) may get them too, which
+/// costs nothing. Stops when armed, when the request returns (drop), or at its deadline.
+struct Armer {
+    done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Armer {
+    fn start(port: u16, k: KeepAlive, deadline_secs: u64) -> Option<Armer> {
+        let before = socket_fds();
+        let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let flag = std::sync::Arc::clone(&done);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(deadline_secs);
+        let thread = std::thread::Builder::new()
+            .name("keepalive".into())
+            .stack_size(64 * 1024)
+            .spawn(move || loop {
+                let armed = socket_fds()
+                    .difference(&before)
+                    .filter(|fd| crate::sys::tcp_peer_port(**fd) == Some(port))
+                    // Every new one (no short cut): the count is of those armed.
+                    .filter(|fd| k.apply(**fd))
+                    .count()
+                    > 0;
+                let (lock, cv) = &*flag;
+                let Ok(guard) = lock.lock() else { return };
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if armed || *guard || left.is_zero() {
+                    return;
+                }
+                // The connect and the TLS handshake take a few round trips: look again soon.
+                let step = left.min(std::time::Duration::from_millis(20));
+                let Ok((guard, _)) = cv.wait_timeout_while(guard, step, |d| !*d) else {
+                    return;
+                };
+                if *guard {
+                    return;
+                }
+            });
+        match thread {
+            Ok(t) => Some(Armer {
+                done,
+                thread: Some(t),
+            }),
+            Err(e) => {
+                crate::warn!("http", "no keepalive on this connection: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Armer {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.done;
+        if let Ok(mut d) = lock.lock() {
+            *d = true;
+            cv.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -302,6 +463,37 @@ mod tests {
         );
         assert_eq!(join_location(b, "//other/p"), "https://other/p");
         assert_eq!(join_location("https://h", "x"), "https://h/x");
+    }
+
+    #[test]
+    fn keepalive_finds_a_dead_connection_within_its_bound() {
+        let k = KeepAlive::within(KEEPALIVE_BOUND_SECS);
+        assert_eq!((k.idle, k.interval, k.count), (270, 10, 3));
+        let t = KeepAlive::within(6);
+        assert_eq!(t.idle + t.count * t.interval, 6);
+        assert_eq!(port_of("https://h:8443/a"), 8443);
+        assert_eq!(port_of("https://h/a"), 443);
+        assert_eq!(port_of("http://h"), 80);
+        assert_eq!(port_of("https://[::1]:9/x"), 9);
+        assert_eq!(port_of("https://[::1]/x"), 443);
+    }
+
+    #[test]
+    fn the_armer_sets_keepalive_on_the_new_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armer = Armer::start(port, KeepAlive::within(60), 30).unwrap();
+        let _accepted = listener;
+        let conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        // The armer ends by itself once it has armed the connection.
+        let mut armer = armer;
+        armer.thread.take().unwrap().join().unwrap();
+        use std::os::fd::AsRawFd;
+        let get = |level, name| crate::sys::sockopt_int(conn.as_raw_fd(), level, name);
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 54);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL), 2);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 3);
     }
 
     #[test]

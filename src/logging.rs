@@ -27,6 +27,13 @@ impl Level {
             Level::Debug => "debug",
         }
     }
+
+    /// The level [`Level::as_str`] names.
+    pub fn from_name(name: &str) -> Option<Level> {
+        [Level::Error, Level::Warn, Level::Info, Level::Debug]
+            .into_iter()
+            .find(|l| l.as_str() == name)
+    }
 }
 
 /// One log record as it leaves the process.

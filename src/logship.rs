@@ -5,6 +5,11 @@
 //! between re-sends the batch, and the receiver drops duplicates by record id. While the
 //! transport fails, retries back off exponentially with jitter; the first success drains the
 //! backlog batch after batch without waiting. [`attach`] feeds every logged line into the queue.
+//!
+//! With a [`Backlog`] ([`attach_with`], [`Shipper::with_backlog`]) the shipper follows a
+//! [`ShipPolicy`] (docs/logs.md, "What is sent, and when"): lines below its level are not
+//! queued, urgent lines go within seconds, the rest wait for the next poll cycle, an age or
+//! a size limit, and then everything waiting goes in one connection.
 use crate::backoff::{Backoff, Jitter, PERMANENT_WAIT};
 use crate::logging::{self, Level};
 use crate::logqueue::{LogQueue, QueueError, QueuedRecord};
@@ -110,6 +115,124 @@ pub struct ShipperConfig {
     pub refused_wait: Duration,
 }
 
+/// What is shipped, and when (docs/logs.md). The agent's default is the spec's list: info
+/// and above (svc-server stopped and started, the agent's status, warnings, errors), debug
+/// never; errors within seconds, the rest with the next poll cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShipPolicy {
+    /// Lines less severe than this are not queued (they still reach stderr and the journal).
+    pub level: Level,
+    /// Lines at least this severe make the backlog due at the next check (about 2 s).
+    pub urgent_level: Level,
+    /// The longest a line waits for a poll cycle; zero: every line goes at once.
+    pub max_wait: Duration,
+    /// The backlog is due once about this many bytes of JSON wait.
+    pub max_bytes: usize,
+}
+
+impl Default for ShipPolicy {
+    fn default() -> Self {
+        ShipPolicy {
+            level: Level::Info,
+            urgent_level: Level::Error,
+            max_wait: Duration::from_secs(1800),
+            max_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The lines waiting to be shipped, as the sink saw them go in, and the policy that says
+/// when they go. Shared by the sink ([`attach_with`]), the shipper and the agent (which
+/// sets the policy from the config and reports poll cycles). Changed only while the
+/// queue's lock is held (sink: append; shipper: the empty read), so a line appended as the
+/// queue drains is never forgotten.
+#[derive(Debug)]
+pub struct Backlog {
+    state: Mutex<BacklogState>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BacklogState {
+    policy: ShipPolicy,
+    /// When the oldest unshipped line went in; `None`: nothing waits.
+    since: Option<Instant>,
+    urgent: bool,
+    bytes: usize,
+    /// A poll cycle came while lines waited: they ride it.
+    cycle: bool,
+}
+
+impl Backlog {
+    pub fn new(policy: ShipPolicy) -> Arc<Backlog> {
+        Arc::new(Backlog {
+            state: Mutex::new(BacklogState {
+                policy,
+                since: None,
+                urgent: false,
+                bytes: 0,
+                cycle: false,
+            }),
+        })
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut BacklogState) -> R) -> Option<R> {
+        self.state.lock().ok().map(|mut s| f(&mut s))
+    }
+
+    pub fn policy(&self) -> ShipPolicy {
+        self.with(|s| s.policy).unwrap_or_default()
+    }
+
+    /// A new policy (a changed config) applies to the lines already waiting too.
+    pub fn set_policy(&self, policy: ShipPolicy) {
+        self.with(|s| s.policy = policy);
+    }
+
+    /// A poll cycle began: what waits goes now.
+    pub fn poll_cycle(&self) {
+        self.with(|s| s.cycle = s.since.is_some());
+    }
+
+    /// Lines are waiting from before this start (the queue was not empty on open).
+    pub(crate) fn note_earlier(&self) {
+        self.with(|s| s.since = s.since.or(Some(Instant::now())));
+    }
+
+    fn note(&self, level: Level, bytes: usize) {
+        self.with(|s| {
+            s.since = s.since.or(Some(Instant::now()));
+            s.urgent |= level <= s.policy.urgent_level;
+            s.bytes = s.bytes.saturating_add(bytes);
+        });
+    }
+
+    fn clear(&self) {
+        self.with(|s| {
+            s.since = None;
+            s.urgent = false;
+            s.bytes = 0;
+            s.cycle = false;
+        });
+    }
+
+    /// Whether what waits should go now.
+    pub fn due(&self, now: Instant) -> bool {
+        self.with(|s| s.due(now)).unwrap_or(true)
+    }
+}
+
+impl BacklogState {
+    fn due(&self, now: Instant) -> bool {
+        let Some(since) = self.since else {
+            return false;
+        };
+        self.urgent
+            || self.cycle
+            || self.bytes >= self.policy.max_bytes
+            || now.saturating_duration_since(since) >= self.policy.max_wait
+    }
+}
+
 impl Default for ShipperConfig {
     fn default() -> Self {
         ShipperConfig {
@@ -201,6 +324,8 @@ pub struct ShipSignal {
 struct SignalState {
     stopped: bool,
     nudged: bool,
+    /// A poll cycle began: wakes an idle shipper only, never one pausing after a failure.
+    cycled: bool,
     /// How many waits the loop has begun: a waiting shipper has decided what to send now.
     waits: u64,
 }
@@ -214,6 +339,16 @@ impl ShipSignal {
     pub fn nudge(&self) {
         if let Ok(mut s) = self.state.lock() {
             s.nudged = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// A poll cycle began: an idle shipper looks whether its backlog is due now. A shipper
+    /// backing off or paused after a refusal is not woken (a poll a second must not make a
+    /// refused uploader retry a second).
+    pub fn poll_cycle(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.cycled = true;
             self.cv.notify_all();
         }
     }
@@ -233,14 +368,18 @@ impl ShipSignal {
 
     /// Waits up to `timeout` for a nudge or stop.
     fn wait(&self, timeout: Duration) -> Wake {
+        self.wait_for(timeout, false)
+    }
+
+    /// Waits up to `timeout` for a nudge or stop, and with `cycles` for a poll cycle.
+    fn wait_for(&self, timeout: Duration, cycles: bool) -> Wake {
         let Ok(mut guard) = self.state.lock() else {
             return Wake::Stop;
         };
         guard.waits += 1;
-        let Ok((mut guard, _)) = self
-            .cv
-            .wait_timeout_while(guard, timeout, |s| !s.stopped && !s.nudged)
-        else {
+        let Ok((mut guard, _)) = self.cv.wait_timeout_while(guard, timeout, |s| {
+            !(s.stopped || s.nudged || (cycles && s.cycled))
+        }) else {
             return Wake::Stop;
         };
         if guard.stopped {
@@ -248,6 +387,9 @@ impl ShipSignal {
         } else if std::mem::take(&mut guard.nudged) {
             Wake::Nudge
         } else {
+            if cycles {
+                guard.cycled = false;
+            }
             Wake::Timeout
         }
     }
@@ -273,6 +415,8 @@ pub struct Shipper<T: LogTransport> {
     jitter: Jitter,
     /// Shrinks while the receiver rejects batches, to isolate a refused record.
     batch_limit: usize,
+    /// With a backlog, shipping waits until it is due; without, every line goes at once.
+    backlog: Option<Arc<Backlog>>,
 }
 
 impl<T: LogTransport> Shipper<T> {
@@ -286,7 +430,14 @@ impl<T: LogTransport> Shipper<T> {
             backoff,
             jitter: Jitter::from_entropy(),
             batch_limit,
+            backlog: None,
         }
+    }
+
+    /// Ships by `backlog`'s policy (the one [`attach_with`] fills) instead of at once.
+    pub fn with_backlog(mut self, backlog: Arc<Backlog>) -> Shipper<T> {
+        self.backlog = Some(backlog);
+        self
     }
 
     pub fn transport(&self) -> &T {
@@ -304,9 +455,17 @@ impl<T: LogTransport> Shipper<T> {
     /// Sends at most one batch. The queue lock is not held while the transport runs.
     pub fn ship_once(&mut self) -> Result<ShipOutcome, ShipError> {
         let (limit, max_bytes) = (self.batch_limit, self.cfg.max_batch_bytes);
+        let backlog = self.backlog.as_deref();
         let batch = self.with_queue(|q| {
             q.take_drop_report()?;
-            q.read_batch(limit, max_bytes)
+            let batch = q.read_batch(limit, max_bytes)?;
+            if batch.is_empty() {
+                // Under the queue's lock: no line can go in between the read and this.
+                if let Some(b) = backlog {
+                    b.clear();
+                }
+            }
+            Ok(batch)
         })?;
         let Some(last) = batch.last() else {
             self.with_queue(|q| q.maintain())?;
@@ -357,7 +516,28 @@ impl<T: LogTransport> Shipper<T> {
     pub fn run(mut self, signal: Arc<ShipSignal>) -> Result<(), ShipError> {
         let mut failures_reported = 0u32;
         let mut queue_failing = false;
+        // With a backlog: idle until it is due (or a nudge), then drain the queue whole.
+        let mut draining = self.backlog.is_none();
+        let mut drained = 0usize;
         while !signal.stopped() {
+            if !draining {
+                draining = match &self.backlog {
+                    None => true,
+                    Some(b) => b.due(Instant::now()),
+                };
+            }
+            if !draining {
+                // A poll cycle wakes this wait (as a timeout does) to look at the backlog.
+                match signal.wait_for(self.cfg.maintain_interval, true) {
+                    Wake::Stop => break,
+                    Wake::Nudge => draining = true,
+                    // A failure here shows again in the next ship_once, which handles it.
+                    Wake::Timeout => {
+                        let _ = self.with_queue(|q| q.maintain());
+                    }
+                }
+                continue;
+            }
             let outcome = match self.ship_once() {
                 Ok(o) => {
                     queue_failing = false;
@@ -383,7 +563,8 @@ impl<T: LogTransport> Shipper<T> {
                 }
             };
             let wait = match outcome {
-                ShipOutcome::Sent { .. } => {
+                ShipOutcome::Sent { records, .. } => {
+                    drained += records;
                     if failures_reported > 0 {
                         logging::log(Level::Info, "logship", "log receiver reachable again");
                         failures_reported = 0;
@@ -394,6 +575,18 @@ impl<T: LogTransport> Shipper<T> {
                 // A skip is paced by the backoff like a failure: a receiver that refuses
                 // every record (and the warn line each skip logs) must not be a storm.
                 ShipOutcome::Skipped { .. } => self.backoff.next_delay(&mut self.jitter),
+                ShipOutcome::Empty if self.backlog.is_some() => {
+                    if drained > 0 {
+                        // Below every default level: it reaches the journal, not the queue.
+                        logging::log(
+                            Level::Debug,
+                            "logship",
+                            &format!("backlog shipped: {drained} lines"),
+                        );
+                    }
+                    (draining, drained) = (false, 0);
+                    continue;
+                }
                 ShipOutcome::Empty => self.cfg.idle_interval,
                 ShipOutcome::Failed { error, retry_in } => {
                     // One line per outage, not one per retry: each would itself be queued.
@@ -437,14 +630,28 @@ thread_local! {
 
 /// Installs the queue as the logging sink: every logged (already scrubbed) line is appended.
 pub fn attach(queue: Arc<Mutex<LogQueue>>) {
+    attach_with(queue, None);
+}
+
+/// [`attach`], and with a backlog: only lines at or above its policy's level are appended,
+/// and each is noted there for the shipper's policy.
+pub fn attach_with(queue: Arc<Mutex<LogQueue>>, backlog: Option<Arc<Backlog>>) {
     logging::set_sink(Box::new(move |r| {
+        if backlog.as_ref().is_some_and(|b| r.level > b.policy().level) {
+            return;
+        }
         // A line logged while appending (none today) must not re-enter and deadlock.
         if IN_SINK.with(|c| c.replace(true)) {
             return;
         }
         // A line that cannot be queued (a full disk) has still reached stderr and the journal.
         if let Ok(mut q) = queue.lock() {
-            let _ = q.append(r.level, &r.subsystem, &r.message);
+            if q.append(r.level, &r.subsystem, &r.message).is_ok() {
+                if let Some(b) = &backlog {
+                    // About the record's JSON: its text and the members around it.
+                    b.note(r.level, r.message.len() + r.subsystem.len() + 80);
+                }
+            }
         }
         IN_SINK.with(|c| c.set(false));
     }));
@@ -453,6 +660,38 @@ pub fn attach(queue: Arc<Mutex<LogQueue>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_backlog_is_due_for_an_urgent_line_a_cycle_an_age_or_a_size() {
+        let t0 = Instant::now();
+        let policy = ShipPolicy::default();
+        let b = Backlog::new(policy);
+        assert!(!b.due(t0), "nothing waits");
+        b.poll_cycle();
+        b.note(Level::Info, 100);
+        assert!(
+            !b.due(t0 + Duration::from_secs(60)),
+            "a cycle before the line"
+        );
+        assert!(b.due(t0 + policy.max_wait + Duration::from_secs(60)), "age");
+        b.poll_cycle();
+        assert!(b.due(t0), "a cycle with a line waiting");
+        b.clear();
+        b.note(Level::Warn, policy.max_bytes - 1);
+        assert!(!b.due(t0), "a warning is not urgent by default");
+        b.note(Level::Info, 1);
+        assert!(b.due(t0), "size");
+        b.clear();
+        b.note(Level::Error, 10);
+        assert!(b.due(t0), "an error");
+        b.clear();
+        b.set_policy(ShipPolicy {
+            max_wait: Duration::ZERO,
+            ..policy
+        });
+        b.note(Level::Info, 10);
+        assert!(b.due(Instant::now()), "max_wait 0: at once");
+    }
 
     #[test]
     fn batch_json_shape() {

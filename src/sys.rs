@@ -345,6 +345,91 @@ pub(crate) fn ipv4_interface(addr: Ipv4Addr) -> std::io::Result<Option<(String, 
 }
 
 /// This process's effective user id.
+/// Sets an integer socket option; false when refused (a stale descriptor included).
+pub(crate) fn set_sockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: i32,
+) -> bool {
+    let v: libc::c_int = value;
+    // SAFETY: a pointer to a local c_int and its length; a wrong descriptor only fails.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Reads an integer socket option (-1 when refused).
+#[cfg(test)]
+pub(crate) fn sockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> i32 {
+    let mut v: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: pointers to locals of the lengths given.
+    unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    v
+}
+
+/// The peer port of a connected TCP (IPv4 or IPv6) socket; `None` for anything else.
+pub(crate) fn tcp_peer_port(fd: RawFd) -> Option<u16> {
+    if sockopt_type(fd) != Some(libc::SOCK_STREAM) {
+        return None;
+    }
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: getpeername writes at most `len` bytes into the storage.
+    let rc = unsafe {
+        libc::getpeername(
+            fd,
+            (&mut addr as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    match libc::c_int::from(addr.ss_family) {
+        // sin_port and sin6_port sit at the same offset, in network order.
+        libc::AF_INET | libc::AF_INET6 => {
+            // SAFETY: the family says the storage starts as a sockaddr_in does.
+            let sin =
+                unsafe { &*(&addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(u16::from_be(sin.sin_port))
+        }
+        _ => None,
+    }
+}
+
+fn sockopt_type(fd: RawFd) -> Option<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: pointers to locals of the lengths given.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(v)
+}
+
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid takes nothing, touches no memory of ours and cannot fail.
     unsafe { libc::geteuid() }

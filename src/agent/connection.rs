@@ -155,11 +155,8 @@ impl Connection {
             if wanted == Backend::App {
                 warn!("agent", "{e}; running with the cached config only");
             } else {
-                // hawkBit only: the management app's credentials are no fault to warn of.
-                debug!(
-                    "agent",
-                    "hawkBit only: the credentials file is not used ({e})"
-                );
+                // hawkBit only: no credentials are no fault to warn of.
+                debug!("agent", "hawkBit only: the credentials file is not used");
             }
         }
         self.credentials = loaded.creds;

@@ -1,9 +1,14 @@
-//! The agent's end of log shipping: every log line goes into the persistent queue under
-//! `/opt/svc/logqueue`, and a shipper thread sends it to the management app in batches
-//! through the same transport as the polls.
+//! The agent's end of log shipping: every log line at or above the policy's level goes into
+//! the persistent queue under `/opt/svc/logqueue`, and a shipper thread sends it to the
+//! management app in batches through the same transport as the polls: urgent lines within
+//! seconds, the rest with the next poll cycle (`svc-agent.logs`, docs/logs.md).
+use crate::config::LogSettings;
 use crate::credentials::Credentials;
+use crate::logging::Level;
 use crate::logqueue::{LogQueue, QueueConfig, QueuedRecord};
-use crate::logship::{self, LogTransport, ShipSignal, Shipper, ShipperConfig, TransportError};
+use crate::logship::{
+    self, Backlog, LogTransport, ShipPolicy, ShipSignal, Shipper, ShipperConfig, TransportError,
+};
 use crate::paths::Paths;
 use crate::protocol::{self, ProtocolError, Retry, Transport};
 use std::sync::{Arc, Mutex};
@@ -79,6 +84,21 @@ pub(crate) struct LogPipeline {
     signal: Arc<ShipSignal>,
     thread: Option<JoinHandle<()>>,
     credentials: SharedCredentials,
+    backlog: Arc<Backlog>,
+}
+
+/// The shipping policy a config's `svc-agent.logs` asks for (the default without one).
+pub(crate) fn policy_of(settings: Option<&LogSettings>) -> ShipPolicy {
+    let default = ShipPolicy::default();
+    let Some(s) = settings else {
+        return default;
+    };
+    ShipPolicy {
+        level: Level::from_name(&s.level).unwrap_or(default.level),
+        urgent_level: Level::from_name(&s.urgent_level).unwrap_or(default.urgent_level),
+        max_wait: Duration::from_secs(s.max_wait_secs),
+        ..default
+    }
 }
 
 impl LogPipeline {
@@ -96,7 +116,11 @@ impl LogPipeline {
                 return None;
             }
         };
-        logship::attach(Arc::clone(&queue));
+        let backlog = Backlog::new(ShipPolicy::default());
+        if queue.lock().is_ok_and(|q| !q.is_empty()) {
+            backlog.note_earlier();
+        }
+        logship::attach_with(Arc::clone(&queue), Some(Arc::clone(&backlog)));
         let signal = ShipSignal::new();
         let credentials = Arc::new(Mutex::new((0, credentials)));
         let cfg = ShipperConfig {
@@ -110,7 +134,7 @@ impl LogPipeline {
             generation: None,
             transport: None,
         };
-        let shipper = Shipper::new(queue, transport, cfg);
+        let shipper = Shipper::new(queue, transport, cfg).with_backlog(Arc::clone(&backlog));
         let sig = Arc::clone(&signal);
         let thread = std::thread::Builder::new()
             .name("logship".into())
@@ -125,6 +149,7 @@ impl LogPipeline {
             signal,
             thread,
             credentials,
+            backlog,
         })
     }
 
@@ -135,6 +160,17 @@ impl LogPipeline {
             *c = (c.0 + 1, credentials);
         }
         self.signal.nudge();
+    }
+
+    /// The config's policy (`None`: no config yet, the default).
+    pub(crate) fn set_policy(&self, settings: Option<&LogSettings>) {
+        self.backlog.set_policy(policy_of(settings));
+    }
+
+    /// A poll was answered: the lines that wait ride this cycle.
+    pub(crate) fn poll_cycle(&self) {
+        self.backlog.poll_cycle();
+        self.signal.poll_cycle();
     }
 
     /// The app is reachable again: ship what waited.

@@ -56,6 +56,8 @@ pub(crate) struct Events {
     pub credentials_changed: bool,
     /// Contact came back after a failure: the log shipper is nudged.
     pub reconnected: bool,
+    /// A poll was answered: the log lines that wait ride this poll cycle.
+    pub polled: bool,
 }
 
 /// The start, as the report shows it.

@@ -71,6 +71,7 @@ impl Agent {
                     info!("agent", "the server is reachable again");
                     self.events.reconnected = true;
                 }
+                self.events.polled = true;
                 self.cached.last_contact = Some(unix_now());
                 if let PollOutcome::Changed { answer, etag } = outcome {
                     self.apply_answer(*answer, etag);

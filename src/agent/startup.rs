@@ -219,6 +219,10 @@ pub(crate) fn run(paths: Paths) -> i32 {
             if events.reconnected {
                 p.nudge();
             }
+            p.set_policy(agent.config.as_ref().map(|c| &c.agent.agent.logs));
+            if events.polled {
+                p.poll_cycle();
+            }
         }
         if agent.exit().is_none() {
             signals::wait(beat_every.map_or(wait, |b| b.min(wait)));

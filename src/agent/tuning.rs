@@ -9,8 +9,9 @@ const FIRST_CONTACT_WAIT: Duration = Duration::from_secs(60);
 /// How long the app may hold a poll (the long poll, docs/protocol.md); an app that does not
 /// hold polls is polled every `poll_interval_secs` as before. Chosen by the traffic budget
 /// (BENCHMARKS.md): one resumed TLS connection per hold. A silently dropped connection is
-/// replaced at most this plus the request deadline (30 s) after its poll was sent.
-const DEFAULT_HOLD_SECS: u64 = 1500;
+/// found by TCP keepalive within 5 minutes (`http::KeepAlive`), whatever the hold, so the
+/// hold is as long as the budget wants: 3000 s, 100 kB a day with the keepalive probes.
+const DEFAULT_HOLD_SECS: u64 = 3000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Tuning {

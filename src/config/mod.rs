@@ -9,5 +9,5 @@ pub(crate) mod validate;
 pub(crate) mod version;
 
 pub use diag::{Diagnostic, Report};
-pub use model::MachineConfig;
+pub use model::{LogSettings, MachineConfig};
 pub use validate::{parse_slice, parse_str, parse_value};

@@ -158,8 +158,34 @@ pub struct AgentSection {
     /// The Eclipse hawkBit backend (docs/hawkbit.md); `None`: updates come from the
     /// management app alone.
     pub hawkbit: Option<HawkbitSettings>,
+    /// What the agent ships to the management app's LOGS tab, and when (docs/logs.md).
+    pub logs: LogSettings,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `svc-agent.logs`: the shipping policy. Levels are `error`, `warn`, `info`, `debug`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogSettings {
+    /// The least severe level shipped (and queued); `debug` ships everything.
+    pub level: String,
+    /// Lines at least this severe go within seconds; the others ride the next poll cycle.
+    pub urgent_level: String,
+    /// The longest a line waits for a poll cycle, in seconds; 0: every line at once.
+    pub max_wait_secs: u64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            level: "info".into(),
+            urgent_level: "error".into(),
+            max_wait_secs: 1800,
+            extra: Map::new(),
+        }
+    }
 }
 
 /// Where and as whom the agent speaks hawkBit's DDI API. The token is not here: it is a
@@ -206,6 +232,7 @@ impl Default for AgentSection {
                 ..Default::default()
             },
             hawkbit: None,
+            logs: LogSettings::default(),
             extra: Map::new(),
         }
     }

@@ -1025,7 +1025,19 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
         if let Some(h) = s.object("hawkbit", r) {
             a.agent.hawkbit = hawkbit(&h, r);
         }
-        a.agent.extra = s.extra(&["release_channel", "pin_version", "pin_url", "hawkbit"], r);
+        if let Some(l) = s.object("logs", r) {
+            a.agent.logs = log_settings(&l, r);
+        }
+        a.agent.extra = s.extra(
+            &[
+                "release_channel",
+                "pin_version",
+                "pin_url",
+                "hawkbit",
+                "logs",
+            ],
+            r,
+        );
     }
     if let Some(s) = o.object("svc-server", r) {
         a.server = server(&s, r);
@@ -1244,6 +1256,40 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
         auto_confirm,
         extra,
     })
+}
+
+/// `svc-agent.logs`: levels by name, a wait bounded to a day (a line older than that is
+/// news to nobody, and the queue's cap bounds what waits anyway).
+fn log_settings(o: &Obj<'_>, r: &mut Report) -> LogSettings {
+    let mut s = LogSettings::default();
+    for key in ["level", "urgent_level"] {
+        if let Some(level) = o.string(key, false, r) {
+            if crate::logging::Level::from_name(&level).is_some() {
+                if key == "level" {
+                    s.level = level;
+                } else {
+                    s.urgent_level = level;
+                }
+            } else {
+                r.error(
+                    &o.at(key),
+                    format!("log level {level:?} is not known: expected \"error\", \"warn\", \"info\" or \"debug\""),
+                );
+            }
+        }
+    }
+    if let Some(secs) = o.uint("max_wait_secs", r) {
+        if secs > 86_400 {
+            r.error(
+                &o.at("max_wait_secs"),
+                format!("max_wait_secs {secs} is above a day (86400)"),
+            );
+        } else {
+            s.max_wait_secs = secs;
+        }
+    }
+    s.extra = o.extra(&["level", "urgent_level", "max_wait_secs"], r);
+    s
 }
 
 fn server(o: &Obj<'_>, r: &mut Report) -> ServerSection {

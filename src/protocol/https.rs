@@ -132,6 +132,11 @@ impl HttpsTransport {
         if let Some(tag) = etag {
             req = req.header("If-None-Match", tag);
         }
+        if hold_secs > 0 {
+            // A held poll is quiet for up to the hold: a NAT that forgets it is found by
+            // keepalive within minutes, not at the hold's end (docs/protocol.md).
+            req = req.keepalive(http::KeepAlive::from_env());
+        }
         // Every poll asks; `wait=0` (answer at once) lets an app that can hold say so.
         req = req.header("Prefer", format!("wait={hold_secs}"));
         if status.is_none() {

@@ -550,6 +550,31 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "/agent/svc-server/attributes/maintenance_window/end",
         "required",
     ),
+    // the log shipping policy (docs/logs.md)
+    (
+        "/agent/svc-agent/logs",
+        r#"{"level": "verbose"}"#,
+        "/agent/svc-agent/logs/level",
+        "is not known",
+    ),
+    (
+        "/agent/svc-agent/logs",
+        r#"{"urgent_level": "fatal"}"#,
+        "/agent/svc-agent/logs/urgent_level",
+        "is not known",
+    ),
+    (
+        "/agent/svc-agent/logs",
+        r#"{"max_wait_secs": 86401}"#,
+        "/agent/svc-agent/logs/max_wait_secs",
+        "above a day",
+    ),
+    (
+        "/agent/svc-agent/logs",
+        r#"{"max_wait_secs": -1}"#,
+        "/agent/svc-agent/logs/max_wait_secs",
+        "expected an integer",
+    ),
 ];
 
 #[test]
