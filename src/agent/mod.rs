@@ -7,6 +7,7 @@
 pub(crate) mod cache;
 pub(crate) mod logs;
 mod medium;
+pub(crate) mod os;
 pub(crate) mod policy;
 pub(crate) mod provisioning;
 #[cfg(test)]
@@ -113,6 +114,8 @@ pub(crate) struct Agent {
     backend: Backend,
     server_update: updates::Track,
     agent_update: updates::Track,
+    /// The OS image's update (`osimage`).
+    os: os::OsTrack,
     provisioning: provisioning::Runner,
     /// The credentials file as read by `new`, until `load_rest` takes it into use.
     pending: Option<LoadedCredentials>,
@@ -298,6 +301,7 @@ impl Agent {
             updater: None,
             backend: Backend::App,
             server_update: updates::Track::default(),
+            os: os::OsTrack::default(),
             agent_update: updates::Track::default(),
             provisioning: provisioning::Runner::default(),
             pending: Some(loaded),
@@ -492,6 +496,7 @@ impl Agent {
         }
         self.report_status_change();
         self.step_updates();
+        self.step_os();
         if self.restart_server_requested {
             self.restart_server_requested = false;
             if self.server_managed() {
@@ -847,6 +852,7 @@ impl Agent {
             subsystems: self.subsystems_status(),
             // An unreadable record is set aside by its loader; the report then says nothing.
             versions: crate::update::VersionRecords::load(&self.paths).unwrap_or_default(),
+            os: self.os.status(),
         }
     }
 
