@@ -10,7 +10,9 @@ use crate::osimage::{OsError, OsState, OsStatus, Phase, SUB};
 use crate::paths::Paths;
 use crate::protocol::OsTarget;
 use crate::update::DownloadOptions;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// After a failure that trying again may cure (network, RAUC down), the next attempt waits.
@@ -39,6 +41,8 @@ pub(crate) struct Facts<'a> {
 struct Worker {
     version: String,
     rx: Receiver<Result<(), OsError>>,
+    /// Set by the worker once the bundle is verified and handed to RAUC.
+    installing: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -102,6 +106,7 @@ impl OsTrack {
             return None;
         }
         let state = match (&self.worker, &s.phase) {
+            (Some(w), Phase::Idle) if w.installing.load(Ordering::Relaxed) => "installing",
             (Some(_), Phase::Idle) => "downloading",
             (_, p) => p.name(),
         };
@@ -125,7 +130,16 @@ impl OsTrack {
         let idle = state.phase == Phase::Idle;
         if let Some(w) = &self.worker {
             match w.rx.try_recv() {
-                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Empty) => {
+                    if let Some(o) = f.offered.filter(|o| o.target.version != w.version) {
+                        let msg = format!(
+                            "OS {} offered while OS {} is being installed: it waits until that install has ended",
+                            o.target.version, w.version
+                        );
+                        self.say_once(msg, false);
+                    }
+                    return;
+                }
                 r => {
                     let version = w.version.clone();
                     self.worker = None;
@@ -387,6 +401,8 @@ impl OsTrack {
                     "OS {v} offered: downloading, then installing through RAUC"
                 );
                 let (tx, rx) = channel();
+                let installing = Arc::new(AtomicBool::new(false));
+                let flag = installing.clone();
                 let (paths2, offer, opts, mut st) =
                     (paths.clone(), o.clone(), f.download.clone(), state.clone());
                 let spawned =
@@ -394,6 +410,7 @@ impl OsTrack {
                         .name("os-install".into())
                         .spawn(move || {
                             let r = osimage::fetch_bundle(&paths2, &offer, &opts).and_then(|b| {
+                                flag.store(true, Ordering::Relaxed);
                                 osimage::install(&paths2, &mut st, &offer.target.version, &b)
                             });
                             let _ = tx.send(r);
@@ -403,6 +420,7 @@ impl OsTrack {
                         self.worker = Some(Worker {
                             version: v.clone(),
                             rx,
+                            installing,
                         })
                     }
                     Err(e) => crate::error!(SUB, "cannot start the OS install: {e}"),

@@ -68,7 +68,7 @@ impl From<RaucError> for OsError {
 
 /// Where an OS update stands; kept in `os.json` across restarts and reboots.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "kebab-case")]
+#[serde(tag = "name", rename_all = "kebab-case")]
 pub(crate) enum Phase {
     #[default]
     Idle,
@@ -110,7 +110,7 @@ pub(crate) enum Phase {
 /// The whole state file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct OsState {
-    #[serde(flatten)]
+    #[serde(default)]
     pub phase: Phase,
     /// The OS version running and known good.
     #[serde(default)]
@@ -477,16 +477,31 @@ pub(crate) fn fetch_bundle(
     }
     let fetched = crate::update::download::fetch_into(part.clone(), &a, opts, None)
         .map_err(OsError::Fetch)?;
-    if let crate::update::Fetched::Complete { sha256, .. } = &fetched {
-        if !sha256.eq_ignore_ascii_case(a.sha256.as_deref().unwrap_or_default()) {
-            crate::update::download::discard(&part);
-            return Err(OsError::Fetch(UpdateError::ShaMismatch {
-                expected: a.sha256.clone().unwrap_or_default(),
-                actual: sha256.clone(),
-            }));
-        }
-    }
-    if let Err(e) = crate::update::verify::check_file_hash(&part, &a) {
+    // The hash streamed on the way in; the size from the file. Both before the rename.
+    let checked = match &fetched {
+        crate::update::Fetched::Complete { sha256, .. } => std::fs::metadata(&part)
+            .map_err(|e| UpdateError::Io {
+                context: format!("stat {}", part.display()),
+                err: e,
+            })
+            .and_then(|m| match (a.size, a.sha256.as_deref()) {
+                (Some(want), _) if m.len() != want => Err(UpdateError::SizeMismatch {
+                    expected: want,
+                    actual: m.len(),
+                }),
+                (_, Some(want)) if !want.eq_ignore_ascii_case(sha256) => {
+                    Err(UpdateError::ShaMismatch {
+                        expected: want.to_string(),
+                        actual: sha256.clone(),
+                    })
+                }
+                _ => Ok(()),
+            }),
+        crate::update::Fetched::NotModified => Err(UpdateError::BadArtifact(
+            "the server answered 304 to an unconditional request".into(),
+        )),
+    };
+    if let Err(e) = checked {
         crate::update::download::discard(&part);
         return Err(OsError::Fetch(e));
     }

@@ -49,6 +49,7 @@ mod keepalive;
 mod logqueue;
 mod logqueue_secrets;
 mod longpoll;
+mod os_rauc;
 mod powercut_campaign;
 mod probation;
 mod process_start;
