@@ -487,10 +487,12 @@ impl super::Agent {
             o
         });
         let app = self.credentials.as_ref().map(|c| c.app_address.as_str());
-        let mut download = DownloadOptions::default();
-        download.file_root = app
-            .and_then(|a| a.strip_prefix("file://"))
-            .map(std::path::PathBuf::from);
+        let download = DownloadOptions {
+            file_root: app
+                .and_then(|a| a.strip_prefix("file://"))
+                .map(std::path::PathBuf::from),
+            ..DownloadOptions::default()
+        };
         let server = self.server.status(self.server_managed());
         let facts = Facts {
             offered: offered.as_ref(),

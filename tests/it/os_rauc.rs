@@ -720,3 +720,97 @@ fn rauc_missing_or_failing_is_reported_and_the_old_slot_kept() {
     drop(f);
     assert_eq!(m.reboots(), 0);
 }
+
+fn release(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_svc-release"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `svc-release publish --os-bundle` writes `targets.os` (format, sha256, size, the vendor's
+/// signature under the name `os`) into the management directory; `verify` checks it; a device
+/// with the vendor key installs it through RAUC. A file that is no RAUC bundle is refused.
+#[test]
+fn svc_release_publishes_an_os_bundle_that_a_keyed_device_installs() {
+    let mut m = Machine::new("os-publish", true);
+    let key = m.sb.root.join("vendor.key");
+    let out = release(&["keygen", path_str(&key)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::copy(
+        key.with_extension("key.pub"),
+        m.sb.root.join("etc/svc-signing.pub"),
+    )
+    .unwrap();
+    let mut b = b"hsqs\n".to_vec();
+    b.extend_from_slice(&good("2.0"));
+    let file = m.sb.root.join("update-2.0.raucb");
+    std::fs::write(&file, &b).unwrap();
+    let app = path_str(&m.sb.app).to_string();
+    assert!(release(&["init", &app]).status.success());
+    let arch = svc::update::this_target();
+    let out = release(&[
+        "publish",
+        "--key",
+        path_str(&key),
+        "--target",
+        arch,
+        "--os-bundle",
+        path_str(&file),
+        "--os-version",
+        "2.0",
+        &app,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let poll: Value =
+        serde_json::from_slice(&std::fs::read(m.sb.app.join("poll.json")).unwrap()).unwrap();
+    let os = &poll["targets"]["os"];
+    assert_eq!(os["format"], "rauc-bundle", "{poll}");
+    assert_eq!(os["sha256"], sha256_hex(&b).as_str());
+    assert_eq!(os["size"], b.len());
+    let pubkey = key.with_extension("key.pub");
+    let out = release(&["verify", "--pub", path_str(&pubkey), "--target", arch, &app]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: os 2.0"));
+
+    // Not a RAUC bundle: refused, the directory unchanged.
+    let before = std::fs::read(m.sb.app.join("poll.json")).unwrap();
+    let junk = m.sb.root.join("junk.raucb");
+    std::fs::write(&junk, b"#!/bin/sh\n").unwrap();
+    let out = release(&[
+        "publish",
+        "--key",
+        path_str(&key),
+        "--target",
+        arch,
+        "--os-bundle",
+        path_str(&junk),
+        "--os-version",
+        "3.0",
+        &app,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a RAUC bundle"));
+    assert_eq!(std::fs::read(m.sb.app.join("poll.json")).unwrap(), before);
+
+    // The device: poll.json as published, a config beside it.
+    let mut poll = poll;
+    poll["poll_interval_secs"] = json!(1);
+    m.sb.answer(poll);
+    m.start(&[]);
+    m.wait_reboots(1);
+    m.boot(false, &[]);
+    m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
+}
