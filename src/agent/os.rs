@@ -36,6 +36,8 @@ pub(crate) struct Facts<'a> {
     pub download: DownloadOptions,
     /// The app is reached over https: its OS images must come over https too.
     pub https_only: bool,
+    /// agent-syscfg's `upgrades.type`.
+    pub upgrades: Option<crate::config::model::UpgradeType>,
 }
 
 struct Worker {
@@ -371,8 +373,18 @@ impl OsTrack {
             return;
         };
         let v = &o.target.version;
-        match osimage::offer_decision(state, Some(o)) {
+        match osimage::offer_decision(state, Some(o), f.upgrades) {
             OfferDecision::Keep => {}
+            OfferDecision::UpgradesOff => {
+                self.waiting = Some("agent-syscfg upgrades.type is none");
+                self.say_once(
+                    format!(
+                        "OS {v} offered; not installed: agent-syscfg's upgrades.type is \"none\""
+                    ),
+                    false,
+                );
+                return;
+            }
             OfferDecision::Bad => self.say_once(
                 format!("OS {v} failed before; not retried until another version is offered"),
                 false,
@@ -385,6 +397,7 @@ impl OsTrack {
                 true,
             ),
             OfferDecision::Install => {
+                self.waiting = None;
                 if self.retry_at.is_some_and(|t| f.clock.now < t) {
                     return;
                 }
@@ -510,6 +523,11 @@ impl super::Agent {
             last_contact: self.cached.last_contact,
             download,
             https_only: app.is_some_and(|a| a.starts_with("https://")),
+            upgrades: self
+                .config
+                .as_ref()
+                .filter(|c| !c.agent.syscfg.disable_subsystem)
+                .and_then(|c| c.agent.syscfg.attributes.upgrades.upgrade_type),
         };
         self.os.step(&self.paths, facts);
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::model::UpgradeType;
 use crate::paths::Paths;
 use crate::protocol::OsTarget;
 use crate::update::{Artifact, DownloadOptions, UpdateError};
@@ -210,12 +211,26 @@ pub(crate) enum OfferDecision {
     Bad,
     /// Not a format this agent installs.
     Unsupported(String),
+    /// agent-syscfg's `upgrades.type` is `none`: the machine takes no OS upgrades.
+    UpgradesOff,
 }
 
-pub(crate) fn offer_decision(state: &OsState, offer: Option<&OsTarget>) -> OfferDecision {
+/// An offer against the state and agent-syscfg's `upgrades.type` (docs/syscfg.md, *OS
+/// images*): `none` takes no OS image; `all`, `security` and no setting take what the app
+/// offers (an image is one signed whole: the vendor chose what is in it).
+pub(crate) fn offer_decision(
+    state: &OsState,
+    offer: Option<&OsTarget>,
+    upgrades: Option<UpgradeType>,
+) -> OfferDecision {
     let Some(o) = offer else {
         return OfferDecision::Keep;
     };
+    if state.version.as_deref() != Some(o.target.version.as_str())
+        && upgrades == Some(UpgradeType::None)
+    {
+        return OfferDecision::UpgradesOff;
+    }
     if o.format != FORMAT_RAUC {
         return OfferDecision::Unsupported(o.format.clone());
     }
@@ -793,23 +808,35 @@ mod tests {
             ..OsState::default()
         };
         s.add_bad("2");
-        assert_eq!(offer_decision(&s, None), OfferDecision::Keep);
+        assert_eq!(offer_decision(&s, None, None), OfferDecision::Keep);
         assert_eq!(
-            offer_decision(&s, Some(&offer("1", FORMAT_RAUC))),
+            offer_decision(&s, Some(&offer("1", FORMAT_RAUC)), None),
             OfferDecision::Keep
         );
         assert_eq!(
-            offer_decision(&s, Some(&offer("2", FORMAT_RAUC))),
+            offer_decision(&s, Some(&offer("2", FORMAT_RAUC)), None),
             OfferDecision::Bad
         );
         assert_eq!(
-            offer_decision(&s, Some(&offer("3", FORMAT_RAUC))),
+            offer_decision(&s, Some(&offer("3", FORMAT_RAUC)), None),
             OfferDecision::Install
         );
         assert!(matches!(
-            offer_decision(&s, Some(&offer("3", "swu"))),
+            offer_decision(&s, Some(&offer("3", "swu")), None),
             OfferDecision::Unsupported(_)
         ));
+        assert_eq!(
+            offer_decision(&s, Some(&offer("3", FORMAT_RAUC)), Some(UpgradeType::None)),
+            OfferDecision::UpgradesOff
+        );
+        assert_eq!(
+            offer_decision(
+                &s,
+                Some(&offer("3", FORMAT_RAUC)),
+                Some(UpgradeType::Security)
+            ),
+            OfferDecision::Install
+        );
         for v in 0..40 {
             s.add_bad(&v.to_string());
         }

@@ -814,3 +814,26 @@ fn svc_release_publishes_an_os_bundle_that_a_keyed_device_installs() {
     m.boot(false, &[]);
     m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
 }
+
+/// agent-syscfg's `upgrades.type: none` holds OS images as it holds apt upgrades: offered,
+/// reported, not installed.
+#[test]
+fn upgrades_type_none_takes_no_os_image() {
+    let mut m = Machine::new("os-upgrades-none", true);
+    let b = good("2.0");
+    m.offer("2.0", &b, &b, None);
+    let mut answer: Value =
+        serde_json::from_slice(&std::fs::read(m.sb.app.join("poll.json")).unwrap()).unwrap();
+    answer["config"]["agent"]["agent-syscfg"] =
+        json!({"attributes": {"upgrades": {"type": "none"}}});
+    m.sb.answer(answer);
+    m.start(&[]);
+    m.wait_os("the hold reported", |o| {
+        o["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("upgrades.type"))
+    });
+    m.sb.wait_polls(3, 60);
+    assert!(m.fake().installs.is_empty());
+    assert!(!m.sb.root.join("opt/svc/os").exists());
+}
