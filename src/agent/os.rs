@@ -36,6 +36,8 @@ pub(crate) struct Facts<'a> {
     pub download: DownloadOptions,
     /// The app is reached over https: its OS images must come over https too.
     pub https_only: bool,
+    /// The machine's identity for downloads from the app's own origin (an https app).
+    pub identity: Option<crate::http::Identity>,
     /// agent-syscfg's `upgrades.type`.
     pub upgrades: Option<crate::config::model::UpgradeType>,
 }
@@ -383,7 +385,6 @@ impl OsTrack {
                     ),
                     false,
                 );
-                return;
             }
             OfferDecision::Bad => self.say_once(
                 format!("OS {v} failed before; not retried until another version is offered"),
@@ -418,14 +419,16 @@ impl OsTrack {
                 let flag = installing.clone();
                 let (paths2, offer, opts, mut st) =
                     (paths.clone(), o.clone(), f.download.clone(), state.clone());
+                let identity = f.identity.clone();
                 let spawned =
                     std::thread::Builder::new()
                         .name("os-install".into())
                         .spawn(move || {
-                            let r = osimage::fetch_bundle(&paths2, &offer, &opts).and_then(|b| {
-                                flag.store(true, Ordering::Relaxed);
-                                osimage::install(&paths2, &mut st, &offer.target.version, &b)
-                            });
+                            let r = osimage::fetch_bundle(&paths2, &offer, &opts, identity)
+                                .and_then(|b| {
+                                    flag.store(true, Ordering::Relaxed);
+                                    osimage::install(&paths2, &mut st, &offer.target.version, &b)
+                                });
                             let _ = tx.send(r);
                         });
                 match spawned {
@@ -523,6 +526,14 @@ impl super::Agent {
             last_contact: self.cached.last_contact,
             download,
             https_only: app.is_some_and(|a| a.starts_with("https://")),
+            identity: self.credentials.as_ref().and_then(|c| {
+                let web =
+                    c.app_address.starts_with("https://") || c.app_address.starts_with("http://");
+                web.then(|| crate::http::Identity {
+                    origin: crate::http::origin_of(&c.app_address).to_string(),
+                    headers: c.identity_headers(),
+                })
+            }),
             upgrades: self
                 .config
                 .as_ref()

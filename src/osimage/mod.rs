@@ -464,7 +464,8 @@ fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
     })
 }
 
-/// Downloads and verifies the offered bundle: `<state>/os/bundle-<version>.raucb`, complete
+/// Downloads and verifies the offered bundle (`identity`: the machine's, for the app's own
+/// origin): `<state>/os/bundle-<version>.raucb`, complete
 /// and checked (size, sha256, vendor signature when the device has a key) or not there at
 /// all. Other versions' bundles and parts are removed first, so that one bundle at most takes
 /// the data partition's space.
@@ -472,8 +473,11 @@ pub(crate) fn fetch_bundle(
     paths: &Paths,
     offer: &OsTarget,
     opts: &DownloadOptions,
+    identity: Option<crate::http::Identity>,
 ) -> Result<PathBuf, OsError> {
-    let a = artifact_of(offer)?;
+    let mut a = artifact_of(offer)?;
+    // Sent to the app's own origin only (the download engine's rule).
+    a.identity = identity;
     let dir = bundle_dir(paths);
     let name = format!("bundle-{}.raucb", a.version);
     let done = dir.join(&name);
