@@ -837,3 +837,44 @@ fn upgrades_type_none_takes_no_os_image() {
     assert!(m.fake().installs.is_empty());
     assert!(!m.sb.root.join("opt/svc/os").exists());
 }
+
+/// The agent killed at each of its OS crash points (`SVC_CRASH_AT`, test builds), the power
+/// then cut: the boot loader boots a working slot and the machine converges on the new OS.
+/// At `os-rebooting` the agent is also restarted once without a reboot: it asks again.
+#[test]
+fn every_os_crash_point_boots_a_working_slot_and_converges() {
+    for point in ["os-installing", "os-installed", "os-rebooting"] {
+        let mut m = Machine::new(&format!("os-crash-{point}"), true);
+        let b = good("2.0");
+        m.offer("2.0", &b, &b, None);
+        m.start(&[("SVC_CRASH_AT", point)]);
+        let mut agent = m.agent.take().unwrap();
+        wait_for(&format!("the agent to die at {point}"), 120, || {
+            agent.try_wait().unwrap().is_some()
+        });
+        if point == "os-rebooting" {
+            // systemd restarts the agent; the machine did not reboot.
+            m.start(&[]);
+            m.wait_reboots(1);
+        }
+        m.boot(false, &[]);
+        // Each reboot the agent asks for is carried out, until 2.0 is marked good.
+        let mut seen = m.reboots();
+        wait_for(
+            &format!("OS 2.0 marked good after a cut at {point}"),
+            120,
+            || {
+                if m.reboots() > seen {
+                    seen = m.reboots();
+                    m.boot(false, &[]);
+                }
+                m.os()["version"] == "2.0"
+            },
+        );
+        let f = m.fake();
+        assert_eq!(f.booted, 1, "{point}");
+        // RAUC asked once: at `os-installing` the cut came before the call (the agent on the
+        // old slot asks then), after it RAUC's finished slot is recognised, not rewritten.
+        assert_eq!(f.installs.len(), 1, "{point}: {:?}", f.installs);
+    }
+}
