@@ -261,6 +261,7 @@ impl OsTrack {
                             slot: slot.clone(),
                             from_slot: from_slot.clone(),
                             why: why.clone(),
+                            reboots: 1,
                         };
                         self.state = Some(s);
                         self.save(paths);
@@ -361,9 +362,40 @@ impl OsTrack {
                 );
             }
             BootFinding::RebootAgain => {
-                if let Err(e) = osimage::reboot("the reboot asked for earlier did not happen") {
-                    crate::error!(SUB, "{e}");
+                // A rollback marks the new slot bad again first: without that mark the boot
+                // loader would start it again.
+                let again = match &mut state.phase {
+                    Phase::RollingBack {
+                        slot: new,
+                        from_slot,
+                        reboots,
+                        ..
+                    } => match osimage::mark_bad(new, from_slot) {
+                        Ok(()) => {
+                            *reboots += 1;
+                            true
+                        }
+                        Err(e) => {
+                            crate::error!(SUB, "marking slot {new} bad: {e}; not rebooting");
+                            false
+                        }
+                    },
+                    _ => true,
+                };
+                if again {
+                    if let Err(e) = state.save(paths) {
+                        crate::error!(SUB, "{e}");
+                    } else if let Err(e) =
+                        osimage::reboot("the reboot asked for earlier did not happen")
+                    {
+                        crate::error!(SUB, "{e}");
+                    }
                 }
+            }
+            BootFinding::RollbackStuck { version, why } => {
+                state.last_result = Some(format!("rollback failed: {why}"));
+                state.phase = Phase::Idle;
+                crate::error!(SUB, "OS {version}: rollback failed: {why}");
             }
         }
         self.save(paths);

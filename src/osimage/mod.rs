@@ -105,8 +105,15 @@ pub(crate) enum Phase {
         slot: String,
         from_slot: String,
         why: String,
+        /// Reboots asked for since: bounded, so that a boot loader that keeps starting the
+        /// bad slot cannot make the machine reboot for ever.
+        #[serde(default)]
+        reboots: u32,
     },
 }
+
+/// The most reboots a rollback asks for.
+pub(crate) const MAX_ROLLBACK_REBOOTS: u32 = 3;
 
 /// The whole state file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,6 +270,8 @@ pub(crate) enum BootFinding {
     RolledBack { version: String, why: String },
     /// Ask for the reboot again (asked for, but this is still the same boot).
     RebootAgain,
+    /// The rollback's reboots keep starting the new slot: stop rebooting, report it.
+    RollbackStuck { version: String, why: String },
 }
 
 /// The decision at start (and after every reboot): `booted` is the slot name RAUC calls
@@ -335,9 +344,20 @@ pub(crate) fn after_boot(phase: &Phase, booted: &str, boot_id: &str, now: u64) -
             }
         }
         Phase::RollingBack {
-            version, slot, why, ..
+            version,
+            slot,
+            why,
+            reboots,
+            ..
         } => {
-            if booted == slot {
+            if booted == slot && *reboots >= MAX_ROLLBACK_REBOOTS {
+                BootFinding::RollbackStuck {
+                    version: version.clone(),
+                    why: format!(
+                        "{why}; and after {reboots} reboots the boot loader still starts slot {slot}"
+                    ),
+                }
+            } else if booted == slot {
                 BootFinding::RebootAgain
             } else {
                 BootFinding::RolledBack {
@@ -734,6 +754,7 @@ mod tests {
             slot: "rootfs.1".into(),
             from_slot: "rootfs.0".into(),
             why: "w".into(),
+            reboots: 1,
         };
         assert_eq!(
             after_boot(&back, "rootfs.1", "b3", 9),
@@ -742,6 +763,27 @@ mod tests {
         assert!(matches!(
             after_boot(&back, "rootfs.0", "b4", 9),
             BootFinding::RolledBack { .. }
+        ));
+        // A boot loader that keeps starting the bad slot: the reboots end.
+        let stuck = match back {
+            Phase::RollingBack {
+                version,
+                slot,
+                from_slot,
+                why,
+                ..
+            } => Phase::RollingBack {
+                version,
+                slot,
+                from_slot,
+                why,
+                reboots: MAX_ROLLBACK_REBOOTS,
+            },
+            p => p,
+        };
+        assert!(matches!(
+            after_boot(&stuck, "rootfs.1", "b5", 9),
+            BootFinding::RollbackStuck { .. }
         ));
     }
 
