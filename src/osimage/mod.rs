@@ -618,7 +618,17 @@ pub(crate) fn install(
         }
     });
     let slot = match res.map_err(OsError::from).and_then(|()| {
-        let slot = r.primary()?;
+        // A boot loader backend without `get-primary` (RAUC's `custom` backend may lack
+        // it): the slot RAUC recorded this bundle in.
+        let slot = match r.primary() {
+            Ok(s) => s,
+            Err(e) => r
+                .slots()?
+                .into_iter()
+                .find(|s| s.name != from_slot && s.bundle_version.as_deref() == Some(version))
+                .map(|s| s.name)
+                .ok_or(OsError::Rauc(e))?,
+        };
         if slot == from_slot {
             Err(OsError::NoNewSlot(slot))
         } else {

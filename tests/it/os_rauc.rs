@@ -39,6 +39,8 @@ struct Fake {
     fail: Option<String>,
     /// Boots so far: an install cut by a boot has no effect.
     epoch: u32,
+    /// `GetPrimary` fails (a boot loader backend without `get-primary`).
+    no_primary: bool,
 }
 
 struct Installer {
@@ -173,8 +175,14 @@ impl Installer {
             .collect()
     }
 
-    fn get_primary(&self) -> String {
-        SLOTS[self.fake.lock().unwrap().primary].into()
+    fn get_primary(&self) -> zbus::fdo::Result<String> {
+        let f = self.fake.lock().unwrap();
+        if f.no_primary {
+            return Err(fdo(
+                "Failed getting primary slot: not supported by the backend",
+            ));
+        }
+        Ok(SLOTS[f.primary].into())
     }
 
     #[zbus(property)]
@@ -877,4 +885,19 @@ fn every_os_crash_point_boots_a_working_slot_and_converges() {
         // old slot asks then), after it RAUC's finished slot is recognised, not rewritten.
         assert_eq!(f.installs.len(), 1, "{point}: {:?}", f.installs);
     }
+}
+
+/// A boot loader backend without `get-primary`: the slot RAUC wrote is found in its slot
+/// status (the bundle's version) instead.
+#[test]
+fn without_get_primary_the_written_slot_is_found_in_the_slot_status() {
+    let mut m = Machine::new("os-no-primary", true);
+    m.fake().no_primary = true;
+    let b = good("2.0");
+    m.offer("2.0", &b, &b, None);
+    m.start(&[]);
+    m.wait_reboots(1);
+    m.boot(false, &[]);
+    m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
+    assert_eq!(m.os()["booted_slot"], "rootfs.1");
 }
