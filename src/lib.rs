@@ -20,6 +20,7 @@ pub mod http;
 pub mod logging;
 pub mod logqueue;
 pub mod logship;
+pub(crate) mod osimage;
 pub mod paths;
 pub mod process;
 pub mod protocol;

@@ -213,6 +213,14 @@ impl Connection {
         &self.backend
     }
 
+    /// `url` as the transport in use resolves it (relative to the app's address); as it is
+    /// while none is connected.
+    pub(super) fn resolve_url(&self, url: &str) -> String {
+        self.transport
+            .as_ref()
+            .map_or_else(|| url.to_string(), |t| t.resolve_url(url))
+    }
+
     pub(super) fn credentials(&self) -> Option<&Credentials> {
         self.credentials.as_ref()
     }

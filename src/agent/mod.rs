@@ -11,6 +11,7 @@ pub(crate) mod cache;
 mod connection;
 pub(crate) mod logs;
 mod medium;
+pub(crate) mod os;
 pub(crate) mod policy;
 mod polls;
 pub(crate) mod provisioning;
@@ -89,6 +90,8 @@ pub(crate) struct Agent {
     /// The subsystems' last reported states, for the status report.
     subsystems: serde_json::Map<String, Value>,
     tracks: Tracks,
+    /// The OS image's update (`osimage`).
+    os: os::OsTrack,
     provisioning: provisioning::Runner,
     /// The credentials file as read by `new`, until `load_rest` takes it into use.
     pending: Option<LoadedCredentials>,
@@ -143,6 +146,7 @@ impl Agent {
             host: status::HostInfo::default(),
             subsystems: serde_json::Map::new(),
             tracks: Tracks::default(),
+            os: os::OsTrack::default(),
             provisioning: provisioning::Runner::default(),
             pending: Some(loaded),
             observed: None,
@@ -298,6 +302,7 @@ impl Agent {
         }
         self.report_status_change();
         self.step_updates();
+        self.step_os();
         if self.restart_server_requested {
             self.restart_server_requested = false;
             if self.server_managed() {
@@ -388,6 +393,7 @@ impl Agent {
             last_error: self.conn.last_error.clone(),
             subsystems,
             versions: observed.versions.records.clone(),
+            os: self.os.status(),
         }
     }
 

@@ -79,6 +79,9 @@ pub(crate) struct StatusReport {
     /// bad (an svc-server that failed probation, an agent the boot guard rolled back).
     #[serde(default)]
     pub versions: crate::update::VersionRecords,
+    /// The OS image (booted slot, version, previous, offered, bad), once OS images are in play.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<crate::osimage::OsStatus>,
 }
 
 pub(crate) fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {

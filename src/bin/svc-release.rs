@@ -36,13 +36,16 @@ usage: svc-release COMMAND [options]
                                holding BINARY... and/or the machine config, each with its sha256
                                and signature in sw-description (docs/hawkbit.md); FILE defaults
                                to <name>-<version>-<arch>.swu; a config alone needs --target
-  publish --key KEY [--prune] [--config CONFIG.json [--config-version V]] DIR [BINARY...]
+  publish --key KEY [--prune] [--config CONFIG.json [--config-version V]]
+          [--os-bundle BUNDLE.raucb --os-version V] DIR [BINARY...]
                                copy BINARY... into DIR/artifacts/<sha256>, write their targets
                                (version, sha256, size, signature) into DIR/poll.json atomically;
                                the machine config (--config, else poll.json's own `config`) is
                                validated, signed and published the same way as `signed_config`
                                (devices with a vendor key take no other); --prune removes the
-                               artifacts nothing names any more
+                               artifacts nothing names any more; --os-bundle publishes an OS
+                               image (a RAUC bundle) as `targets.os`, format rauc-bundle, signed
+                               under the name `os` for the binaries' target or --target
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
   match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
@@ -98,6 +101,8 @@ struct Opts {
     out: Option<PathBuf>,
     config: Option<PathBuf>,
     config_version: Option<String>,
+    os_bundle: Option<PathBuf>,
+    os_version: Option<String>,
     prune: bool,
     positional: Vec<String>,
 }
@@ -122,6 +127,8 @@ fn parse(args: &[String]) -> Result<Opts, Failure> {
             "--out" => o.out = Some(value(a)?.into()),
             "--config" => o.config = Some(value(a)?.into()),
             "--config-version" => o.config_version = Some(value(a)?),
+            "--os-bundle" => o.os_bundle = Some(value(a)?.into()),
+            "--os-version" => o.os_version = Some(value(a)?),
             "--prune" => o.prune = true,
             "-h" | "--help" => return Err(Failure::Usage("help".into())),
             s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option {s}"))),
@@ -547,7 +554,8 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
     let mut answer = load_answer(dir)?;
     let rels = read_releases(&o.positional[1..], o, kp)?;
     let config = publishable_config(o, &mut answer, rels.first().map(|r| r.target.as_str()), kp)?;
-    if rels.is_empty() && config.is_none() {
+    let os = read_os_bundle(o, rels.first().map(|r| r.target.as_str()), kp)?;
+    if rels.is_empty() && config.is_none() && os.is_none() {
         return Err(format!(
             "nothing to publish: no BINARY, no --config and no config in {}",
             dir.join("poll.json").display()
@@ -577,6 +585,10 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
                 .map_err(|e| format!("cannot write {}/artifacts/{sha256}: {e}", dir.display()))?;
         }
     }
+    // The OS bundle streamed (it may be larger than memory), then named like the rest.
+    if let Some(r) = &os {
+        copy_os_bundle(&artifacts, r, dir)?;
+    }
     if let Some((a, _)) = &config {
         answer.insert(
             "signed_config".into(),
@@ -595,6 +607,20 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
     if let Value::Object(t) = targets {
         for r in &rels {
             t.insert(r.artifact.name.clone(), r.target_json("artifacts/"));
+        }
+        if let Some(r) = &os {
+            let sha = r.artifact.sha256.as_deref().unwrap_or("");
+            t.insert(
+                OS.into(),
+                json!({
+                    "version": r.artifact.version,
+                    "url": format!("artifacts/{sha}"),
+                    "sha256": sha,
+                    "size": r.artifact.size,
+                    "signature": r.artifact.signature,
+                    "format": "rauc-bundle",
+                }),
+            );
         }
     }
     let mut text =
@@ -616,6 +642,14 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
             "published the config {} as artifacts/{}, signed (signed_config)",
             a.version,
             a.sha256.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(r) = &os {
+        println!(
+            "published OS {} ({}) as artifacts/{}",
+            r.artifact.version,
+            r.target,
+            r.artifact.sha256.as_deref().unwrap_or("")
         );
     }
     if o.prune {
@@ -758,6 +792,9 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
         ));
     }
     let mut arch_seen: Option<String> = target.map(str::to_string);
+    // The OS image last: it takes the binaries' architecture when none is given.
+    let mut targets: Vec<(String, Value)> = targets.into_iter().collect();
+    targets.sort_by_key(|(n, _)| n == OS);
     for (name, t) in &targets {
         let mut a: Artifact = serde_json::from_value(json!({
             "name": name,
@@ -785,6 +822,10 @@ fn verify_dir(dir: &Path, keys: &[Vec<u8>], target: Option<&str>) -> R<()> {
             None => PathBuf::from(a.url.trim_start_matches('/')),
         };
         let file = dir.join(&rel);
+        if name == OS {
+            verify_os_target(&root, &rel, &file, &mut a, keys, arch_seen.as_deref(), t)?;
+            continue;
+        }
         let bytes = root
             .read_beneath(&rel, MAX_BINARY)
             .map_err(|e| format!("/targets/{name}: {}: {e}", file.display()))?;
@@ -955,4 +996,189 @@ fn unsigned_artifact(name: String, version: String, bytes: &[u8]) -> Artifact {
         signature: None,
         identity: None,
     }
+}
+
+// ---- OS images ----
+
+/// The target name of an OS image in a poll answer, and the name its signature is made under.
+const OS: &str = "os";
+/// Largest OS bundle the tool publishes.
+const MAX_OS_BUNDLE: u64 = 16 << 30;
+/// The first bytes of a RAUC bundle (plain and verity formats): a squashfs image.
+const SQUASHFS_MAGIC: &[u8; 4] = b"hsqs";
+
+struct OsRelease {
+    artifact: Artifact,
+    path: PathBuf,
+    target: String,
+}
+
+/// sha256 and size of a stream, at most `limit` bytes; each chunk also goes to `sink`.
+fn hash_stream(
+    src: &mut impl std::io::Read,
+    limit: u64,
+    shown: &str,
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> R<(String, u64)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = src
+            .read(&mut buf)
+            .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        if n == 0 {
+            return Ok((hex(&h.finalize()), size));
+        }
+        size += n as u64;
+        if size > limit {
+            return Err(format!("{shown} is larger than {limit} bytes"));
+        }
+        h.update(&buf[..n]);
+        sink(&buf[..n]).map_err(|e| format!("{shown}: cannot copy: {e}"))?;
+    }
+}
+
+/// `--os-bundle`: the bundle checked for a RAUC bundle's first bytes, hashed as a stream and
+/// signed under the name `os` for the target (the binaries', else `--target`). RAUC checks
+/// its own signature on the device; this one is the agent's, before RAUC sees a byte.
+fn read_os_bundle(o: &Opts, target: Option<&str>, kp: &Ed25519KeyPair) -> R<Option<OsRelease>> {
+    let Some(path) = &o.os_bundle else {
+        return Ok(None);
+    };
+    let shown = format!("OS bundle {}", path.display());
+    let version = o
+        .os_version
+        .clone()
+        .ok_or_else(|| format!("{shown}: --os-version V is needed"))?;
+    if version.is_empty()
+        || version.len() > 64
+        || !version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+    {
+        return Err(format!(
+            "--os-version {version:?}: use only letters, digits and . _ + - (at most 64)"
+        ));
+    }
+    let target = match (target, &o.target) {
+        (Some(t), _) => t.to_string(),
+        (None, Some(t)) if ["x86_64", "aarch64"].contains(&t.as_str()) => t.clone(),
+        (None, _) => {
+            return Err(format!(
+                "{shown}: needs --target x86_64|aarch64 (or a BINARY)"
+            ))
+        }
+    };
+    if !std::fs::metadata(path)
+        .map_err(|e| format!("{shown}: {e}"))?
+        .is_file()
+    {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let mut magic = [0u8; 4];
+    std::io::Read::read_exact(&mut f, &mut magic)
+        .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if &magic != SQUASHFS_MAGIC {
+        return Err(format!(
+            "{shown} is not a RAUC bundle (it does not begin with a squashfs image; `rauc bundle` makes one)"
+        ));
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let (sha, size) = hash_stream(&mut f, MAX_OS_BUNDLE, &shown, |_| Ok(()))?;
+    let mut artifact = Artifact {
+        name: OS.into(),
+        version,
+        url: String::new(),
+        sha256: Some(sha),
+        size: Some(size),
+        signature: None,
+        identity: None,
+    };
+    artifact.signature = Some(svc::encoding::base64_encode(
+        kp.sign(&artifact.signed_message(&target)).as_ref(),
+    ));
+    verify::verify_signature(&[kp.public_key().as_ref().to_vec()], &artifact, &target)
+        .map_err(|e| format!("self-check of the OS bundle's signature failed: {e}"))?;
+    Ok(Some(OsRelease {
+        artifact,
+        path: path.clone(),
+        target,
+    }))
+}
+
+/// Copies the bundle to `artifacts/<sha256>` through an exclusive temporary file, hashing the
+/// copy on the way: a bundle that changed since it was signed is not published.
+fn copy_os_bundle(artifacts: &Dir, r: &OsRelease, dir: &Path) -> R<()> {
+    let sha = r.artifact.sha256.clone().unwrap_or_default();
+    let name = OsString::from(&sha);
+    let shown = format!("{}/artifacts/{sha}", dir.display());
+    if let Ok(mut f) = artifacts.open_regular(&name) {
+        if hash_stream(&mut f, MAX_OS_BUNDLE, &shown, |_| Ok(()))
+            .is_ok_and(|(h, n)| h == sha && Some(n) == r.artifact.size)
+        {
+            return Ok(());
+        }
+    }
+    let mut src =
+        std::fs::File::open(&r.path).map_err(|e| format!("OS bundle {}: {e}", r.path.display()))?;
+    let (mut out, tmp) = artifacts
+        .create_temp(&name, 0o644)
+        .map_err(|e| format!("cannot create a temporary file for {shown}: {e}"))?;
+    let copied = hash_stream(&mut src, MAX_OS_BUNDLE, &shown, |b| {
+        std::io::Write::write_all(&mut out, b)
+    })
+    .and_then(|(h, n)| {
+        if h != sha || Some(n) != r.artifact.size {
+            return Err(format!(
+                "OS bundle {} changed while it was published",
+                r.path.display()
+            ));
+        }
+        out.sync_all().map_err(|e| format!("{shown}: {e}"))
+    })
+    .and_then(|()| {
+        artifacts
+            .rename(&tmp, &name)
+            .map_err(|e| format!("{shown}: {e}"))
+    });
+    if copied.is_err() {
+        let _ = artifacts.remove(&tmp);
+    }
+    copied
+}
+
+/// The directory's `targets.os` as a device checks it: format, the file inside the directory
+/// (streamed: a bundle may be larger than memory), sha256, size, and the signature under the
+/// name `os`.
+fn verify_os_target(
+    root: &Dir,
+    rel: &Path,
+    file: &Path,
+    a: &mut Artifact,
+    keys: &[Vec<u8>],
+    arch: Option<&str>,
+    t: &Value,
+) -> R<()> {
+    if t.get("format").and_then(Value::as_str) != Some("rauc-bundle") {
+        return Err("/targets/os: format must be \"rauc-bundle\"".into());
+    }
+    let arch = arch.ok_or("an OS image without binaries: verify needs --target x86_64|aarch64")?;
+    let mut f = root
+        .open_beneath(rel)
+        .map_err(|e| format!("/targets/os: {}: {e}", file.display()))?;
+    let shown = file.display().to_string();
+    let (sha, size) = hash_stream(&mut f, MAX_OS_BUNDLE, &shown, |_| Ok(()))?;
+    if a.sha256.as_deref().map(str::to_ascii_lowercase) != Some(sha.clone()) || a.size != Some(size)
+    {
+        return Err(format!(
+            "/targets/os: {shown} has sha256 {sha} and {size} bytes; the answer says {} and {:?}",
+            a.sha256.as_deref().unwrap_or("nothing"),
+            a.size
+        ));
+    }
+    verify::verify_signature(keys, a, arch).map_err(|e| format!("/targets/os: {e}"))?;
+    println!("ok: os {} ({arch}): file and signature", a.version);
+    Ok(())
 }

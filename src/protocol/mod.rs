@@ -39,6 +39,17 @@ pub struct Targets {
         skip_serializing_if = "Option::is_none"
     )]
     pub server: Option<Target>,
+    /// The machine's operating system as a whole (`osimage`): a bundle for the A/B updater.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OsTarget>,
+}
+
+/// An OS image: a target with its format named (`rauc-bundle`; docs/updates.md, *OS images*).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsTarget {
+    #[serde(flatten)]
+    pub target: Target,
+    pub format: String,
 }
 
 /// A command from the app, honoured at the next safe point and acknowledged by id.

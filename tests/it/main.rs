@@ -55,6 +55,7 @@ mod log_policy;
 mod logqueue;
 mod logqueue_secrets;
 mod longpoll;
+mod os_rauc;
 mod powercut_campaign;
 mod probation;
 mod process_start;

@@ -1,0 +1,580 @@
+//! The daemon's side of OS updates (`osimage`): takes the offer from the answer, runs the
+//! download and RAUC's install on a worker thread, reboots only when the spec's restart rule
+//! for svc-server allows (`policy::restart_gate`: maintenance window, svc-server idle, the
+//! update server's hold), and after the boot runs the health gate over the daemon's facts.
+use super::policy::{self, RestartGate};
+use super::updates::Clock;
+use crate::config::model::MaintenanceWindow;
+use crate::osimage::{self, BootFinding, GateFacts, GatePolicy, GateVerdict, OfferDecision};
+use crate::osimage::{OsError, OsState, OsStatus, Phase, SUB};
+use crate::paths::Paths;
+use crate::protocol::OsTarget;
+use crate::update::DownloadOptions;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// After a failure that trying again may cure (network, RAUC down), the next attempt waits.
+const RETRY_PAUSE: Duration = Duration::from_secs(600);
+/// RAUC unreachable after a reboot: asked again this often.
+const BOOT_CHECK_PAUSE: Duration = Duration::from_secs(30);
+
+/// The facts of one step, read by the loop.
+pub(crate) struct Facts<'a> {
+    pub offered: Option<&'a OsTarget>,
+    pub window: Option<&'a MaintenanceWindow>,
+    pub clock: Clock,
+    pub unix_now: u64,
+    pub server_busy: bool,
+    pub update_server_hold: bool,
+    pub server_required: bool,
+    pub server_up_secs: Option<u64>,
+    pub server_crashes: u64,
+    pub last_contact: Option<u64>,
+    /// Where downloads come from: `file_root` for a `file://` app; relative URLs resolved.
+    pub download: DownloadOptions,
+    /// The app is reached over https: its OS images must come over https too.
+    pub https_only: bool,
+    /// The machine's identity for downloads from the app's own origin (an https app).
+    pub identity: Option<crate::http::Identity>,
+    /// agent-syscfg's `upgrades.type`.
+    pub upgrades: Option<crate::config::model::UpgradeType>,
+}
+
+struct Worker {
+    version: String,
+    rx: Receiver<Result<(), OsError>>,
+    /// Set by the worker once the bundle is verified and handed to RAUC.
+    installing: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+pub(crate) struct OsTrack {
+    state: Option<OsState>,
+    booted_slot: Option<String>,
+    worker: Option<Worker>,
+    /// The after-boot decision is made (once per process, when RAUC answers).
+    boot_checked: bool,
+    check_at: Option<Instant>,
+    retry_at: Option<Instant>,
+    /// What was logged last, so a waiting state is said once.
+    said: Option<String>,
+    waiting: Option<&'static str>,
+    offered: Option<String>,
+    /// svc-server's crash count when this process began watching the gate.
+    crashes_at_gate: Option<u64>,
+    /// Why the engine cannot go on now (RAUC unreachable), for the status.
+    problem: Option<String>,
+    compatible: Option<String>,
+}
+
+fn gate_policy() -> GatePolicy {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut p = GatePolicy::default();
+    // The same variable that shortens svc-server's update probation (tests).
+    if let Some(s) = env("SVC_AGENT_PROBATION_SECS") {
+        p.server_up = Duration::from_secs(s);
+    }
+    if let Some(s) = env("SVC_AGENT_OS_GATE_SECS") {
+        p.deadline = Duration::from_secs(s);
+    }
+    p
+}
+
+impl OsTrack {
+    /// Says `msg` once while it stays the same.
+    fn say_once(&mut self, msg: String, error: bool) {
+        if self.said.as_ref() != Some(&msg) {
+            if error {
+                crate::error!(SUB, "{msg}");
+            } else {
+                crate::info!(SUB, "{msg}");
+            }
+            self.said = Some(msg);
+        }
+    }
+
+    fn save(&self, paths: &Paths) {
+        if let Some(s) = &self.state {
+            if let Err(e) = s.save(paths) {
+                crate::error!(SUB, "{e}");
+            }
+        }
+    }
+
+    /// The OS part of the status, once the machine has had anything to do with OS images.
+    pub(crate) fn status(&self) -> Option<OsStatus> {
+        let s = self.state.as_ref()?;
+        if *s == OsState::default() && self.offered.is_none() && self.booted_slot.is_none() {
+            return None;
+        }
+        let state = match (&self.worker, &s.phase) {
+            (Some(w), Phase::Idle) if w.installing.load(Ordering::Relaxed) => "installing",
+            (Some(_), Phase::Idle) => "downloading",
+            (_, p) => p.name(),
+        };
+        Some(OsStatus {
+            compatible: self.compatible.clone(),
+            booted_slot: self.booted_slot.clone(),
+            version: s.version.clone(),
+            previous: s.previous.clone(),
+            offered: self.offered.clone(),
+            bad: s.bad.clone(),
+            state: state.into(),
+            waiting: self.waiting.map(str::to_string),
+            error: self.problem.clone(),
+            last_result: s.last_result.clone(),
+        })
+    }
+
+    pub(crate) fn step(&mut self, paths: &Paths, f: Facts<'_>) {
+        let state = self.state.get_or_insert_with(|| OsState::load(paths));
+        self.offered = f.offered.map(|o| o.target.version.clone());
+        let idle = state.phase == Phase::Idle;
+        if let Some(w) = &self.worker {
+            match w.rx.try_recv() {
+                Err(TryRecvError::Empty) => {
+                    if let Some(o) = f.offered.filter(|o| o.target.version != w.version) {
+                        let msg = format!(
+                            "OS {} offered while OS {} is being installed: it waits until that install has ended",
+                            o.target.version, w.version
+                        );
+                        self.say_once(msg, false);
+                    }
+                    return;
+                }
+                r => {
+                    let version = w.version.clone();
+                    self.worker = None;
+                    self.finish_install(
+                        paths,
+                        &version,
+                        r.unwrap_or_else(|_| {
+                            Err(OsError::State(
+                                "the install worker ended without an answer".into(),
+                            ))
+                        }),
+                    );
+                }
+            }
+        }
+        if !self.boot_checked && (!idle || f.offered.is_some()) {
+            if self.check_at.is_some_and(|t| f.clock.now < t) {
+                return;
+            }
+            if !self.check_boot(paths, f.unix_now) {
+                self.check_at = Some(f.clock.now + BOOT_CHECK_PAUSE);
+                return;
+            }
+        }
+        let Some(state) = self.state.clone() else {
+            return;
+        };
+        match &state.phase {
+            Phase::Idle => self.offer(paths, &state, &f),
+            Phase::Installed {
+                version,
+                slot,
+                from_slot,
+            } => self.reboot_when_allowed(paths, &f, version, slot, from_slot),
+            Phase::Gate {
+                version,
+                slot,
+                from_slot,
+                since,
+                ..
+            } => {
+                let base = *self.crashes_at_gate.get_or_insert(f.server_crashes);
+                let facts = GateFacts {
+                    now: f.unix_now,
+                    since: *since,
+                    server_required: f.server_required,
+                    server_up_secs: f.server_up_secs,
+                    server_crashes: f.server_crashes.saturating_sub(base),
+                    last_contact: f.last_contact,
+                };
+                match osimage::gate_verdict(facts, gate_policy()) {
+                    GateVerdict::Waiting => {}
+                    GateVerdict::Passed => match osimage::mark_good() {
+                        Ok(()) => {
+                            let mut s = state.clone();
+                            s.previous = s.version.take();
+                            s.version = Some(version.clone());
+                            s.last_result = Some(format!("installed {version}"));
+                            s.phase = Phase::Idle;
+                            self.state = Some(s);
+                            self.save(paths);
+                            crate::info!(
+                                SUB,
+                                "OS {version} passed its health gate: slot {slot} marked good"
+                            );
+                        }
+                        Err(e) => self.say_once(
+                            format!("OS {version} passed its health gate but cannot be marked good: {e}"),
+                            true,
+                        ),
+                    },
+                    GateVerdict::Failed(why) => {
+                        if let Err(e) = osimage::mark_bad(slot, from_slot) {
+                            // The boot loader's own fallback still applies; say it.
+                            crate::error!(SUB, "marking slot {slot} bad: {e}");
+                        }
+                        let mut s = state.clone();
+                        s.add_bad(version);
+                        s.phase = Phase::RollingBack {
+                            version: version.clone(),
+                            slot: slot.clone(),
+                            from_slot: from_slot.clone(),
+                            why: why.clone(),
+                            reboots: 1,
+                        };
+                        self.state = Some(s);
+                        self.save(paths);
+                        crate::error!(
+                            SUB,
+                            "OS {version} failed its health gate: {why}; rolling back to slot {from_slot}"
+                        );
+                        if let Err(e) = osimage::reboot(&format!("back into slot {from_slot}")) {
+                            crate::error!(SUB, "the reboot back into {from_slot} failed: {e}");
+                        }
+                    }
+                }
+            }
+            // Waiting for the reboot asked for; the next start decides (`check_boot`).
+            Phase::Installing { .. } | Phase::Rebooting { .. } | Phase::RollingBack { .. } => {}
+        }
+    }
+
+    /// An installed OS waits for the spec's rule for svc-server restarts (the maintenance
+    /// window, no config change in progress), then the machine reboots into its slot.
+    fn reboot_when_allowed(
+        &mut self,
+        paths: &Paths,
+        f: &Facts<'_>,
+        version: &str,
+        slot: &str,
+        from_slot: &str,
+    ) {
+        let gate =
+            policy::restart_gate(f.window, f.clock.local, f.server_busy, f.update_server_hold);
+        if gate != RestartGate::Now {
+            let why = match gate {
+                RestartGate::OutsideWindow => "outside the maintenance window",
+                RestartGate::UpdateServerHold => "the update server asks to wait",
+                _ => "svc-server is processing a config change",
+            };
+            self.waiting = Some(why);
+            self.say_once(
+                format!("OS {version} is installed in slot {slot}; the reboot waits: {why}"),
+                false,
+            );
+            return;
+        }
+        self.waiting = None;
+        let phase = Phase::Rebooting {
+            version: version.to_string(),
+            slot: slot.to_string(),
+            from_slot: from_slot.to_string(),
+            boot_id: osimage::boot_id(paths),
+        };
+        self.set_phase(paths, phase);
+        crate::update::crash_point("os-rebooting");
+        if let Err(e) = osimage::reboot(&format!("into slot {slot} for OS {version}")) {
+            crate::error!(SUB, "the reboot for OS {version} failed: {e}");
+        }
+    }
+
+    fn set_phase(&mut self, paths: &Paths, phase: Phase) {
+        if let Some(s) = self.state.as_mut() {
+            s.phase = phase;
+        }
+        self.save(paths);
+    }
+
+    /// The after-boot decision; false when RAUC cannot say which slot booted (asked again
+    /// later).
+    fn check_boot(&mut self, paths: &Paths, now: u64) -> bool {
+        let booted = osimage::rauc::Rauc::connect()
+            .map_err(OsError::from)
+            .and_then(|r| osimage::booted(&r));
+        let (slot, bundle_version) = match booted {
+            Ok(b) => {
+                self.compatible = Some(b.compatible);
+                (b.slot, b.version)
+            }
+            Err(e) => {
+                let msg = format!("cannot tell which slot booted: {e}");
+                self.problem = Some(msg.clone());
+                self.say_once(msg, true);
+                return false;
+            }
+        };
+        self.problem = None;
+        self.boot_checked = true;
+        self.booted_slot = Some(slot.clone());
+        let Some(state) = self.state.as_mut() else {
+            return true;
+        };
+        if state.version.is_none() && state.phase == Phase::Idle {
+            state.version = bundle_version;
+        }
+        let boot = osimage::boot_id(paths);
+        let phase = state.phase.clone();
+        match osimage::after_boot(&phase, &slot, &boot, now) {
+            BootFinding::Same => {}
+            BootFinding::Next(p) => {
+                if let Phase::Gate { version, slot, .. } = &p {
+                    crate::info!(
+                        SUB,
+                        "OS {version} booted from slot {slot}: its health gate begins"
+                    );
+                }
+                state.phase = p;
+            }
+            BootFinding::Failed {
+                version,
+                why,
+                bad,
+                mark_other_bad,
+            } => {
+                if mark_other_bad {
+                    let new = match &phase {
+                        Phase::Rebooting { slot, .. } | Phase::Gate { slot, .. } => slot.clone(),
+                        _ => String::new(),
+                    };
+                    if let Err(e) = osimage::mark_bad(&new, &slot) {
+                        crate::error!(SUB, "marking slot {new} bad: {e}");
+                    }
+                }
+                if bad {
+                    state.add_bad(&version);
+                    state.last_result = Some(format!("rolled back: {why}"));
+                    crate::error!(SUB, "OS {version} rolled back: {why}");
+                } else {
+                    state.last_result = Some(format!("not installed: {why}"));
+                    crate::warn!(SUB, "OS {version}: {why}");
+                }
+                state.phase = Phase::Idle;
+            }
+            BootFinding::RolledBack { version, why } => {
+                state.add_bad(&version);
+                state.last_result = Some(format!("rolled back: {why}"));
+                state.phase = Phase::Idle;
+                crate::error!(
+                    SUB,
+                    "OS {version} rolled back: {why}; slot {slot} runs; not retried until another version is offered"
+                );
+            }
+            BootFinding::RebootAgain => {
+                // A rollback marks the new slot bad again first: without that mark the boot
+                // loader would start it again.
+                let again = match &mut state.phase {
+                    Phase::RollingBack {
+                        slot: new,
+                        from_slot,
+                        reboots,
+                        ..
+                    } => match osimage::mark_bad(new, from_slot) {
+                        Ok(()) => {
+                            *reboots += 1;
+                            true
+                        }
+                        Err(e) => {
+                            crate::error!(SUB, "marking slot {new} bad: {e}; not rebooting");
+                            false
+                        }
+                    },
+                    _ => true,
+                };
+                if again {
+                    if let Err(e) = state.save(paths) {
+                        crate::error!(SUB, "{e}");
+                    } else if let Err(e) =
+                        osimage::reboot("the reboot asked for earlier did not happen")
+                    {
+                        crate::error!(SUB, "{e}");
+                    }
+                }
+            }
+            BootFinding::RollbackStuck { version, why } => {
+                state.last_result = Some(format!("rollback failed: {why}"));
+                state.phase = Phase::Idle;
+                crate::error!(SUB, "OS {version}: rollback failed: {why}");
+            }
+        }
+        self.save(paths);
+        true
+    }
+
+    fn offer(&mut self, paths: &Paths, state: &OsState, f: &Facts<'_>) {
+        let Some(o) = f.offered else {
+            return;
+        };
+        let v = &o.target.version;
+        match osimage::offer_decision(state, Some(o), f.upgrades) {
+            OfferDecision::Keep => {}
+            OfferDecision::UpgradesOff => {
+                self.waiting = Some("agent-syscfg upgrades.type is none");
+                self.say_once(
+                    format!(
+                        "OS {v} offered; not installed: agent-syscfg's upgrades.type is \"none\""
+                    ),
+                    false,
+                );
+            }
+            OfferDecision::Bad => self.say_once(
+                format!("OS {v} failed before; not retried until another version is offered"),
+                false,
+            ),
+            OfferDecision::Unsupported(fmt) => self.say_once(
+                format!(
+                    "OS {v} offered as {fmt:?}: this agent installs {:?} only",
+                    osimage::FORMAT_RAUC
+                ),
+                true,
+            ),
+            OfferDecision::Install => {
+                self.waiting = None;
+                if self.retry_at.is_some_and(|t| f.clock.now < t) {
+                    return;
+                }
+                if f.https_only && !o.target.url.starts_with("https://") {
+                    self.refuse(
+                        paths,
+                        v,
+                        "an app reached over https must offer OS images over https",
+                    );
+                    return;
+                }
+                crate::info!(
+                    SUB,
+                    "OS {v} offered: downloading, then installing through RAUC"
+                );
+                let (tx, rx) = channel();
+                let installing = Arc::new(AtomicBool::new(false));
+                let flag = installing.clone();
+                let (paths2, offer, opts, mut st) =
+                    (paths.clone(), o.clone(), f.download.clone(), state.clone());
+                let identity = f.identity.clone();
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("os-install".into())
+                        .spawn(move || {
+                            let r = osimage::fetch_bundle(&paths2, &offer, &opts, identity)
+                                .and_then(|b| {
+                                    flag.store(true, Ordering::Relaxed);
+                                    osimage::install(&paths2, &mut st, &offer.target.version, &b)
+                                });
+                            let _ = tx.send(r);
+                        });
+                match spawned {
+                    Ok(_) => {
+                        self.worker = Some(Worker {
+                            version: v.clone(),
+                            rx,
+                            installing,
+                        })
+                    }
+                    Err(e) => crate::error!(SUB, "cannot start the OS install: {e}"),
+                }
+            }
+        }
+    }
+
+    /// `version` is refused for what it is: recorded as bad and reported.
+    fn refuse(&mut self, paths: &Paths, version: &str, why: &str) {
+        if let Some(s) = self.state.as_mut() {
+            s.add_bad(version);
+            s.last_result = Some(format!("refused {version}: {why}"));
+        }
+        self.save(paths);
+        crate::error!(SUB, "OS {version} refused: {why}; the booted slot stays");
+    }
+
+    fn finish_install(&mut self, paths: &Paths, version: &str, r: Result<(), OsError>) {
+        // The worker wrote the phase; the file is the truth.
+        let mut s = OsState::load(paths);
+        match r {
+            Ok(()) => {
+                s.last_result = None;
+                self.state = Some(s);
+                crate::info!(SUB, "OS {version} installed by RAUC into the other slot");
+            }
+            Err(e) => {
+                let refusal = match &e {
+                    OsError::BadOffer(_) | OsError::NoNewSlot(_) => true,
+                    OsError::Fetch(u) => u.is_refusal(),
+                    OsError::Rauc(osimage::rauc::RaucError::InstallFailed(_)) => true,
+                    _ => false,
+                };
+                s.phase = Phase::Idle;
+                self.state = Some(s);
+                if refusal {
+                    self.refuse(paths, version, &e.to_string());
+                } else {
+                    if let Some(s) = self.state.as_mut() {
+                        s.last_result = Some(format!("failed {version}: {e}"));
+                    }
+                    self.save(paths);
+                    self.retry_at = Some(Instant::now() + RETRY_PAUSE);
+                    crate::error!(
+                        SUB,
+                        "OS {version} not installed: {e}; the booted slot stays; trying again in {} min",
+                        RETRY_PAUSE.as_secs() / 60
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl super::Agent {
+    /// One step of the OS update, with the loop's facts.
+    pub(super) fn step_os(&mut self) {
+        let offered = self.cached.targets.os.as_ref().map(|o| {
+            let mut o = o.clone();
+            o.target.url = self.conn.resolve_url(&o.target.url);
+            o
+        });
+        let app = self.conn.credentials().map(|c| c.app_address.as_str());
+        let download = DownloadOptions {
+            file_root: app
+                .and_then(|a| a.strip_prefix("file://"))
+                .map(std::path::PathBuf::from),
+            ..DownloadOptions::default()
+        };
+        let server = self.server.status(self.server_managed());
+        let facts = Facts {
+            offered: offered.as_ref(),
+            window: self
+                .config
+                .as_ref()
+                .and_then(|c| c.agent.server.attributes.maintenance_window.as_ref()),
+            clock: Clock::read(),
+            unix_now: super::unix_now(),
+            server_busy: self.server.busy(),
+            update_server_hold: self.cached.hold.is_some(),
+            server_required: server.managed && server.installed,
+            server_up_secs: server.running.then_some(server.uptime_secs).flatten(),
+            server_crashes: self.server.crashes(),
+            last_contact: self.cached.last_contact,
+            download,
+            https_only: app.is_some_and(|a| a.starts_with("https://")),
+            identity: self.conn.credentials().and_then(|c| {
+                let web =
+                    c.app_address.starts_with("https://") || c.app_address.starts_with("http://");
+                web.then(|| crate::http::Identity {
+                    origin: crate::http::origin_of(&c.app_address).to_string(),
+                    headers: c.identity_headers(),
+                })
+            }),
+            upgrades: self
+                .config
+                .as_ref()
+                .filter(|c| !c.agent.syscfg.disable_subsystem)
+                .and_then(|c| c.agent.syscfg.attributes.upgrades.upgrade_type),
+        };
+        self.os.step(&self.paths, facts);
+    }
+}
