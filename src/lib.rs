@@ -1,6 +1,9 @@
 //! svc-agent: the shared library behind the `svc-agent` and `svc-server` binaries.
 //!
 //! One module per concept; see `docs/architecture.md` for how data flows between them.
+// `pub` only where the binaries or the tests reach it (the rest is `pub(crate)`), so that
+// dead code shows.
+#![warn(unreachable_pub)]
 // Test hooks never reach a shipped binary: every shipping profile (release, dist, Yocto's and
 // Buildroot's builds) has debug assertions off, and with them the hooks do not compile.
 #[cfg(all(feature = "test-hooks", not(debug_assertions)))]

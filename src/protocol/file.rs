@@ -14,7 +14,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
-pub struct FileTransport {
+pub(crate) struct FileTransport {
     dir: PathBuf,
     last_bytes: (u64, u64),
     /// The directory's stale temps were swept (at the first poll: off the start's path).

@@ -52,7 +52,7 @@ impl std::error::Error for RegistryError {}
 
 /// One platform's artifact of a version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModuleArtifact {
+pub(crate) struct ModuleArtifact {
     /// Absolute (`https://`, `http://`, `file://`) or relative to the index's folder.
     pub url: String,
     pub sha256: String,
