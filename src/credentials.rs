@@ -219,6 +219,17 @@ impl Credentials {
         ]
     }
 
+    /// This machine's identity for downloads from the app's own origin: an app reached over
+    /// http(s) only (a `file://` app has no origin to send it to).
+    pub(crate) fn download_identity(&self) -> Option<crate::http::Identity> {
+        let web =
+            self.app_address.starts_with("https://") || self.app_address.starts_with("http://");
+        web.then(|| crate::http::Identity {
+            origin: crate::http::origin_of(&self.app_address).to_string(),
+            headers: self.identity_headers(),
+        })
+    }
+
     /// The JSON form of the file.
     pub fn to_json(&self) -> serde_json::Value {
         let mut cloud = serde_json::json!({"app_address": self.app_address, "id": self.part_id});

@@ -23,6 +23,8 @@ const BOOT_CHECK_PAUSE: Duration = Duration::from_secs(30);
 /// The facts of one step, read by the loop.
 pub(crate) struct Facts<'a> {
     pub offered: Option<&'a OsTarget>,
+    /// The health gate's policy (`agent::tuning`, read once at start).
+    pub gate: GatePolicy,
     pub window: Option<&'a MaintenanceWindow>,
     pub clock: Clock,
     pub unix_now: u64,
@@ -34,8 +36,9 @@ pub(crate) struct Facts<'a> {
     pub last_contact: Option<u64>,
     /// Where downloads come from: `file_root` for a `file://` app; relative URLs resolved.
     pub download: DownloadOptions,
-    /// The app is reached over https: its OS images must come over https too.
-    pub https_only: bool,
+    /// The app's address: the URLs it may hand out follow the binaries' rule
+    /// (`updater::check_artifact_url`).
+    pub app_address: Option<&'a str>,
     /// The machine's identity for downloads from the app's own origin (an https app).
     pub identity: Option<crate::http::Identity>,
     /// agent-syscfg's `upgrades.type`.
@@ -67,19 +70,6 @@ pub(crate) struct OsTrack {
     /// Why the engine cannot go on now (RAUC unreachable), for the status.
     problem: Option<String>,
     compatible: Option<String>,
-}
-
-fn gate_policy() -> GatePolicy {
-    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-    let mut p = GatePolicy::default();
-    // The same variable that shortens svc-server's update probation (tests).
-    if let Some(s) = env("SVC_AGENT_PROBATION_SECS") {
-        p.server_up = Duration::from_secs(s);
-    }
-    if let Some(s) = env("SVC_AGENT_OS_GATE_SECS") {
-        p.deadline = Duration::from_secs(s);
-    }
-    p
 }
 
 impl OsTrack {
@@ -194,7 +184,7 @@ impl OsTrack {
                     server_crashes: f.server_crashes.saturating_sub(base),
                     last_contact: f.last_contact,
                 };
-                match osimage::gate_verdict(facts, gate_policy()) {
+                match osimage::gate_verdict(facts, f.gate) {
                     GateVerdict::Waiting => {}
                     GateVerdict::Passed => match osimage::mark_good() {
                         Ok(()) => {
@@ -439,12 +429,10 @@ impl OsTrack {
                 if self.retry_at.is_some_and(|t| f.clock.now < t) {
                     return;
                 }
-                if f.https_only && !o.target.url.starts_with("https://") {
-                    self.refuse(
-                        paths,
-                        v,
-                        "an app reached over https must offer OS images over https",
-                    );
+                if let Err(e) =
+                    super::updater::check_artifact_url(paths, f.app_address, &o.target.url)
+                {
+                    self.refuse(paths, v, &e.to_string());
                     return;
                 }
                 crate::info!(
@@ -547,6 +535,7 @@ impl super::Agent {
         let server = self.server.status(self.server_managed());
         let facts = Facts {
             offered: offered.as_ref(),
+            gate: self.tuning.os_gate,
             window: self
                 .config
                 .as_ref()
@@ -560,15 +549,8 @@ impl super::Agent {
             server_crashes: self.server.crashes(),
             last_contact: self.cached.last_contact,
             download,
-            https_only: app.is_some_and(|a| a.starts_with("https://")),
-            identity: self.conn.credentials().and_then(|c| {
-                let web =
-                    c.app_address.starts_with("https://") || c.app_address.starts_with("http://");
-                web.then(|| crate::http::Identity {
-                    origin: crate::http::origin_of(&c.app_address).to_string(),
-                    headers: c.identity_headers(),
-                })
-            }),
+            app_address: app,
+            identity: self.conn.credentials().and_then(|c| c.download_identity()),
             upgrades: self
                 .config
                 .as_ref()

@@ -1,5 +1,6 @@
 //! The daemon's settings from its environment, read once at start into one value: the steps
 //! and the loop read this, never the environment.
+use crate::osimage::GatePolicy;
 use crate::update::ProbationPolicy;
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub(crate) struct Tuning {
     /// svc-server's probation; `SVC_AGENT_PROBATION_SECS` shortens its window for tests
     /// that watch a whole probation through the real daemon.
     pub probation: ProbationPolicy,
+    /// The OS image's health gate: `SVC_AGENT_PROBATION_SECS` shortens svc-server's part of
+    /// it too, `SVC_AGENT_OS_GATE_SECS` its deadline.
+    pub os_gate: GatePolicy,
 }
 
 impl Default for Tuning {
@@ -33,6 +37,7 @@ impl Default for Tuning {
             first_contact: FIRST_CONTACT_WAIT,
             hold_secs: DEFAULT_HOLD_SECS,
             probation: ProbationPolicy::default(),
+            os_gate: GatePolicy::default(),
         }
     }
 }
@@ -58,6 +63,15 @@ impl Tuning {
                     .unwrap_or(d.probation.window),
                 ..d.probation
             },
+            os_gate: GatePolicy {
+                server_up: secs("SVC_AGENT_PROBATION_SECS")
+                    .map(Duration::from_secs)
+                    .unwrap_or(d.os_gate.server_up),
+                deadline: secs("SVC_AGENT_OS_GATE_SECS")
+                    .map(Duration::from_secs)
+                    .unwrap_or(d.os_gate.deadline),
+                ..d.os_gate
+            },
         }
     }
 }
@@ -76,6 +90,8 @@ mod tests {
         });
         assert_eq!(t.hold_secs, 0);
         assert_eq!(t.probation.window, Duration::from_secs(5));
+        assert_eq!(t.os_gate.server_up, Duration::from_secs(5));
+        assert_eq!(t.os_gate.deadline, GatePolicy::default().deadline);
         assert_eq!(t.probation.max_crashes, 3);
         assert_eq!(t.first_contact, FIRST_CONTACT_WAIT);
         assert_eq!(t.fast_start_env, None);

@@ -3,7 +3,7 @@
 //! decisions into artifacts, stages them on a worker thread and activates them on the loop.
 use super::policy::Desired;
 use super::updates::{StageResult, Staged, Updater};
-use crate::http::{origin_of, Identity};
+use crate::http::Identity;
 use crate::paths::Paths;
 use crate::update::{Artifact, Engine, Kind, Staging, UpdateError, UpdateOptions};
 use std::path::{Component, Path, PathBuf};
@@ -38,12 +38,7 @@ impl DaemonUpdater {
         mut self,
         creds: &crate::credentials::Credentials,
     ) -> DaemonUpdater {
-        if creds.app_address.starts_with("https://") || creds.app_address.starts_with("http://") {
-            self.identity = Some(Identity {
-                origin: origin_of(&creds.app_address).to_string(),
-                headers: creds.identity_headers(),
-            });
-        }
+        self.identity = creds.download_identity();
         self
     }
 
@@ -72,38 +67,8 @@ impl DaemonUpdater {
         }
     }
 
-    /// An app reached over https hands out https artifacts only: a `file://` target would
-    /// install whatever local file matches the hash it names, and `http://` would give the
-    /// download away to anyone on the path. A `file://` app (a local directory) may use any.
     fn check_scheme(&self, url: &str) -> Result<(), UpdateError> {
-        // The files the engine itself took out of a verified SWUpdate image (the hawkBit
-        // backend's `.swu` chunks): local, and verified again when staged.
-        if url
-            .strip_prefix("file://")
-            .is_some_and(|p| crate::update::swu::is_unpacked(&self.engine.paths, Path::new(p)))
-        {
-            return Ok(());
-        }
-        match &self.base_url {
-            // A file:// app names files in its own directory only: anything else would be
-            // read and hashed, and its size and sha256 would reach the directory's
-            // logs.jsonl (an oracle on every file root can read). Refused before any read.
-            Some(base) if base.starts_with("file://") => match url.strip_prefix("file://") {
-                Some(p) if !beneath(Path::new(p), Path::new(&base["file://".len()..])) => {
-                    Err(UpdateError::UrlRefused(format!(
-                        "artifact URL {url:?} refused: outside the management directory {}",
-                        &base["file://".len()..]
-                    )))
-                }
-                _ => Ok(()),
-            },
-            Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
-                Err(UpdateError::UrlRefused(format!(
-                    "artifact URL {url:?} refused: the management app is https, so its artifacts must be https too"
-                )))
-            }
-            _ => Ok(()),
-        }
+        check_artifact_url(&self.engine.paths, self.base_url.as_deref(), url)
     }
 
     fn artifact(&self, kind: Kind, desired: &Desired) -> Option<Artifact> {
@@ -128,6 +93,45 @@ impl DaemonUpdater {
             }),
             Desired::Keep | Desired::RefuseOlder { .. } => None,
         }
+    }
+}
+
+/// An artifact URL the app at `base_url` may hand out (for binaries and OS images alike).
+/// An app reached over https hands out https artifacts only: a `file://` target would
+/// install whatever local file matches the hash it names, and `http://` would give the
+/// download away to anyone on the path. A `file://` app (a local directory) may use any.
+pub(crate) fn check_artifact_url(
+    paths: &Paths,
+    base_url: Option<&str>,
+    url: &str,
+) -> Result<(), UpdateError> {
+    // The files the engine itself took out of a verified SWUpdate image (the hawkBit
+    // backend's `.swu` chunks): local, and verified again when staged.
+    if url
+        .strip_prefix("file://")
+        .is_some_and(|p| crate::update::swu::is_unpacked(paths, Path::new(p)))
+    {
+        return Ok(());
+    }
+    match base_url {
+        // A file:// app names files in its own directory only: anything else would be
+        // read and hashed, and its size and sha256 would reach the directory's
+        // logs.jsonl (an oracle on every file root can read). Refused before any read.
+        Some(base) if base.starts_with("file://") => match url.strip_prefix("file://") {
+            Some(p) if !beneath(Path::new(p), Path::new(&base["file://".len()..])) => {
+                Err(UpdateError::UrlRefused(format!(
+                    "artifact URL {url:?} refused: outside the management directory {}",
+                    &base["file://".len()..]
+                )))
+            }
+            _ => Ok(()),
+        },
+        Some(base) if base.starts_with("https://") && !url.starts_with("https://") => {
+            Err(UpdateError::UrlRefused(format!(
+                "artifact URL {url:?} refused: the management app is https, so its artifacts must be https too"
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
