@@ -156,25 +156,11 @@ impl Client<'_> {
     }
 }
 
-/// The tests here set the process's system bus address: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-#[test]
-fn over_dbus_each_central_reads_and_is_judged_by_its_own_session() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some((_bus, addr)) = private_bus() else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "dbus-daemon is needed under CI"
-        );
-        eprintln!("skipped: no dbus-daemon");
-        return;
-    };
+/// The stand-in bluetoothd on the private bus at `addr`: adapter hci0 (its GATT manager
+/// keeps the registered application's owner), advertising, and two connected centrals.
+fn stand_in_bluez(addr: &str) -> (zbus::blocking::Connection, Arc<Mutex<Option<String>>>) {
     let app_owner = Arc::new(Mutex::new(None));
-    let bluez = zbus::blocking::connection::Builder::address(addr.as_str())
+    let bluez = zbus::blocking::connection::Builder::address(addr)
         .unwrap()
         .name("org.bluez")
         .unwrap()
@@ -195,6 +181,27 @@ fn over_dbus_each_central_reads_and_is_judged_by_its_own_session() {
         .unwrap()
         .build()
         .unwrap();
+    (bluez, app_owner)
+}
+
+/// The tests here set the process's system bus address: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn over_dbus_each_central_reads_and_is_judged_by_its_own_session() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some((_bus, addr)) = private_bus() else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "dbus-daemon is needed under CI"
+        );
+        eprintln!("skipped: no dbus-daemon");
+        return;
+    };
+    let (bluez, app_owner) = stand_in_bluez(&addr);
     let dir = std::env::temp_dir().join(format!("svc-ble-dbus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -300,28 +307,7 @@ fn over_dbus_a_button_press_authorizes_the_waiting_client() {
         eprintln!("skipped: no dbus-daemon");
         return;
     };
-    let app_owner = Arc::new(Mutex::new(None));
-    let _bluez = zbus::blocking::connection::Builder::address(addr.as_str())
-        .unwrap()
-        .name("org.bluez")
-        .unwrap()
-        .serve_at("/", zbus::fdo::ObjectManager)
-        .unwrap()
-        .serve_at(
-            "/org/bluez/hci0",
-            Adapter {
-                app_owner: Arc::clone(&app_owner),
-            },
-        )
-        .unwrap()
-        .serve_at("/org/bluez/hci0", Advertising)
-        .unwrap()
-        .serve_at(OWNER, Device { connected: true })
-        .unwrap()
-        .serve_at(STRANGER, Device { connected: true })
-        .unwrap()
-        .build()
-        .unwrap();
+    let (_bluez, app_owner) = stand_in_bluez(&addr);
     let dir = std::env::temp_dir().join(format!("svc-ble-button-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
