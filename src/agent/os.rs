@@ -118,6 +118,15 @@ impl OsTrack {
         })
     }
 
+    /// Nothing offered, nothing running, the state at rest and read: a step would change
+    /// nothing, so the loop need not gather its facts (files, the clock) on every pass.
+    pub(crate) fn at_rest(&self, offered: bool) -> bool {
+        !offered
+            && self.offered.is_none()
+            && self.worker.is_none()
+            && self.state.as_ref().is_some_and(|s| s.phase == Phase::Idle)
+    }
+
     pub(crate) fn step(&mut self, paths: &Paths, f: Facts<'_>) {
         let state = self.state.get_or_insert_with(|| OsState::load(paths));
         self.offered = f.offered.map(|o| o.target.version.clone());
@@ -520,6 +529,9 @@ impl OsTrack {
 impl super::Agent {
     /// One step of the OS update, with the loop's facts.
     pub(super) fn step_os(&mut self) {
+        if self.os.at_rest(self.cached.targets.os.is_some()) {
+            return;
+        }
         let offered = self.cached.targets.os.as_ref().map(|o| {
             let mut o = o.clone();
             o.target.url = self.conn.resolve_url(&o.target.url);
