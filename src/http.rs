@@ -251,6 +251,20 @@ impl KeepAlive {
                 self.interval as i32,
             )
             && set(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, self.count as i32)
+            // Keepalive probes only a connection with nothing in flight: one whose data
+            // (our request, a TLS record) went into the drop retransmits for about 15 min
+            // instead. The user timeout bounds that case by the same bound (tcp(7)).
+            && set(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_USER_TIMEOUT,
+                self.bound_ms(),
+            )
+    }
+
+    /// The whole bound, in the milliseconds `TCP_USER_TIMEOUT` takes.
+    fn bound_ms(self) -> i32 {
+        ((self.idle + self.count * self.interval) as i32).saturating_mul(1000)
     }
 }
 
@@ -265,25 +279,39 @@ fn port_of(url: &str) -> u16 {
     port.unwrap_or(if url.starts_with("http://") { 80 } else { 443 })
 }
 
-/// The socket descriptors this process has open now.
-fn socket_fds() -> std::collections::HashSet<i32> {
+/// The sockets this process has open now: descriptor and socket inode (a descriptor number
+/// is reused once closed; the inode names one socket).
+fn sockets() -> std::collections::HashMap<i32, u64> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return Default::default();
     };
     dir.flatten()
-        .filter(|e| {
-            std::fs::read_link(e.path())
-                .is_ok_and(|l| l.as_os_str().as_encoded_bytes().starts_with(b"socket:"))
+        .filter_map(|e| {
+            let link = std::fs::read_link(e.path()).ok()?;
+            let inode = link
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()?;
+            Some((e.file_name().to_str()?.parse().ok()?, inode))
         })
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect()
 }
 
 /// Arms keepalive on the connection a request is opening: minreq makes and owns the socket,
-/// so a helper thread looks for the TCP socket to the request's port that was not open
-/// before the request, and sets the options on it once it is connected. Another new
-/// connection to the same port (the log uploader's, to the same app) may get them too, which
-/// costs nothing. Stops when armed, when the request returns (drop), or at its deadline.
+/// so a helper thread looks for the TCP sockets to the request's port that were not open
+/// before the request, and sets the options on them once connected. Another new connection
+/// to the same port (the log uploader's, to the same app, often opened with the next poll)
+/// may be found first: so the thread goes on looking until the request returns (drop) or
+/// its deadline, every 20 ms until one is armed, then less and less often (at most every
+/// `ARMED_STEP_MAX`), and each new one gets the options too (which costs nothing).
+/// How often the armer looks for the request's socket until it has armed one.
+const ARMING_STEP: std::time::Duration = std::time::Duration::from_millis(20);
+/// How seldom it looks at most once it has: a later new socket (the request's own, when
+/// another connection to the port came first) is armed within this.
+const ARMED_STEP_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 struct Armer {
     done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -291,34 +319,43 @@ struct Armer {
 
 impl Armer {
     fn start(port: u16, k: KeepAlive, deadline_secs: u64) -> Option<Armer> {
-        let before = socket_fds();
+        let before: std::collections::HashSet<u64> = sockets().into_values().collect();
         let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let flag = std::sync::Arc::clone(&done);
         let end = std::time::Instant::now() + std::time::Duration::from_secs(deadline_secs);
         let thread = std::thread::Builder::new()
             .name("keepalive".into())
             .stack_size(64 * 1024)
-            .spawn(move || loop {
-                let armed = socket_fds()
-                    .difference(&before)
-                    .filter(|fd| crate::sys::tcp_peer_port(**fd) == Some(port))
-                    // Every new one (no short cut): the count is of those armed.
-                    .filter(|fd| k.apply(**fd))
-                    .count()
-                    > 0;
-                let (lock, cv) = &*flag;
-                let Ok(guard) = lock.lock() else { return };
-                let left = end.saturating_duration_since(std::time::Instant::now());
-                if armed || *guard || left.is_zero() {
-                    return;
-                }
-                // The connect and the TLS handshake take a few round trips: look again soon.
-                let step = left.min(std::time::Duration::from_millis(20));
-                let Ok((guard, _)) = cv.wait_timeout_while(guard, step, |d| !*d) else {
-                    return;
-                };
-                if *guard {
-                    return;
+            .spawn(move || {
+                let mut armed = std::collections::HashSet::new();
+                // The connect and the TLS handshake take a few round trips: look soon.
+                let mut step = ARMING_STEP;
+                loop {
+                    for (fd, inode) in sockets() {
+                        if !before.contains(&inode)
+                            && !armed.contains(&inode)
+                            && crate::sys::tcp_peer_port(fd) == Some(port)
+                            && k.apply(fd)
+                        {
+                            armed.insert(inode);
+                        }
+                    }
+                    if !armed.is_empty() {
+                        step = (step * 2).min(ARMED_STEP_MAX);
+                    }
+                    let (lock, cv) = &*flag;
+                    let Ok(guard) = lock.lock() else { return };
+                    let left = end.saturating_duration_since(std::time::Instant::now());
+                    if *guard || left.is_zero() {
+                        return;
+                    }
+                    let Ok((guard, _)) = cv.wait_timeout_while(guard, left.min(step), |d| !*d)
+                    else {
+                        return;
+                    };
+                    if *guard {
+                        return;
+                    }
                 }
             });
         match thread {
