@@ -40,6 +40,7 @@ mod dropped_flow;
 mod enterprise_wifi;
 mod fs_attacks;
 mod fs_crash;
+mod harness;
 mod hawkbit;
 mod hawkbit_config;
 mod hawkbit_consent;

@@ -122,9 +122,43 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            // A failed test does not reach its `terminate`: stop what it started here (the
+            // agent and its svc-server name this root on their command lines), so a failure
+            // does not leave processes running through the rest of the suite.
+            stop_processes_naming(&self.root);
+        } else {
             let _ = std::fs::remove_dir_all(&self.root);
         }
+    }
+}
+
+/// The live processes whose command line names `path` (the agent's `--root`, its svc-server).
+pub fn processes_naming(path: &Path) -> Vec<i32> {
+    let needle = path.as_os_str().as_encoded_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != std::process::id() as i32 && pid_alive(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}
+
+/// SIGTERM, then after up to 10 s SIGKILL, to every process whose command line names `root`.
+fn stop_processes_naming(root: &Path) {
+    for pid in processes_naming(root) {
+        svc::sys::kill(pid, libc::SIGTERM);
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end && !processes_naming(root).is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for pid in processes_naming(root) {
+        svc::sys::kill(pid, libc::SIGKILL);
     }
 }
 
