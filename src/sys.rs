@@ -70,6 +70,15 @@ pub(crate) fn flock(fd: RawFd, op: libc::c_int) -> std::io::Result<()> {
 }
 
 /// A path component as a C string; a NUL byte in it is an invalid name.
+/// A call's 0-or-errno result as a `Result`.
+fn zero_ok(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn c_name(name: &std::ffi::OsStr) -> std::io::Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
     std::ffi::CString::new(name.as_bytes())
@@ -110,11 +119,7 @@ pub(crate) fn mkdirat(
     use std::os::fd::AsRawFd;
     let c = c_name(name)?;
     // SAFETY: a valid descriptor borrowed for the call and a NUL-terminated name.
-    if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    zero_ok(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) })
 }
 
 /// renameat(2) within one directory `dir`.
@@ -127,11 +132,7 @@ pub(crate) fn renameat(
     let (f, t) = (c_name(from)?, c_name(to)?);
     let d = dir.as_raw_fd();
     // SAFETY: a valid descriptor borrowed for the call and two NUL-terminated names.
-    if unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    zero_ok(unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) })
 }
 
 /// linkat(2) within one directory `dir`: a second name `to` for `from` (a link `from` is
@@ -145,11 +146,7 @@ pub(crate) fn linkat(
     let (f, t) = (c_name(from)?, c_name(to)?);
     let d = dir.as_raw_fd();
     // SAFETY: a valid descriptor borrowed for the call and two NUL-terminated names.
-    if unsafe { libc::linkat(d, f.as_ptr(), d, t.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    zero_ok(unsafe { libc::linkat(d, f.as_ptr(), d, t.as_ptr(), 0) })
 }
 
 /// unlinkat(2) of a non-directory `name` in `dir` (never follows it: a link goes, not its
@@ -161,11 +158,7 @@ pub(crate) fn unlinkat(
     use std::os::fd::AsRawFd;
     let c = c_name(name)?;
     // SAFETY: a valid descriptor borrowed for the call and a NUL-terminated name.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    zero_ok(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })
 }
 
 /// Signals caught by [`catch_early`] and not yet taken, one bit per signal number.
@@ -300,11 +293,7 @@ pub(crate) fn bind_to_device(fd: RawFd, ifname: &str) -> std::io::Result<()> {
             bytes.len() as libc::socklen_t,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    zero_ok(rc)
 }
 
 /// The interface that holds the IPv4 address `addr`, with its netmask (getifaddrs(3)).
