@@ -895,6 +895,9 @@ pub struct SwuOffer {
     pub identity: Option<crate::http::Identity>,
 }
 
+/// The record of the files taken out of the last image, in `cache/swu/`.
+const MANIFEST: &str = "manifest.json";
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Manifest {
     key: String,
@@ -918,7 +921,7 @@ impl Engine {
         }
         let root = self.paths.cache_dir().join("swu");
         let key = format!("{}|{}|{}", offer.url, hash.to_ascii_lowercase(), offer.size);
-        let manifest_path = root.join("manifest.json");
+        let manifest_path = root.join(MANIFEST);
         if let Some(files) = fs::read(&manifest_path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
@@ -1022,6 +1025,15 @@ impl Engine {
 /// Empties `root` (made when missing) but for the partial download `part` and its sidecar.
 fn clear_all_but(root: &Path, part: &Path) -> Result<(), UpdateError> {
     fs::create_dir_all(root).map_err(io_err(format!("creating {}", root.display())))?;
+    // The manifest vouches for the files (it is written last), so it goes first: a cut
+    // part-way through leaves no manifest naming files already gone.
+    let manifest = root.join(MANIFEST);
+    match fs::remove_file(&manifest) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_err(format!("removing {}", manifest.display()))(e))
+        }
+        _ => {}
+    }
     let keep = [part.to_path_buf(), super::download::sidecar_path(part)];
     let entries = fs::read_dir(root).map_err(io_err(format!("listing {}", root.display())))?;
     for e in entries.flatten() {
