@@ -56,6 +56,38 @@ fn plan(fast_start: bool) -> Vec<Step> {
         .collect()
 }
 
+/// Why the agent does not start; said on the log line of `run` (or by `install`).
+#[derive(Debug)]
+pub(crate) enum StartupError {
+    /// This build is not for a platform the agent runs on (spec §1).
+    Unsupported {
+        os: &'static str,
+        arch: &'static str,
+    },
+    Signals(std::io::Error),
+}
+
+impl std::fmt::Display for StartupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartupError::Unsupported { os, arch } => write!(
+                f,
+                "svc-agent runs on Linux amd64 and arm64 only; this build is for {os} {arch}"
+            ),
+            StartupError::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartupError::Signals(e) => Some(e),
+            StartupError::Unsupported { .. } => None,
+        }
+    }
+}
+
 impl Agent {
     /// Runs the start-up (`plan`); returns the log pipeline it opened (if there are
     /// credentials). An error ends the start-up there (svc-server may be running: the caller
@@ -63,12 +95,11 @@ impl Agent {
     fn start(
         &mut self,
         lock: &mut crate::systemd::InstanceLock,
-    ) -> Result<Option<logs::LogPipeline>, String> {
+    ) -> Result<Option<logs::LogPipeline>, StartupError> {
         let mut pipeline = None;
         for step in plan(self.started.fast_start) {
             match step {
-                Step::Signals => signals::install()
-                    .map_err(|e| format!("cannot install signal handlers: {e}"))?,
+                Step::Signals => signals::install().map_err(StartupError::Signals)?,
                 Step::LoadRest => self.load_rest(),
                 Step::Housekeeping => housekeeping(&self.paths, lock),
                 Step::LogPipeline => {
@@ -111,18 +142,17 @@ impl Agent {
 }
 
 /// Linux on amd64 or arm64 only (spec §1).
-pub(crate) fn platform_supported() -> Result<(), String> {
+pub(crate) fn platform_supported() -> Result<(), StartupError> {
     if cfg!(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     )) {
         Ok(())
     } else {
-        Err(format!(
-            "svc-agent runs on Linux amd64 and arm64 only; this build is for {} {}",
-            std::env::consts::OS,
-            std::env::consts::ARCH
-        ))
+        Err(StartupError::Unsupported {
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+        })
     }
 }
 

@@ -463,6 +463,7 @@ impl HawkbitTransport {
         let body = match t.url.strip_prefix("file://") {
             // Taken out of an SWUpdate image by the engine (`update::swu`), which checked it
             // against the image's signed description; the checks below apply all the same.
+            // The text is the refusal the server is told (`refuse`), so flattened here.
             Some(path) => crate::update::swu::read_unpacked(&self.paths, Path::new(path), cap)
                 .map_err(|e| format!("the config from the image: {e}"))?,
             None => {

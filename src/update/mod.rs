@@ -145,6 +145,8 @@ pub enum Staging {
 pub enum UpdateError {
     /// A name that is not `svc-agent`/`svc-server`, an empty version, a malformed hash.
     BadArtifact(String),
+    /// An SWUpdate image's `sw-description` is refused (where and why).
+    SwDescription(swu::DescriptionError),
     /// The version was rolled back and is not retried until the app offers another.
     MarkedBad {
         name: String,
@@ -215,6 +217,7 @@ impl UpdateError {
         matches!(
             self,
             BadArtifact(_)
+                | SwDescription(_)
                 | UnsupportedUrl(_)
                 | UrlRefused(_)
                 | HttpStatus { .. }
@@ -247,6 +250,7 @@ impl fmt::Display for UpdateError {
         use UpdateError::*;
         match self {
             BadArtifact(m) => write!(f, "bad artifact: {m}"),
+            SwDescription(e) => write!(f, "bad artifact: swu: {e}"),
             MarkedBad { name, version } => write!(
                 f,
                 "{name} {version} was rolled back as bad; not retried until another version is offered"

@@ -74,9 +74,10 @@ impl<R: Read> NewcReader<R> {
                 self.pos, self.len
             )));
         }
+        // The length was checked: a failing read is the device's fault, not the archive's.
         self.inner
             .read_exact(buf)
-            .map_err(|e| bad(format!("reading {what} at byte {}: {e}", self.pos)))?;
+            .map_err(io_err(format!("reading {what} at byte {}", self.pos)))?;
         self.pos += buf.len() as u64;
         Ok(())
     }
@@ -140,8 +141,9 @@ impl<R: Read> NewcReader<R> {
             let n = left.min(buf.len() as u64) as usize;
             self.read_exact(&mut buf[..n], &format!("the data of {:?}", e.name))?;
             h.update(&buf[..n]);
+            // A full disk is not a refusal of the archive: the next try may have room.
             out.write_all(&buf[..n])
-                .map_err(|err| bad(format!("writing {:?}: {err}", e.name)))?;
+                .map_err(io_err(format!("writing {:?}", e.name)))?;
             left -= n as u64;
         }
         self.skip_pad()?;
@@ -237,6 +239,83 @@ impl Value {
     }
 }
 
+/// Why `sw-description` is refused, naming where: a line of its text, or a setting by its
+/// path (`software.x86_64.images[0].sha256`). Carried up as [`UpdateError::SwDescription`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DescriptionError {
+    /// Not the libconfig subset read here; `what`: the fault found at that line.
+    Syntax {
+        line: usize,
+        what: String,
+    },
+    NoSoftware,
+    /// A setting that must be a string is missing or of another type.
+    Missing {
+        at: String,
+    },
+    /// A string setting outside its rule; `rule` says which.
+    Invalid {
+        at: String,
+        value: String,
+        rule: &'static str,
+    },
+    /// No group for this machine's architecture; `boards`: the groups there are.
+    NoBoard {
+        arch: String,
+        boards: Vec<String>,
+    },
+    NotAList {
+        at: String,
+    },
+    ImageCount {
+        at: String,
+        count: usize,
+    },
+    /// An image of a name this agent does not take.
+    UnknownName {
+        at: String,
+        name: String,
+    },
+    BadSignature {
+        at: String,
+    },
+    /// A second image of the same filename or name.
+    Duplicate {
+        at: String,
+    },
+}
+
+/// The rule of versions (`software.version`, each image's `version`).
+const VERSION_RULE: &str = "is empty or has characters outside [A-Za-z0-9._+-]";
+
+impl std::fmt::Display for DescriptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use DescriptionError::*;
+        match self {
+            Syntax { line, what } => write!(f, "sw-description line {line}: {what}"),
+            NoSoftware => f.write_str("sw-description has no software group"),
+            Missing { at } => write!(f, "{at} is missing or not a string"),
+            Invalid { at, value, rule } => write!(f, "{at} {value:?} {rule}"),
+            NoBoard { arch, boards } => write!(
+                f,
+                "sw-description has nothing for this machine (software.{arch}); it is for {boards:?}"
+            ),
+            NotAList { at } => write!(f, "{at} is missing or not a list"),
+            ImageCount { at, count } => {
+                write!(f, "{at} has {count} entries (1 to {MAX_IMAGES})")
+            }
+            UnknownName { at, name } => write!(
+                f,
+                "{at} {name:?}: this agent takes svc-agent, svc-server and config"
+            ),
+            BadSignature { at } => write!(f, "{at} is not a signature string"),
+            Duplicate { at } => write!(f, "{at}: a second image of that filename or name"),
+        }
+    }
+}
+
+impl std::error::Error for DescriptionError {}
+
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
@@ -246,7 +325,7 @@ struct Parser<'a> {
 /// `{}`, lists `()`, arrays `[]`, strings with escapes (adjacent ones joined), integers,
 /// floats, booleans, and `#`, `//`, `/* */` comments. `@include` is refused (a file the
 /// archive does not hold). Depth is bounded.
-pub(crate) fn parse_libconfig(text: &str) -> Result<Value, String> {
+pub(crate) fn parse_libconfig(text: &str) -> Result<Value, DescriptionError> {
     let mut p = Parser {
         s: text.as_bytes(),
         i: 0,
@@ -260,20 +339,23 @@ pub(crate) fn parse_libconfig(text: &str) -> Result<Value, String> {
 }
 
 impl Parser<'_> {
-    fn err(&self, m: &str) -> String {
+    fn err(&self, m: &str) -> DescriptionError {
         let line = self.s[..self.i.min(self.s.len())]
             .iter()
             .filter(|b| **b == b'\n')
             .count()
             + 1;
-        format!("sw-description line {line}: {m}")
+        DescriptionError::Syntax {
+            line,
+            what: m.to_string(),
+        }
     }
 
     fn peek(&self) -> Option<u8> {
         self.s.get(self.i).copied()
     }
 
-    fn ws(&mut self) -> Result<(), String> {
+    fn ws(&mut self) -> Result<(), DescriptionError> {
         loop {
             match (self.peek(), self.s.get(self.i + 1)) {
                 (Some(b' ' | b'\t' | b'\r' | b'\n'), _) => self.i += 1,
@@ -296,7 +378,7 @@ impl Parser<'_> {
     }
 
     /// Settings up to `close` (or the end of the text at the top level).
-    fn settings(&mut self, depth: usize, close: Option<u8>) -> Result<Value, String> {
+    fn settings(&mut self, depth: usize, close: Option<u8>) -> Result<Value, DescriptionError> {
         let mut out: Vec<(String, Value)> = Vec::new();
         loop {
             self.ws()?;
@@ -338,7 +420,7 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, String> {
+    fn value(&mut self, depth: usize) -> Result<Value, DescriptionError> {
         if depth > MAX_DEPTH {
             return Err(self.err(&format!("nested deeper than {MAX_DEPTH}")));
         }
@@ -401,7 +483,7 @@ impl Parser<'_> {
         }
     }
 
-    fn string(&mut self, out: &mut Vec<u8>) -> Result<(), String> {
+    fn string(&mut self, out: &mut Vec<u8>) -> Result<(), DescriptionError> {
         self.i += 1;
         loop {
             let Some(c) = self.peek() else {
@@ -464,10 +546,12 @@ pub struct SwDescription {
     pub images: Vec<Image>,
 }
 
-fn field<'a>(v: &'a Value, key: &str, at: &str) -> Result<&'a str, String> {
+fn field<'a>(v: &'a Value, key: &str, at: &str) -> Result<&'a str, DescriptionError> {
     v.get(key)
         .and_then(Value::str)
-        .ok_or_else(|| format!("{at}.{key} is missing or not a string"))
+        .ok_or_else(|| DescriptionError::Missing {
+            at: format!("{at}.{key}"),
+        })
 }
 
 fn plain_version(v: &str) -> bool {
@@ -478,77 +562,90 @@ fn plain_version(v: &str) -> bool {
 }
 
 /// Reads `sw-description` for the board (architecture) `arch`.
-pub(crate) fn parse_sw_description(text: &str, arch: &str) -> Result<SwDescription, String> {
+pub(crate) fn parse_sw_description(
+    text: &str,
+    arch: &str,
+) -> Result<SwDescription, DescriptionError> {
+    use DescriptionError as E;
+    let invalid = |at: String, value: &str, rule| E::Invalid {
+        at,
+        value: value.to_string(),
+        rule,
+    };
     let root = parse_libconfig(text)?;
     let sw = root
         .get("software")
         .filter(|v| matches!(v, Value::Group(_)))
-        .ok_or("sw-description has no software group")?;
+        .ok_or(E::NoSoftware)?;
     let version = field(sw, "version", "software")?.to_string();
     if !plain_version(&version) {
-        return Err(format!(
-            "software.version {version:?} is empty or has characters outside [A-Za-z0-9._+-]"
-        ));
+        return Err(invalid("software.version".into(), &version, VERSION_RULE));
     }
     let Some(board) = sw.get(arch).filter(|v| matches!(v, Value::Group(_))) else {
-        let boards: Vec<&str> = match sw {
+        let boards = match sw {
             Value::Group(g) => g
                 .iter()
                 .filter(|(_, v)| matches!(v, Value::Group(_)))
-                .map(|(k, _)| k.as_str())
+                .map(|(k, _)| k.clone())
                 .collect(),
             _ => Vec::new(),
         };
-        return Err(format!(
-            "sw-description has nothing for this machine (software.{arch}); it is for {boards:?}"
-        ));
+        return Err(E::NoBoard {
+            arch: arch.to_string(),
+            boards,
+        });
     };
-    let at = format!("software.{arch}");
+    let at = format!("software.{arch}.images");
     let Some(Value::List(images)) = board.get("images") else {
-        return Err(format!("{at}.images is missing or not a list"));
+        return Err(E::NotAList { at });
     };
     if images.is_empty() || images.len() > MAX_IMAGES {
-        return Err(format!(
-            "{at}.images has {} entries (1 to {MAX_IMAGES})",
-            images.len()
-        ));
+        return Err(E::ImageCount {
+            at,
+            count: images.len(),
+        });
     }
     let mut out: Vec<Image> = Vec::new();
     for (i, img) in images.iter().enumerate() {
-        let at = format!("{at}.images[{i}]");
+        let at = format!("{at}[{i}]");
         let filename = field(img, "filename", &at)?.to_string();
         if !plain_name(&filename) || filename.starts_with("sw-description") {
-            return Err(format!(
-                "{at}.filename {filename:?} is not a plain file name of [A-Za-z0-9._+-]"
+            return Err(invalid(
+                format!("{at}.filename"),
+                &filename,
+                "is not a plain file name of [A-Za-z0-9._+-]",
             ));
         }
         let name = field(img, "name", &at)?.to_string();
         if !super::NAMES.contains(&name.as_str()) && name != CONFIG_NAME {
-            return Err(format!(
-                "{at}.name {name:?}: this agent takes svc-agent, svc-server and config"
-            ));
+            return Err(E::UnknownName {
+                at: format!("{at}.name"),
+                name,
+            });
         }
         let version = field(img, "version", &at)?.to_string();
         if !plain_version(&version) {
-            return Err(format!(
-                "{at}.version {version:?} is empty or has characters outside [A-Za-z0-9._+-]"
-            ));
+            return Err(invalid(format!("{at}.version"), &version, VERSION_RULE));
         }
         let sha256 = field(img, "sha256", &at)?.to_ascii_lowercase();
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("{at}.sha256 {sha256:?} is not 64 hex digits"));
+            return Err(invalid(
+                format!("{at}.sha256"),
+                &sha256,
+                "is not 64 hex digits",
+            ));
         }
         let signature = match img.get("properties").map(|p| p.get(SIGNATURE_PROPERTY)) {
             None | Some(None) => None,
             Some(Some(Value::Str(s))) if s.len() <= 256 => Some(s.clone()),
             Some(Some(_)) => {
-                return Err(format!(
-                    "{at}.properties.{SIGNATURE_PROPERTY} is not a signature string"
-                ))
+                return Err(E::BadSignature {
+                    at: format!("{at}.properties.{SIGNATURE_PROPERTY}"),
+                })
             }
         };
         if out.iter().any(|o| o.filename == filename || o.name == name) {
-            return Err(format!("{at}: a second image of that filename or name"));
+            return Err(E::Duplicate { at });
         }
         out.push(Image {
             filename,
@@ -707,7 +804,7 @@ fn walk<R: Read>(
     let mut text = Vec::new();
     r.data(&first, &mut text)?;
     let text = String::from_utf8(text).map_err(|_| bad("sw-description is not UTF-8"))?;
-    let desc = parse_sw_description(&text, arch).map_err(bad)?;
+    let desc = parse_sw_description(&text, arch).map_err(UpdateError::SwDescription)?;
     let mut got: Vec<Unpacked> = Vec::new();
     let mut sig_seen = false;
     loop {
@@ -798,6 +895,9 @@ pub struct SwuOffer {
     pub identity: Option<crate::http::Identity>,
 }
 
+/// The record of the files taken out of the last image, in `cache/swu/`.
+const MANIFEST: &str = "manifest.json";
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Manifest {
     key: String,
@@ -821,7 +921,7 @@ impl Engine {
         }
         let root = self.paths.cache_dir().join("swu");
         let key = format!("{}|{}|{}", offer.url, hash.to_ascii_lowercase(), offer.size);
-        let manifest_path = root.join("manifest.json");
+        let manifest_path = root.join(MANIFEST);
         if let Some(files) = fs::read(&manifest_path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
@@ -925,6 +1025,15 @@ impl Engine {
 /// Empties `root` (made when missing) but for the partial download `part` and its sidecar.
 fn clear_all_but(root: &Path, part: &Path) -> Result<(), UpdateError> {
     fs::create_dir_all(root).map_err(io_err(format!("creating {}", root.display())))?;
+    // The manifest vouches for the files (it is written last), so it goes first: a cut
+    // part-way through leaves no manifest naming files already gone.
+    let manifest = root.join(MANIFEST);
+    match fs::remove_file(&manifest) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_err(format!("removing {}", manifest.display()))(e))
+        }
+        _ => {}
+    }
     let keep = [part.to_path_buf(), super::download::sidecar_path(part)];
     let entries = fs::read_dir(root).map_err(io_err(format!("listing {}", root.display())))?;
     for e in entries.flatten() {
@@ -1012,23 +1121,71 @@ pub(crate) fn is_unpacked(paths: &Paths, path: &Path) -> bool {
     })
 }
 
+/// Why [`read_unpacked`] gives no bytes; each names the path.
+#[derive(Debug)]
+pub(crate) enum UnpackedError {
+    /// Not in [`files_dir`] by plain names.
+    NotUnpacked(PathBuf),
+    NotRegular(PathBuf),
+    TooLarge {
+        path: PathBuf,
+        cap: u64,
+    },
+    Io {
+        path: PathBuf,
+        err: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for UnpackedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnpackedError::NotUnpacked(p) => {
+                write!(f, "{} is not a file taken out of an image", p.display())
+            }
+            UnpackedError::NotRegular(p) => write!(f, "{} is not a regular file", p.display()),
+            UnpackedError::TooLarge { path, cap } => {
+                write!(f, "{} is larger than {cap} bytes", path.display())
+            }
+            UnpackedError::Io { path, err } => write!(f, "{}: {err}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for UnpackedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UnpackedError::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}
+
 /// The bytes of a file taken out of an image, at most `cap` of them: a regular file (not a
 /// link) in [`files_dir`].
-pub(crate) fn read_unpacked(paths: &Paths, path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_unpacked(
+    paths: &Paths,
+    path: &Path,
+    cap: u64,
+) -> Result<Vec<u8>, UnpackedError> {
+    let io = |err| UnpackedError::Io {
+        path: path.to_path_buf(),
+        err,
+    };
     if !is_unpacked(paths, path) {
-        return Err(format!(
-            "{} is not a file taken out of an image",
-            path.display()
-        ));
+        return Err(UnpackedError::NotUnpacked(path.to_path_buf()));
     }
-    let meta = fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = fs::symlink_metadata(path).map_err(io)?;
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
+        return Err(UnpackedError::NotRegular(path.to_path_buf()));
     }
     if meta.len() > cap {
-        return Err(format!("{} is larger than {cap} bytes", path.display()));
+        return Err(UnpackedError::TooLarge {
+            path: path.to_path_buf(),
+            cap,
+        });
     }
-    fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    fs::read(path).map_err(io)
 }
 
 #[cfg(test)]
@@ -1044,7 +1201,10 @@ mod tests {
         assert!(!is_unpacked(&paths, &dir.join("../manifest.json")));
         assert!(!is_unpacked(&paths, &dir.join("a/../../x")));
         assert!(!is_unpacked(&paths, Path::new("/etc/passwd")));
-        assert!(read_unpacked(&paths, Path::new("/etc/passwd"), 1 << 20).is_err());
+        assert!(matches!(
+            read_unpacked(&paths, Path::new("/etc/passwd"), 1 << 20),
+            Err(UnpackedError::NotUnpacked(_))
+        ));
     }
     use crate::paths::Paths;
 
@@ -1075,14 +1235,12 @@ mod tests {
         (Paths::new(&d), d)
     }
 
-    fn try_extract(test: &str, bytes: &[u8]) -> Result<Vec<Unpacked>, String> {
+    fn try_extract(test: &str, bytes: &[u8]) -> Result<Vec<Unpacked>, UpdateError> {
         let (paths, d) = dir(test);
         let swu = d.join("a.swu");
         fs::write(&swu, bytes).unwrap();
         let out = d.join("out");
-        let r = extract(&paths, &swu, &out, ARCH)
-            .map(|(_, f)| f)
-            .map_err(|e| e.to_string());
+        let r = extract(&paths, &swu, &out, ARCH).map(|(_, f)| f);
         if r.is_err() {
             assert!(!out.exists(), "{test}: nothing is left behind");
         }
@@ -1177,7 +1335,8 @@ mod tests {
         ];
         for (test, bytes, why) in cases {
             let e = try_extract(test, &bytes).unwrap_err();
-            assert!(e.contains(why), "{test}: {e}");
+            assert!(e.is_refusal(), "{test}: {e:?}");
+            assert!(e.to_string().contains(why), "{test}: {e}");
         }
         // A name in the archive with a path: refused as unknown, never written.
         let mut entries: Vec<(&str, &[u8])> = vec![("sw-description", good.as_bytes())];
@@ -1185,7 +1344,9 @@ mod tests {
         let mut bytes = Vec::new();
         write_newc(&mut bytes, &entries).unwrap();
         let s = String::from_utf8_lossy(&bytes).replace("svc-server\0", "../etc/pwd\0");
-        let e = try_extract("pathname", s.as_bytes()).unwrap_err();
+        let e = try_extract("pathname", s.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("\"../etc/pwd\", which sw-description does not name"),
             "{e}"
@@ -1238,6 +1399,35 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_description_says_where_as_a_value() {
+        let mut img = image("svc-server", b"x");
+        img.sha256 = "zz".into();
+        let desc = sw_description("2.0.0", ARCH, &[img]);
+        let e = parse_sw_description(&desc, ARCH).unwrap_err();
+        assert_eq!(
+            e,
+            DescriptionError::Invalid {
+                at: format!("software.{ARCH}.images[0].sha256"),
+                value: "zz".into(),
+                rule: "is not 64 hex digits",
+            }
+        );
+        // Carried up typed, and said as before.
+        let e = inspect(&archive(&desc, &[]), ARCH).unwrap_err();
+        assert!(matches!(e, UpdateError::SwDescription(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "bad artifact: swu: software.{ARCH}.images[0].sha256 \"zz\" is not 64 hex digits"
+            )
+        );
+        assert!(matches!(
+            parse_sw_description("software = { version = \"1\"; }\n}", ARCH),
+            Err(DescriptionError::Syntax { line: 2, .. })
+        ));
+    }
+
+    #[test]
     fn the_fuzz_seed_is_a_good_image() {
         let d = inspect(include_bytes!("../../fuzz/seeds/swu/good.swu"), ARCH).unwrap();
         assert_eq!(d.images[0].signature.as_deref(), Some("AAAA"));
@@ -1272,6 +1462,7 @@ mod tests {
         let deep = format!("a = {}{};", "(".repeat(40), ")".repeat(40));
         assert!(parse_libconfig(&deep)
             .unwrap_err()
+            .to_string()
             .contains("nested deeper"));
     }
 }

@@ -1,6 +1,7 @@
 //! Checks a downloaded file must pass before it may become a link target: size, sha256,
 //! ed25519 signature (when the device has a vendor key), ELF header for this machine, and
 //! the new binary's own `version --json`.
+use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -161,31 +162,55 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Why a vendor key file gives no keys (the caller names the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyFileError {
+    /// Neither 32 raw bytes nor text.
+    NotText,
+    /// This line (from 1) is not a key.
+    BadLine(usize),
+    /// Only empty lines and comments.
+    NoKey,
+    TooMany(usize),
+}
+
+impl fmt::Display for KeyFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const WHAT: &str = "not an ed25519 public key (32 bytes raw, hex or base64, one a line)";
+        match self {
+            KeyFileError::NotText => f.write_str(WHAT),
+            KeyFileError::BadLine(n) => write!(f, "line {n}: {WHAT}"),
+            KeyFileError::NoKey => write!(f, "no key: {WHAT}"),
+            KeyFileError::TooMany(n) => write!(f, "{n} keys; at most {MAX_KEYS}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyFileError {}
+
 /// The keys of a vendor key file (`/etc/svc-signing.pub`): 32 raw bytes, or text with one
 /// key a line (64 hex digits or base64); empty lines and `#` comments are skipped. Two
 /// keys are accepted during a rotation (docs/updates.md), at most [`MAX_KEYS`].
-pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    const WHAT: &str = "not an ed25519 public key (32 bytes raw, hex or base64, one a line)";
+pub fn parse_public_keys(bytes: &[u8]) -> Result<Vec<Vec<u8>>, KeyFileError> {
     // 32 bytes are the raw key, whatever they look like: no text key is 32 characters long.
     if bytes.len() == 32 {
         return Ok(vec![bytes.to_vec()]);
     }
-    let text = std::str::from_utf8(bytes).map_err(|_| WHAT.to_string())?;
+    let text = std::str::from_utf8(bytes).map_err(|_| KeyFileError::NotText)?;
     let mut keys = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let key =
-            decode_key(line.as_bytes(), 32).ok_or_else(|| format!("line {}: {WHAT}", n + 1))?;
+        let key = decode_key(line.as_bytes(), 32).ok_or(KeyFileError::BadLine(n + 1))?;
         keys.push(key);
     }
     if keys.is_empty() {
-        return Err(format!("no key: {WHAT}"));
+        return Err(KeyFileError::NoKey);
     }
     if keys.len() > MAX_KEYS {
-        return Err(format!("{} keys; at most {MAX_KEYS}", keys.len()));
+        return Err(KeyFileError::TooMany(keys.len()));
     }
     Ok(keys)
 }
@@ -328,10 +353,36 @@ pub const STAMP_SECTION: &str = ".svc_release";
 /// (`src/sys.rs`).
 const STAMP_MAGIC: &str = "svc-release-stamp/1";
 
+/// Why a binary's release stamp cannot be read (the caller names the binary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StampError {
+    NotElf64,
+    /// The section table or a section runs past the file, or is malformed.
+    Sections,
+    TwoStamps,
+    /// The section is there but does not hold a stamp.
+    NotAStamp,
+}
+
+impl fmt::Display for StampError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StampError::NotElf64 => f.write_str("not a 64-bit little-endian ELF file"),
+            StampError::Sections => f.write_str("the ELF section table is truncated or malformed"),
+            StampError::TwoStamps => write!(f, "two {STAMP_SECTION} sections"),
+            StampError::NotAStamp => {
+                write!(f, "the {STAMP_SECTION} section is not a release stamp")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StampError {}
+
 /// The release stamp of an ELF file's bytes, read from its section table, never by running
 /// it. `Ok(None)`: the file has no [`STAMP_SECTION`] (not an svc build, or an old one).
 /// Only 64-bit little-endian ELF (x86_64, aarch64: what releases are made for).
-pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, String> {
+pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, StampError> {
     let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
     let u32_at = |o: usize| {
         elf.get(o..o + 4)
@@ -342,19 +393,19 @@ pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, String> {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_le_bytes)
     };
-    let truncated = || "the ELF section table is truncated or malformed".to_string();
+    let truncated = StampError::Sections;
     if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
-        return Err("not a 64-bit little-endian ELF file".into());
+        return Err(StampError::NotElf64);
     }
-    let shoff = u64_at(0x28).ok_or_else(truncated)? as usize;
-    let shentsize = u16_at(0x3a).ok_or_else(truncated)? as usize;
-    let shnum = u16_at(0x3c).ok_or_else(truncated)? as usize;
-    let shstrndx = u16_at(0x3e).ok_or_else(truncated)? as usize;
+    let shoff = u64_at(0x28).ok_or(truncated)? as usize;
+    let shentsize = u16_at(0x3a).ok_or(truncated)? as usize;
+    let shnum = u16_at(0x3c).ok_or(truncated)? as usize;
+    let shstrndx = u16_at(0x3e).ok_or(truncated)? as usize;
     if shnum == 0 {
         return Ok(None);
     }
     if shentsize < 64 || shstrndx >= shnum {
-        return Err(truncated());
+        return Err(truncated);
     }
     // (name offset, file offset, size) of section `i`.
     let section = |i: usize| -> Option<(usize, usize, usize)> {
@@ -366,18 +417,18 @@ pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, String> {
         ))
     };
     let bytes_of = |off: usize, size: usize| elf.get(off..off.checked_add(size)?);
-    let (_, str_off, str_size) = section(shstrndx).ok_or_else(truncated)?;
-    let names = bytes_of(str_off, str_size).ok_or_else(truncated)?;
+    let (_, str_off, str_size) = section(shstrndx).ok_or(truncated)?;
+    let names = bytes_of(str_off, str_size).ok_or(truncated)?;
     let mut found: Option<&[u8]> = None;
     for i in 0..shnum {
-        let (name, off, size) = section(i).ok_or_else(truncated)?;
+        let (name, off, size) = section(i).ok_or(truncated)?;
         let name = names.get(name..).unwrap_or_default();
         let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
         if name == STAMP_SECTION.as_bytes() {
             if found.is_some() {
-                return Err(format!("two {STAMP_SECTION} sections"));
+                return Err(StampError::TwoStamps);
             }
-            found = Some(bytes_of(off, size).ok_or_else(truncated)?);
+            found = Some(bytes_of(off, size).ok_or(truncated)?);
         }
     }
     let Some(raw) = found else {
@@ -386,17 +437,17 @@ pub fn release_stamp(elf: &[u8]) -> Result<Option<VersionInfo>, String> {
     parse_stamp(raw).map(Some)
 }
 
-fn parse_stamp(raw: &[u8]) -> Result<VersionInfo, String> {
+fn parse_stamp(raw: &[u8]) -> Result<VersionInfo, StampError> {
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    let bad = || format!("the {STAMP_SECTION} section is not a release stamp");
-    let text = std::str::from_utf8(&raw[..end]).map_err(|_| bad())?;
+    let bad = StampError::NotAStamp;
+    let text = std::str::from_utf8(&raw[..end]).map_err(|_| bad)?;
     let mut words = text.trim_end_matches('\n').split(' ');
     if words.next() != Some(STAMP_MAGIC) {
-        return Err(bad());
+        return Err(bad);
     }
     let (mut name, mut version, mut target) = (None, None, None);
     for w in words {
-        let (k, v) = w.split_once('=').ok_or_else(bad)?;
+        let (k, v) = w.split_once('=').ok_or(bad)?;
         let slot = match k {
             "binary_name" => &mut name,
             "version" => &mut version,
@@ -404,7 +455,7 @@ fn parse_stamp(raw: &[u8]) -> Result<VersionInfo, String> {
             _ => continue,
         };
         if slot.replace(v.to_string()).is_some() || v.is_empty() {
-            return Err(bad());
+            return Err(bad);
         }
     }
     match (name, version, target) {
@@ -413,7 +464,7 @@ fn parse_stamp(raw: &[u8]) -> Result<VersionInfo, String> {
             version,
             target,
         }),
-        _ => Err(bad()),
+        _ => Err(bad),
     }
 }
 
@@ -552,12 +603,16 @@ mod tests {
         );
         // Malformed lines, an empty file and too many keys refuse (never "unsigned").
         let bad = format!("{}\nnot-a-key\n", hex(&k1));
-        assert!(parse_public_keys(bad.as_bytes())
-            .unwrap_err()
-            .contains("line 2"));
-        assert!(parse_public_keys(b"# nothing\n").is_err());
+        assert_eq!(
+            parse_public_keys(bad.as_bytes()),
+            Err(KeyFileError::BadLine(2))
+        );
+        assert_eq!(parse_public_keys(b"# nothing\n"), Err(KeyFileError::NoKey));
         let many = format!("{}\n", hex(&k1)).repeat(MAX_KEYS + 1);
-        assert!(parse_public_keys(many.as_bytes()).is_err());
+        assert_eq!(
+            parse_public_keys(many.as_bytes()),
+            Err(KeyFileError::TooMany(MAX_KEYS + 1))
+        );
     }
 
     crate::release_stamp!(TEST_STAMP, "svc-agent");
@@ -574,7 +629,10 @@ mod tests {
         assert_eq!(info.version, env!("SVC_VERSION"));
         assert_eq!(info.target, env!("SVC_TARGET"));
         // Malformed stamps are errors, a missing one is None, junk is no ELF.
-        assert!(parse_stamp(b"svc-release-stamp/1 binary_name=a version=1\0\0").is_err());
+        assert_eq!(
+            parse_stamp(b"svc-release-stamp/1 binary_name=a version=1\0\0"),
+            Err(StampError::NotAStamp)
+        );
         assert!(parse_stamp(b"other binary_name=a version=1 target=t").is_err());
         assert!(
             parse_stamp(b"svc-release-stamp/1 binary_name=a version=1 version=2 target=t").is_err()

@@ -70,6 +70,7 @@ mod state_dirs;
 mod state_files;
 mod stick_authority;
 mod supervisor;
+mod swu_faults;
 mod syscfg;
 mod update_agent;
 mod update_bench;
