@@ -72,6 +72,15 @@ done
 if out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
 	ok "systemd-analyze verify dist/svc-agent.service + the data-partition drop-in"
 else bad "systemd-analyze verify with the data-partition drop-in: $out"; fi
+# The hawkBit drop-in as the image's step writes it (dist/svc-agent-hawkbit-image.sh, the
+# Yocto class and the Buildroot package run it), beside the data-partition one.
+mkdir -p "$D/etc" "$D/bin"
+printf 'check-token\n' >"$T/hawkbit.token"
+if SVC_HAWKBIT_URL=https://hawkbit.example.com SVC_HAWKBIT_TENANT=DEFAULT SVC_HAWKBIT_TOKEN_FILE="$T/hawkbit.token" \
+	sh dist/svc-agent-hawkbit-image.sh "$D" /usr/lib/systemd/system /data/svc SVC_HAWKBIT_ >/dev/null &&
+	cp /bin/sh "$D/bin/sh" && out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
+	ok "systemd-analyze verify dist/svc-agent.service + the data-partition and hawkBit drop-ins"
+else bad "systemd-analyze verify with the hawkBit drop-in: $out"; fi
 if grep -q '@[A-Z_]*@' "$D/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf"; then
 	bad "the data-partition drop-in keeps a placeholder after filling in"
 else ok "the data-partition drop-in's placeholders are all filled in"; fi
@@ -140,6 +149,17 @@ R="$T/footprint"
 if target/x86_64-unknown-linux-musl/dist/svc-agent install --root "$R" >/dev/null 2>&1; then
 	ok "installed footprint: $(du -sb "$R" | cut -f1) B in $(find "$R" -type f | wc -l) files"
 else bad "svc-agent install --root (footprint)"; fi
+
+# 8. install.sh with the hawkBit variables (spec §4 shape) on this host, in a temporary root:
+#    the token file 0600, the config written, the token nowhere else.
+if [ -x target/x86_64-unknown-linux-musl/dist/svc-agent ]; then
+	out=$(sh scripts/lib/check-install-hawkbit.sh target/x86_64-unknown-linux-musl/dist/svc-agent)
+	rc=$?
+	echo "$out"
+	PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+	FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+	[ "$rc" -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "scripts/lib/check-install-hawkbit.sh exited $rc"
+else bad "install.sh with SVC_HAWKBIT_*: no static x86_64 svc-agent to install"; fi
 
 echo "packaging: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
