@@ -150,16 +150,20 @@ if target/x86_64-unknown-linux-musl/dist/svc-agent install --root "$R" >/dev/nul
 	ok "installed footprint: $(du -sb "$R" | cut -f1) B in $(find "$R" -type f | wc -l) files"
 else bad "svc-agent install --root (footprint)"; fi
 
-# 8. install.sh with the hawkBit variables (spec §4 shape) on this host, in a temporary root:
-#    the token file 0600, the config written, the token nowhere else.
-if [ -x target/x86_64-unknown-linux-musl/dist/svc-agent ]; then
-	out=$(sh scripts/lib/check-install-hawkbit.sh target/x86_64-unknown-linux-musl/dist/svc-agent)
-	rc=$?
-	echo "$out"
-	PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
-	FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
-	[ "$rc" -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "scripts/lib/check-install-hawkbit.sh exited $rc"
-else bad "install.sh with SVC_HAWKBIT_*: no static x86_64 svc-agent to install"; fi
+# 8. hawkBit without a hand-written file, with the static x86_64 agent: install.sh with the
+#    hawkBit variables (spec §4 shape) on this host in a temporary root (the token file 0600,
+#    the config written, the token nowhere else), and the drop-in an image gets, run as
+#    systemd runs it (joins once, then keeps the fleet's config).
+for c in check-install-hawkbit check-hawkbit-dropin; do
+	if [ -x target/x86_64-unknown-linux-musl/dist/svc-agent ]; then
+		out=$(sh "scripts/lib/$c.sh" target/x86_64-unknown-linux-musl/dist/svc-agent)
+		rc=$?
+		echo "$out"
+		PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+		FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+		[ "$rc" -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "scripts/lib/$c.sh exited $rc"
+	else bad "scripts/lib/$c.sh: no static x86_64 svc-agent"; fi
+done
 
 echo "packaging: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
