@@ -3,7 +3,8 @@
 # oelint-adv on the Yocto layer, the Yocto crates list against Cargo.lock, Buildroot's
 # coding style, both static musl builds (scripts/build-static.sh) with ELF checks (both
 # static-pie), the size budget, the aarch64 binary and the library tests under
-# qemu-aarch64-static, and the installed footprint. Prints "packaging: N passed, M failed";
+# qemu-aarch64-static, the installed footprint, and install.sh and an image's drop-in joining
+# a hawkBit fleet (scripts/lib/check-install-hawkbit.sh, check-hawkbit-dropin.sh). Prints "packaging: N passed, M failed";
 # exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
