@@ -4,8 +4,8 @@
 # coding style, both static musl builds (scripts/build-static.sh) with ELF checks (both
 # static-pie), the size budget, the aarch64 binary and the library tests under
 # qemu-aarch64-static, the installed footprint, and install.sh and an image's drop-in joining
-# a hawkBit fleet (scripts/lib/check-install-hawkbit.sh, check-hawkbit-dropin.sh). Prints "packaging: N passed, M failed";
-# exit 1 when anything failed.
+# a hawkBit fleet (scripts/lib/check-install-hawkbit.sh, check-hawkbit-dropin.sh). Prints
+# "packaging: N passed, M failed"; exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/lib/toolchain.sh
