@@ -24,6 +24,7 @@ trap cleanup EXIT
 mkdir -p "$T/rel"
 cp "$agent" "$T/rel/svc-agent-$(uname -m)"
 (cd "$T/rel" && sha256sum "svc-agent-$(uname -m)" >"svc-agent-$(uname -m).sha256")
+: >"$T/http.log" # made here: the server's own redirection happens in the child, later
 python3 -u -m http.server --bind 127.0.0.1 --directory "$T/rel" 0 >"$T/http.log" 2>&1 &
 srv=$!
 # Wait for the server's line with its port (a deadline, not a sleep that hopes).
