@@ -252,7 +252,7 @@ yocto_image() {
 	# The class's step as BitBake expands it (its exports and its function), run as the
 	# image's do_rootfs runs it under pseudo (here: as root), on empty root file systems.
 	rootfs=$(sed -n 's/^IMAGE_ROOTFS="\(.*\)"/\1/p' "$envi")
-	unitdir=$(sed -n 's/^systemd_system_unitdir="\(.*\)"/\1/p' "$envi")
+	unitdir=$(sed -n 's/^\(export \)\{0,1\}systemd_system_unitdir="\(.*\)"/\2/p' "$envi")
 	step=$I/step.sh
 	{
 		grep '^export SVC_HAWKBIT_' "$envi"
