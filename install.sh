@@ -29,8 +29,16 @@ PUBLISHED_RELEASE_URL=""
 
 RELEASE_URL="${SVC_RELEASE_URL:-$PUBLISHED_RELEASE_URL}"
 APP_ADDRESS="${SVC_APP_ADDRESS:-$PUBLISHED_APP_ADDRESS}"
-CREDS="${SVC_CREDENTIALS_PATH:-/etc/svc.json}"
-AGENT=/opt/svc/bin/svc-agent
+# SVC_INSTALL_ROOT=DIR (checks and sandboxes, not devices): every path under DIR, the agent's
+# own `--root DIR`; systemd is then left alone (the agent enables its unit only at /).
+ROOT="${SVC_INSTALL_ROOT:-}"
+ROOT_ARGS=""
+[ -z "$ROOT" ] || ROOT_ARGS="--root $ROOT"
+case "$ROOT" in
+*[!A-Za-z0-9._/-]*) echo "install.sh: error: SVC_INSTALL_ROOT must be a plain path" >&2 && exit 1 ;;
+esac
+CREDS="${SVC_CREDENTIALS_PATH:-$ROOT/etc/svc.json}"
+AGENT=$ROOT/opt/svc/bin/svc-agent
 
 die() { echo "install.sh: error: $*" >&2; exit 1; }
 info() { echo "install.sh: $*" >&2; }
@@ -45,10 +53,11 @@ json_escape() {
 
 uninstall() {
 	if [ -x "$AGENT" ]; then
-		"$AGENT" uninstall --purge || die "svc-agent uninstall failed"
+		# shellcheck disable=SC2086 # ROOT_ARGS: none, or --root and a plain path
+		"$AGENT" uninstall --purge $ROOT_ARGS || die "svc-agent uninstall failed"
 	fi
-	rm -f "$CREDS" /etc/systemd/system/svc-agent.service
-	rm -rf /opt/svc
+	rm -f "$CREDS" "$ROOT/etc/systemd/system/svc-agent.service"
+	rm -rf "$ROOT/opt/svc"
 	info "svc-agent removed"
 }
 
@@ -158,7 +167,8 @@ esac
 
 if [ "$hb" = 3 ]; then
 	# Before the service starts, so that its first poll goes to the fleet's server.
-	printf '%s\n' "$SVC_HAWKBIT_TOKEN" | "$TMP/svc-agent" hawkbit join \
+	# shellcheck disable=SC2086 # ROOT_ARGS: none, or --root and a plain path
+	printf '%s\n' "$SVC_HAWKBIT_TOKEN" | "$TMP/svc-agent" hawkbit join $ROOT_ARGS \
 		--url "$SVC_HAWKBIT_URL" --tenant "$SVC_HAWKBIT_TENANT" \
 		--controller-id "${SVC_HAWKBIT_CONTROLLER_ID:-@machine-id}" \
 		--auth "${SVC_HAWKBIT_AUTH:-target-token}" --token-file - ||
@@ -166,5 +176,6 @@ if [ "$hb" = 3 ]; then
 	unset SVC_HAWKBIT_TOKEN
 fi
 
-"$TMP/svc-agent" install || die "svc-agent install failed"
+# shellcheck disable=SC2086 # ROOT_ARGS: none, or --root and a plain path
+"$TMP/svc-agent" install $ROOT_ARGS || die "svc-agent install failed"
 info "svc-agent installed; logs: journalctl -u svc-agent"

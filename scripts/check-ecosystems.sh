@@ -167,6 +167,7 @@ EOF
 		fi
 	done
 	yocto_recipe_checks "$Y"
+	[ "$parsed" = yes ] && yocto_image "$Y"
 
 	# yocto-check-layer's checks that need neither a network nor a world build.
 	if out=$(bbrun env CHECK_LAYER_PARSED="$parsed" "$PY" "$REPO/scripts/lib/check-layer-offline.py" "$OE" "$Y/meta-svc" 2>&1); then
@@ -188,6 +189,121 @@ EOF
 	else bad "oelint-adv $OELINT_VERSION, default rule set"; fi
 }
 
+# fragment FILE NAME: the fenced block after `<!-- fragment: NAME -->` in FILE.
+fragment() {
+	awk -v m="<!-- fragment: $2 -->" '$0 == m { f = 1; next } f && /^```/ { if (n++) exit; next } f && n { print }' "$1"
+}
+
+# yocto_image Y: a second build on the same oe-core, with meta-rauc and the README's `rauc`
+# and `hawkbit` fragments in its local.conf (as a vendor's image build would have them):
+# parsed clean, what BitBake makes of the image and of rauc, and the svc-hawkbit class's step
+# as BitBake expands it, run on empty root file systems. Its own TMPDIR keeps its parse cache
+# between runs like the first build's.
+yocto_image() {
+	local Y=$1 I=$1/build-image RAUC tok t envi rootfs step out start readme frauc fhb unitdir drop
+	[ -n "$Y" ] || return 1
+	RAUC=$(unpack meta-rauc) || { bad "unpacking the meta-rauc snapshot"; return; }
+	chmod -R a+rX "$W/src"
+	readme=$Y/meta-svc/README.md
+	frauc=$(fragment "$readme" rauc) && fhb=$(fragment "$readme" hawkbit)
+	[ -n "$frauc" ] && [ -n "$fhb" ] || { bad "meta-svc/README.md has no rauc or hawkbit fragment"; return; }
+	# A token nobody could guess, 0600 outside every layer, as a vendor keeps it.
+	tok=$W/yocto-secret/hawkbit.token
+	t="svc-eco-hawkbit-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+	rm -rf "$W/yocto-secret" && mkdir -m 0700 "$W/yocto-secret" && (umask 077 && printf '%s\n' "$t" >"$tok")
+	mkdir -p "$I/conf"
+	printf 'BBPATH = "${TOPDIR}"\nBBFILES ?= ""\nBBLAYERS ?= "%s %s %s"\n' "$OE/meta" "$RAUC" "$Y/meta-svc" >"$I/conf/bblayers.conf"
+	{
+		sed "s#^TMPDIR = .*#TMPDIR = \"$I/tmp\"#; s#^SSTATE_DIR = .*#SSTATE_DIR = \"$I/sstate\"#" "$Y/build/conf/local.conf"
+		echo "$frauc"
+		echo "$fhb" | sed "s#^SVC_HAWKBIT_TOKEN_FILE = .*#SVC_HAWKBIT_TOKEN_FILE = \"$tok\"#"
+	} >"$I/conf/local.conf"
+	chown -R "$BBUSER:" "$I"
+	bbimg() { as_user bash -c 'cd "$1" && shift && export BITBAKEDIR="$1" && shift && . ./oe-init-build-env "$1" >/dev/null && shift && "$@"' \
+		bbimg "$OE" "$BB" "$I" "$@"; }
+	start=$SECONDS
+	if bbimg bitbake -p >"$I/parse.log" 2>&1 && ! grep -qE '^ERROR|has not been enabled in your DISTRO_FEATURES|meta-svc' "$I/parse.log"; then
+		ok "bitbake -p with meta-rauc, meta-svc and the README's rauc and hawkbit fragments, offline ($((SECONDS - start)) s)"
+	else
+		grep -E 'ERROR|WARNING|meta-svc' "$I/parse.log" | head -n 15
+		bad "bitbake -p with meta-rauc, meta-svc and the README's rauc and hawkbit fragments"
+		return
+	fi
+	envi=$I/env-image.txt
+	if bbimg bitbake -e core-image-minimal >"$envi" 2>&1 && bbimg bitbake -e rauc >"$I/env-rauc.txt" 2>&1; then
+		ok "bitbake -e core-image-minimal and rauc (meta-rauc)"
+	else
+		grep ERROR "$envi" "$I/env-rauc.txt" | head -n 10
+		bad "bitbake -e core-image-minimal or rauc with meta-rauc"
+		return
+	fi
+	if env_has "$envi" IMAGE_INSTALL rauc && env_has "$envi" IMAGE_INSTALL svc-agent-bin && env_has "$envi" DISTRO_FEATURES rauc &&
+		env_has "$envi" BAD_RECOMMENDATIONS rauc-mark-good; then
+		ok "rauc: the image installs rauc and the agent, DISTRO_FEATURES has rauc, rauc-mark-good is kept out"
+	else bad "rauc: the image lacks rauc or svc-agent-bin in IMAGE_INSTALL, rauc in DISTRO_FEATURES or rauc-mark-good in BAD_RECOMMENDATIONS"; fi
+	if env_has "$I/env-rauc.txt" PACKAGECONFIG service && env_has "$I/env-rauc.txt" RDEPENDS:rauc rauc-service &&
+		sed -n 's/^FILES:rauc-service="\(.*\)"/\1/p' "$I/env-rauc.txt" | grep -q 'dbus-1/system.d/de.pengutronix.rauc.conf'; then
+		ok "rauc: the rauc package brings rauc-service, with RAUC's D-Bus policy de.pengutronix.rauc.conf"
+	else bad "rauc: rauc does not bring rauc-service with the D-Bus policy (PACKAGECONFIG service)"; fi
+	if env_has "$envi" ROOTFS_POSTPROCESS_COMMAND svc_hawkbit_rootfs; then
+		ok "hawkbit: the svc-hawkbit class adds its step to the image's ROOTFS_POSTPROCESS_COMMAND"
+	else bad "hawkbit: svc_hawkbit_rootfs is not in the image's ROOTFS_POSTPROCESS_COMMAND"; fi
+
+	# The class's step as BitBake expands it (its exports and its function), run as the
+	# image's do_rootfs runs it under pseudo (here: as root), on empty root file systems.
+	rootfs=$(sed -n 's/^IMAGE_ROOTFS="\(.*\)"/\1/p' "$envi")
+	unitdir=$(sed -n 's/^\(export \)\{0,1\}systemd_system_unitdir="\(.*\)"/\2/p' "$envi")
+	step=$I/step.sh
+	{
+		grep '^export SVC_HAWKBIT_' "$envi"
+		awk '/^svc_hawkbit_rootfs\(\) \{/ { f = 1 } f { print } f && /^\}/ { exit }' "$envi"
+	} >"$step"
+	if [ -z "$rootfs" ] || ! grep -q '^svc_hawkbit_rootfs() {' "$step"; then
+		bad "hawkbit: no IMAGE_ROOTFS or svc_hawkbit_rootfs function in bitbake -e"
+		return
+	fi
+	out=$(image_step "$step" "$rootfs" "$I/rootfs-none" SVC_HAWKBIT_URL= SVC_HAWKBIT_TENANT= SVC_HAWKBIT_TOKEN_FILE=)
+	if [ -z "$(find "$I/rootfs-none" -mindepth 1 | head -n1)" ]; then
+		ok "hawkbit: without the settings the class's step writes nothing"
+	else bad "hawkbit: without the settings the class's step wrote $(find "$I/rootfs-none" -mindepth 1 | head -n3)"; fi
+	out=$(image_step "$step" "$rootfs" "$I/rootfs-partial" SVC_HAWKBIT_TOKEN_FILE=)
+	if echo "$out" | grep -q 'SVC_HAWKBIT_URL, SVC_HAWKBIT_TENANT and SVC_HAWKBIT_TOKEN_FILE go together: 2 of 3' &&
+		[ -z "$(find "$I/rootfs-partial" -mindepth 1 | head -n1)" ]; then
+		ok "hawkbit: a partial set is refused by name, nothing written"
+	else
+		echo "$out" | tail -n 3
+		bad "hawkbit: a partial set of settings is not refused by name"
+	fi
+	out=$(image_step "$step" "$rootfs" "$I/rootfs-full")
+	echo "$out" >"$I/step-full.log"
+	drop=$I/rootfs-full$unitdir/svc-agent.service.d/hawkbit.conf
+	if [ "$(stat -c '%a %u' "$I/rootfs-full/etc/svc-hawkbit.token" 2>/dev/null)" = "600 0" ] &&
+		cmp -s "$tok" "$I/rootfs-full/etc/svc-hawkbit.token" &&
+		grep -q "hawkbit join --url https://hawkbit.example.com --tenant DEFAULT --controller-id @machine-id --auth gateway-token --token-file /etc/svc-hawkbit.token" "$drop"; then
+		ok "hawkbit: the image gets /etc/svc-hawkbit.token (0600, root's) and the drop-in that joins the README's fleet"
+	else
+		echo "$out" | tail -n 3
+		bad "hawkbit: the image lacks the 0600 token or the filled-in drop-in"
+	fi
+	hawkbit_leaks "$t" "$I/rootfs-full" "$I/parse.log" "$envi" "$I/env-rauc.txt" "$I/step-full.log"
+	rm -rf "$W/yocto-secret" "$I/rootfs-none" "$I/rootfs-partial" "$I/rootfs-full"
+}
+
+# env_has ENV_FILE VAR WORD: bitbake -e's VAR holds WORD.
+env_has() { sed -n "s/^$2=\"\(.*\)\"/\1/p" "$1" | tr ' ' '\n' | grep -qx -- "$3"; }
+
+# image_step STEP ROOTFS DIR SETTINGS...: the expanded step with ROOTFS moved to a fresh DIR,
+# the settings (NAME=VALUE) exported after BitBake's; prints its output.
+image_step() {
+	local step=$1 rootfs=$2 dir=$3
+	shift 3
+	rm -rf "$dir" && mkdir -p "$dir"
+	sed "s#$rootfs#$dir#g" "$step" >"$dir.sh"
+	# shellcheck disable=SC1090 # the step is made above
+	(. "$dir.sh" && for a in "$@"; do export "${a?}"; done && svc_hawkbit_rootfs) 2>&1
+	rm -f "$dir.sh"
+}
+
 # Checks of what BitBake made of each recipe (bitbake -e output) and of the layer's files.
 yocto_recipe_checks() {
 	local Y=$1 f e
@@ -195,7 +311,7 @@ yocto_recipe_checks() {
 	if grep -rnE 'FILESEXTRAPATHS|(THISDIR|LAYERDIR)\}/\.\.' "$REPO/meta-svc/recipes-"* "$REPO/meta-svc/conf"; then
 		bad "meta-svc reaches outside itself (../, FILESEXTRAPATHS)"
 	else ok "meta-svc is self-contained"; fi
-	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in; do
+	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in svc-agent-hawkbit-image.sh; do
 		e=$(find "$REPO/meta-svc" -name "$f" | head -n1)
 		if [ -n "$e" ] && cmp -s "$e" "$REPO/dist/$f"; then
 			ok "meta-svc's $f is identical to dist/$f"
@@ -297,7 +413,7 @@ buildroot() {
 	if (cd "$EXT" && find . -type f ! -name '*.md' | sed 's#^\./##' | xargs "$PY" "$BR/utils/check-package" -b); then
 		ok "utils/check-package -b buildroot-package"
 	else bad "utils/check-package -b buildroot-package"; fi
-	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in; do
+	for f in svc-agent.service svc-defaults.json svc-agent-data-partition.conf.in svc-agent-hawkbit-image.sh; do
 		if cmp -s "$EXT/package/svc-agent/$f" "$REPO/dist/$f"; then ok "buildroot-package's $f is identical to dist/$f"; else bad "buildroot-package has no copy of dist/$f identical to it"; fi
 	done
 	if grep -rnE '_PATH\)/\.\.|TOPDIR\)/\.\.|/dist/' "$EXT/package" "$EXT/external.mk"; then
@@ -332,7 +448,11 @@ buildroot() {
 			tail -n 5 "$BRW/prebuilt-legal.log"
 			bad "prebuilt route declares no licence file (legal-info)"
 		fi
+		br_hawkbit "$rel" "$ext_rel"
 	fi
+	# RAUC beside the agent (README "OS images through the agent"): the pairing survives
+	# olddefconfig (br_config checks every option of both fragments).
+	br_config prebuilt rauc || :
 
 	# --- from source: the pinned commit, vendored by Buildroot's cargo download
 	# post-process into the tarball, with the CARGO_HOME Buildroot uses (DL_DIR/br-cargo-home).
@@ -395,6 +515,75 @@ buildroot() {
 		else bad "from source: no vendored tarball in DL_DIR"; fi
 		br_data_partition "$pv"
 	fi
+}
+
+# br_hawkbit REL EXT_REL: the prebuilt route with the README's hawkbit fragment, installed
+# into the target three times by Buildroot's own install step (the stand-in release of
+# REL, the hashes of EXT_REL): without the hawkBit options, with a partial set, with all.
+br_hawkbit() {
+	local rel=$1 ext_rel=$2 out=$BRW/out-prebuilt-hawkbit tok=$BRW/hawkbit-secret/hawkbit.token t deps vars log
+	br_config prebuilt hawkbit || return
+	sed -i "s#^BR2_PRIMARY_SITE=.*##" "$out/.config"
+	printf 'BR2_PRIMARY_SITE="file://%s"\nBR2_PRIMARY_SITE_ONLY=y\n' "$rel" >>"$out/.config"
+	# A token nobody could guess, in a 0600 file outside the tree, as a vendor keeps it.
+	t="svc-eco-hawkbit-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+	rm -rf "${tok%/*}" && mkdir -m 0700 "${tok%/*}" && (umask 077 && printf '%s\n' "$t" >"$tok")
+	sed -i "s#^BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE=.*#BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE=\"$tok\"#" "$out/.config"
+	EXT=$ext_rel br_make "$out" olddefconfig >/dev/null 2>&1 || { bad "hawkbit: make olddefconfig"; return; }
+	vars=$(EXT=$ext_rel br_make "$out" printvars VARS='SVC_AGENT_FINAL_%DEPENDENCIES SVC_AGENT_PERMISSIONS' QUOTED_VARS=YES 2>/dev/null)
+	deps=$(echo "$vars" | sed -n "s/^SVC_AGENT_FINAL_[A-Z_]*DEPENDENCIES='\(.*\)'/\1/p" | tr ' ' '\n' | sort -u | sed '/^$/d; s/^/-o /' | tr '\n' ' ')
+	if echo "$vars" | grep -A2 '^SVC_AGENT_PERMISSIONS=' | grep -q '/etc/svc-hawkbit.token f 600 0 0'; then
+		ok "hawkbit: the permissions table makes /etc/svc-hawkbit.token 0600 root's"
+	else bad "hawkbit: no 0600 root line for /etc/svc-hawkbit.token in SVC_AGENT_PERMISSIONS"; fi
+	# install_step LOG MAKE-ARGS...: a fresh install step of the package.
+	install_step() {
+		local log=$1
+		shift
+		rm -rf "$out/target/etc/svc-hawkbit.token" "$out/target/usr/lib/systemd/system/svc-agent.service.d" \
+			"$out/build/svc-agent-"*/.stamp_target_installed "$out/build/svc-agent-"*/.stamp_installed
+		# shellcheck disable=SC2086 # -o NAME pairs
+		EXT=$ext_rel br_make "$out" DL_DIR="$dl" BR2_PACKAGE_SVC_AGENT_DEFAULTS_FILE= BR2_PACKAGE_SVC_AGENT_SIGNING_KEY_FILE= \
+			$deps "$@" svc-agent-install-target >"$log" 2>&1
+	}
+	local target=$out/target drop=$out/target/usr/lib/systemd/system/svc-agent.service.d/hawkbit.conf
+	if install_step "$BRW/hb-none.log" BR2_PACKAGE_SVC_AGENT_HAWKBIT_URL= BR2_PACKAGE_SVC_AGENT_HAWKBIT_TENANT= \
+		BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE= && [ -x "$target/opt/svc/bin/svc-agent" ] &&
+		[ ! -e "$target/etc/svc-hawkbit.token" ] && [ ! -e "$drop" ]; then
+		ok "hawkbit: without its options the image has no token and no drop-in"
+	else
+		tail -n 5 "$BRW/hb-none.log"
+		bad "hawkbit: without its options the install differs"
+	fi
+	if ! install_step "$BRW/hb-partial.log" BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE= &&
+		grep -q 'BR2_PACKAGE_SVC_AGENT_HAWKBIT_URL, BR2_PACKAGE_SVC_AGENT_HAWKBIT_TENANT and BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE go together: 2 of 3' "$BRW/hb-partial.log" &&
+		[ ! -e "$target/etc/svc-hawkbit.token" ] && [ ! -e "$drop" ]; then
+		ok "hawkbit: a partial set fails the build, naming the options, nothing written"
+	else
+		tail -n 5 "$BRW/hb-partial.log"
+		bad "hawkbit: a partial set of options is not refused by name"
+	fi
+	log=$BRW/hb-full.log
+	if install_step "$log" && [ "$(stat -c %a "$target/etc/svc-hawkbit.token" 2>/dev/null)" = 600 ] &&
+		cmp -s "$tok" "$target/etc/svc-hawkbit.token" &&
+		grep -q "hawkbit join --url https://hawkbit.example.com --tenant DEFAULT --controller-id @machine-id --auth gateway-token --token-file /etc/svc-hawkbit.token" "$drop"; then
+		ok "hawkbit: the image has the token (0600) and the drop-in that joins the README's fleet"
+	else
+		tail -n 5 "$log"
+		bad "hawkbit: the image lacks the 0600 token or the filled-in drop-in"
+	fi
+	hawkbit_leaks "$t" "$target" "$log" "$out/.config"
+	rm -rf "${tok%/*}"
+}
+
+# hawkbit_leaks TOKEN ROOT FILE...: the token in no file of ROOT others may read (the token
+# file itself is 0600), nor in any of the FILEs (build logs, configurations).
+hawkbit_leaks() {
+	local t=$1 root=$2 leak
+	shift 2
+	leak=$(find "$root" -type f -perm -o=r -print0 | xargs -0r grep -lF -- "$t" 2>/dev/null | head -n 3)
+	if [ -z "$leak" ]; then ok "hawkbit: the token is in no file of the image others may read"; else bad "hawkbit: the token is in world-readable $leak"; fi
+	leak=$(grep -lF -- "$t" "$@" 2>/dev/null | head -n 3)
+	if [ -z "$leak" ]; then ok "hawkbit: the token is not in the build's output or configuration"; else bad "hawkbit: the token is in $leak"; fi
 }
 
 # br_data_partition PV: the from-source route with the README's data-partition fragment

@@ -3,8 +3,9 @@
 # oelint-adv on the Yocto layer, the Yocto crates list against Cargo.lock, Buildroot's
 # coding style, both static musl builds (scripts/build-static.sh) with ELF checks (both
 # static-pie), the size budget, the aarch64 binary and the library tests under
-# qemu-aarch64-static, and the installed footprint. Prints "packaging: N passed, M failed";
-# exit 1 when anything failed.
+# qemu-aarch64-static, the installed footprint, and install.sh and an image's drop-in joining
+# a hawkBit fleet (scripts/lib/check-install-hawkbit.sh, check-hawkbit-dropin.sh). Prints
+# "packaging: N passed, M failed"; exit 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/lib/toolchain.sh
@@ -72,6 +73,15 @@ done
 if out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
 	ok "systemd-analyze verify dist/svc-agent.service + the data-partition drop-in"
 else bad "systemd-analyze verify with the data-partition drop-in: $out"; fi
+# The hawkBit drop-in as the image's step writes it (dist/svc-agent-hawkbit-image.sh, the
+# Yocto class and the Buildroot package run it), beside the data-partition one.
+mkdir -p "$D/etc" "$D/bin"
+printf 'check-token\n' >"$T/hawkbit.token"
+if SVC_HAWKBIT_URL=https://hawkbit.example.com SVC_HAWKBIT_TENANT=DEFAULT SVC_HAWKBIT_TOKEN_FILE="$T/hawkbit.token" \
+	sh dist/svc-agent-hawkbit-image.sh "$D" /usr/lib/systemd/system /data/svc SVC_HAWKBIT_ >/dev/null &&
+	cp /bin/sh "$D/bin/sh" && out=$(systemd-analyze verify --root="$D" svc-agent.service 2>&1) && [ -z "$out" ]; then
+	ok "systemd-analyze verify dist/svc-agent.service + the data-partition and hawkBit drop-ins"
+else bad "systemd-analyze verify with the hawkBit drop-in: $out"; fi
 if grep -q '@[A-Z_]*@' "$D/usr/lib/systemd/system/svc-agent.service.d/data-partition.conf"; then
 	bad "the data-partition drop-in keeps a placeholder after filling in"
 else ok "the data-partition drop-in's placeholders are all filled in"; fi
@@ -140,6 +150,21 @@ R="$T/footprint"
 if target/x86_64-unknown-linux-musl/dist/svc-agent install --root "$R" >/dev/null 2>&1; then
 	ok "installed footprint: $(du -sb "$R" | cut -f1) B in $(find "$R" -type f | wc -l) files"
 else bad "svc-agent install --root (footprint)"; fi
+
+# 8. hawkBit without a hand-written file, with the static x86_64 agent: install.sh with the
+#    hawkBit variables (spec §4 shape) on this host in a temporary root (the token file 0600,
+#    the config written, the token nowhere else), and the drop-in an image gets, run as
+#    systemd runs it (joins once, then keeps the fleet's config).
+for c in check-install-hawkbit check-hawkbit-dropin; do
+	if [ -x target/x86_64-unknown-linux-musl/dist/svc-agent ]; then
+		out=$(sh "scripts/lib/$c.sh" target/x86_64-unknown-linux-musl/dist/svc-agent)
+		rc=$?
+		echo "$out"
+		PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+		FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+		[ "$rc" -eq 0 ] || echo "$out" | grep -q '^FAIL ' || bad "scripts/lib/$c.sh exited $rc"
+	else bad "scripts/lib/$c.sh: no static x86_64 svc-agent"; fi
+done
 
 echo "packaging: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -90,6 +90,32 @@ define SVC_AGENT_INSTALL_TARGET_CMDS
 	$(if $(SVC_AGENT_SIGNING_KEY),$(INSTALL) -D -m 0644 $(SVC_AGENT_SIGNING_KEY) $(TARGET_DIR)/etc/svc-signing.pub)
 endef
 
+# A hawkBit fleet (README "hawkBit fleets"): the token file (0600, root's: the permissions
+# table below) and a unit drop-in that joins at the first start, by the script the Yocto layer
+# shares (a copy of the project's dist/svc-agent-hawkbit-image.sh). It checks the settings
+# and refuses a partial set, naming the option. The values reach it in its environment,
+# quoted for the shell; the token is copied, never printed.
+svc-agent-shq = '$(subst ','\'',$(call qstrip,$(1)))'
+SVC_AGENT_HAWKBIT_ENV = \
+	SVC_HAWKBIT_URL=$(call svc-agent-shq,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_URL)) \
+	SVC_HAWKBIT_TENANT=$(call svc-agent-shq,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_TENANT)) \
+	SVC_HAWKBIT_CONTROLLER_ID=$(call svc-agent-shq,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_CONTROLLER_ID)) \
+	SVC_HAWKBIT_AUTH=$(call svc-agent-shq,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_AUTH)) \
+	SVC_HAWKBIT_AUTO_CONFIRM=$(if $(BR2_PACKAGE_SVC_AGENT_HAWKBIT_AUTO_CONFIRM),1) \
+	SVC_HAWKBIT_TOKEN_FILE=$(call svc-agent-shq,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE))
+
+define SVC_AGENT_INSTALL_HAWKBIT
+	$(SVC_AGENT_HAWKBIT_ENV) sh $(SVC_AGENT_PKGDIR)/svc-agent-hawkbit-image.sh \
+		$(TARGET_DIR) /usr/lib/systemd/system $(SVC_AGENT_STATE_DIR) BR2_PACKAGE_SVC_AGENT_HAWKBIT_
+endef
+SVC_AGENT_POST_INSTALL_TARGET_HOOKS += SVC_AGENT_INSTALL_HAWKBIT
+
+ifneq ($(call qstrip,$(BR2_PACKAGE_SVC_AGENT_HAWKBIT_TOKEN_FILE)),)
+define SVC_AGENT_PERMISSIONS
+	/etc/svc-hawkbit.token f 600 0 0 - - - - -
+endef
+endif
+
 # Enabled by Buildroot's `systemctl preset-all` (the unit has WantedBy=multi-user.target).
 define SVC_AGENT_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(SVC_AGENT_PKGDIR)/svc-agent.service \
