@@ -128,6 +128,20 @@ impl Rauc {
             .method_timeout(CALL_TIMEOUT)
             .build()
             .map_err(unavailable)?;
+        // An image may leave rauc.service to D-Bus activation: ask for it to be started, once
+        // per run (an activation that hangs holds the call up to the bus's own timeout; a name
+        // already owned or not activatable answers at once, and the owner query below says
+        // what is wrong).
+        static ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !ASKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = conn.call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "StartServiceByName",
+                &(SERVICE, 0u32),
+            );
+        }
         let owner = conn
             .call_method(
                 Some("org.freedesktop.DBus"),

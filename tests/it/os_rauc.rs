@@ -221,9 +221,27 @@ impl Drop for Bus {
     }
 }
 
-fn private_bus() -> (Bus, String) {
-    let mut child = Command::new("dbus-daemon")
-        .args(["--session", "--nofork", "--print-address=1"])
+/// A private bus; `services`: a folder of D-Bus activation files it may start from.
+fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
+    let mut cmd = Command::new("dbus-daemon");
+    match services {
+        None => cmd.args(["--session", "--nofork", "--print-address=1"]),
+        Some(dir) => {
+            let conf = dir.join("bus.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "<busconfig><include>/usr/share/dbus-1/session.conf</include>\
+                     <servicedir>{}</servicedir></busconfig>",
+                    dir.display()
+                ),
+            )
+            .unwrap();
+            cmd.arg(format!("--config-file={}", conf.display()))
+                .args(["--nofork", "--print-address=1"])
+        }
+    };
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -249,7 +267,10 @@ struct Machine {
 
 impl Machine {
     fn new(name: &str, with_rauc: bool) -> Machine {
-        let (bus, addr) = private_bus();
+        Machine::on_bus(name, with_rauc, private_bus(None))
+    }
+
+    fn on_bus(name: &str, with_rauc: bool, (bus, addr): (Bus, String)) -> Machine {
         let fake = Arc::new(Mutex::new(Fake {
             versions: [Some("1.0".into()), None],
             operation: "idle".into(),
@@ -727,6 +748,34 @@ fn rauc_missing_or_failing_is_reported_and_the_old_slot_kept() {
     assert_eq!((f.booted, f.primary), (0, 0));
     drop(f);
     assert_eq!(m.reboots(), 0);
+}
+
+/// An image that leaves rauc.service to D-Bus activation: the agent asks the bus to start
+/// RAUC (its activation file runs), instead of waiting for a name nobody will take.
+#[test]
+fn rauc_left_to_dbus_activation_is_started_by_the_agent() {
+    let services =
+        std::env::temp_dir().join(format!("svc-test-os-activation-bus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&services);
+    std::fs::create_dir_all(&services).unwrap();
+    let started = services.join("started");
+    std::fs::write(
+        services.join("de.pengutronix.rauc.service"),
+        format!(
+            "[D-BUS Service]\nName=de.pengutronix.rauc\nExec=/bin/sh -c 'echo started >> {}'\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    let mut m = Machine::on_bus("os-activation", false, private_bus(Some(&services)));
+    let b = good("2.0");
+    m.offer("2.0", &b, &b, None);
+    m.start(&[]);
+    wait_for("the bus to start RAUC for the agent", 60, || {
+        started.exists()
+    });
+    drop(m);
+    let _ = std::fs::remove_dir_all(&services);
 }
 
 fn release(args: &[&str]) -> std::process::Output {
