@@ -24,6 +24,7 @@ use crate::paths::Paths;
 
 pub(crate) mod activate;
 pub mod cache;
+pub mod delta;
 pub(crate) mod download;
 pub(crate) mod record;
 pub mod rollback;
