@@ -19,6 +19,12 @@ use miniz_oxide::inflate::stream::{inflate, InflateState};
 use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 use sha2::{Digest, Sha256};
 
+use super::download::{self, DownloadOptions, Fetched};
+use super::{io_err, Artifact, UpdateError, SUB};
+use crate::paths::Paths;
+use crate::protocol::Delta;
+use std::path::PathBuf;
+
 /// The first bytes of every delta.
 pub const MAGIC: &[u8; 8] = b"SVCDLT01";
 
@@ -198,7 +204,11 @@ impl Patcher<'_> {
         // bsdiff's sign-and-magnitude offset.
         let raw = u64::from_le_bytes(word(2));
         let magnitude = (raw & !(1 << 63)) as i64;
-        self.seek = if raw >> 63 == 1 { -magnitude } else { magnitude };
+        self.seek = if raw >> 63 == 1 {
+            -magnitude
+        } else {
+            magnitude
+        };
         let total = mix
             .checked_add(copy)
             .and_then(|t| t.checked_add(self.written))
@@ -209,7 +219,11 @@ impl Patcher<'_> {
                 self.limit
             )));
         }
-        if self.oldpos.checked_add(mix).is_none_or(|e| e > self.old.len() as u64) {
+        if self
+            .oldpos
+            .checked_add(mix)
+            .is_none_or(|e| e > self.old.len() as u64)
+        {
             return Err(bad("it reads past the end of the running binary"));
         }
         self.mix_left = mix;
@@ -278,6 +292,166 @@ pub fn apply_files(
     let applied = apply(&old_bytes, &mut whole, &mut o, size)?;
     o.flush()
         .map_err(|e| DeltaError::Io(format!("writing {}", out.display()), e))?;
+    Ok(applied)
+}
+
+/// Most bytes of the running binary read to apply a delta to it.
+const MAX_OLD: u64 = 256 * 1024 * 1024;
+
+/// Why the engine did not obtain a target by delta.
+#[derive(Debug)]
+pub(crate) enum Miss {
+    /// No delta fits (none from the running binary, no size or hash to check against).
+    Unusable(String),
+    /// The delta was tried and failed: a refusal (its bytes) or a fault (network, disk).
+    Failed(UpdateError),
+}
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Miss::Unusable(m) => f.write_str(m),
+            Miss::Failed(e) => write!(f, "the delta failed: {e}"),
+        }
+    }
+}
+
+/// Obtains `a` by one of `deltas` (URLs already resolved and allowed): the one whose `from`
+/// is the running binary's sha256, downloaded (resumable, into `cache/<name>-<version>.delta.part`)
+/// and applied into `a`'s own `.part`. Returns that part and its sha256, which is `a`'s:
+/// the caller verifies it exactly as a full download. Disk: the delta plus the result; the
+/// delta's file is removed once applied.
+pub(crate) fn obtain(
+    paths: &Paths,
+    a: &Artifact,
+    deltas: &[Delta],
+    opts: &DownloadOptions,
+) -> Result<(PathBuf, String), Miss> {
+    let (Some(size), Some(want)) = (a.size, a.sha256.as_deref()) else {
+        return Err(Miss::Unusable(
+            "the target names no size and sha256 to check a delta's result against".into(),
+        ));
+    };
+    let running = paths.bin_dir().join(&a.name);
+    let old = match super::verify::read_bounded(&running, MAX_OLD) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Miss::Unusable(format!(
+                "no {} runs yet to apply a delta to",
+                a.name
+            )))
+        }
+        Err(e) => {
+            return Err(Miss::Failed(io_err(format!(
+                "reading {}",
+                running.display()
+            ))(e)))
+        }
+    };
+    let running_sha = crate::encoding::hex(&Sha256::digest(&old));
+    let Some(d) = deltas
+        .iter()
+        .find(|d| d.from.eq_ignore_ascii_case(&running_sha))
+    else {
+        return Err(Miss::Unusable(format!(
+            "none of the {} deltas offered is from the running {} (sha256 {running_sha})",
+            deltas.len(),
+            a.name
+        )));
+    };
+    let refuse = |m: String| Miss::Failed(UpdateError::BadArtifact(m));
+    if d.sha256.len() != 64 || !d.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(refuse(format!(
+            "delta sha256 {:?} is not 64 hex digits",
+            d.sha256
+        )));
+    }
+    if d.size >= size {
+        // Never more on the wire than the full artifact: a "delta" that large is refused
+        // before a byte of it is fetched.
+        return Err(refuse(format!(
+            "the delta from {running_sha} announces {} bytes, not less than the full artifact's {size}",
+            d.size
+        )));
+    }
+    let delta_part = paths
+        .cache_dir()
+        .join(format!("{}-{}.delta.part", a.name, a.version));
+    let delta_art = Artifact {
+        url: d.url.clone(),
+        sha256: Some(d.sha256.to_ascii_lowercase()),
+        size: Some(d.size),
+        signature: None,
+        ..a.clone()
+    };
+    let fetched =
+        download::fetch_into(delta_part.clone(), &delta_art, opts, None).map_err(Miss::Failed)?;
+    let Fetched::Complete { part, sha256, .. } = fetched else {
+        download::discard(&delta_part);
+        return Err(refuse(
+            "the delta's server answered 304 to an unconditional request".into(),
+        ));
+    };
+    if !sha256.eq_ignore_ascii_case(&d.sha256) {
+        download::discard(&part);
+        return Err(Miss::Failed(UpdateError::ShaMismatch {
+            expected: d.sha256.clone(),
+            actual: sha256,
+        }));
+    }
+    let out_path = download::part_path(paths, a);
+    download::discard(&out_path);
+    download::check_space(&paths.cache_dir(), Some(size), opts).map_err(Miss::Failed)?;
+    let applied = apply_into(&old, &part, &out_path, size);
+    download::discard(&part);
+    let applied = match applied {
+        Ok(x) => x,
+        Err(e) => {
+            download::discard(&out_path);
+            return Err(Miss::Failed(e));
+        }
+    };
+    if !applied.sha256.eq_ignore_ascii_case(want) {
+        download::discard(&out_path);
+        return Err(Miss::Failed(UpdateError::ShaMismatch {
+            expected: want.to_string(),
+            actual: applied.sha256,
+        }));
+    }
+    crate::info!(
+        SUB,
+        "{} {}: made from the running binary by a delta of {} bytes ({} full)",
+        a.name,
+        a.version,
+        d.size,
+        size
+    );
+    Ok((out_path, applied.sha256))
+}
+
+/// [`apply`] from the delta's file into a new file at `out` (no link followed), synced.
+fn apply_into(old: &[u8], delta: &Path, out: &Path, size: u64) -> Result<Applied, UpdateError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut input = io::BufReader::new(
+        File::open(delta).map_err(io_err(format!("opening {}", delta.display())))?,
+    );
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(out)
+        .map_err(io_err(format!("creating {}", out.display())))?;
+    let mut w = io::BufWriter::with_capacity(64 * 1024, file);
+    let applied = apply(old, &mut input, &mut w, size).map_err(|e| match e {
+        DeltaError::Bad(m) => UpdateError::BadArtifact(format!("delta: {m}")),
+        DeltaError::Io(c, err) => UpdateError::Io { context: c, err },
+    })?;
+    let file = w
+        .into_inner()
+        .map_err(|e| io_err(format!("writing {}", out.display()))(e.into_error()))?;
+    file.sync_all()
+        .map_err(io_err(format!("fsync {}", out.display())))?;
     Ok(applied)
 }
 
