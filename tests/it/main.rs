@@ -72,6 +72,7 @@ mod supervisor;
 mod syscfg;
 mod update_agent;
 mod update_bench;
+mod update_delta;
 mod update_https;
 mod update_powercut;
 mod update_rollback;
