@@ -36,6 +36,7 @@ mod cli_tools;
 mod config_rules;
 mod data_partition;
 mod ddi_server;
+mod delta_agent;
 mod dropped_flow;
 mod enterprise_wifi;
 mod fs_attacks;
