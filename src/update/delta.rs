@@ -222,7 +222,7 @@ impl Patcher<'_> {
         if self
             .oldpos
             .checked_add(mix)
-            .is_none_or(|e| e > self.old.len() as u64)
+            .map_or(true, |e| e > self.old.len() as u64)
         {
             return Err(bad("it reads past the end of the running binary"));
         }
