@@ -202,6 +202,7 @@ mod tests {
                 sha256: a.sha256,
                 size: a.size,
                 signature: Some(crate::encoding::base64_encode(sig.as_ref())),
+                deltas: Vec::new(),
             }
         }
     }

@@ -211,6 +211,7 @@ impl Agent {
             return;
         };
         let agent = &cfg.agent;
+        updater.set_delta_fallback(agent.agent.updates.delta_fallback());
         let targets = &self.cached.targets;
         let hold = self.cached.hold.is_some();
         let clock = updates::Clock::read();

@@ -141,6 +141,7 @@ mod tests {
             sha256: None,
             size: None,
             signature: None,
+            deltas: Vec::new(),
         }
     }
 

@@ -67,6 +67,27 @@ impl DaemonUpdater {
         }
     }
 
+    /// The offer's deltas with their URLs resolved; one whose URL the app may not hand out
+    /// (the artifacts' rule) is left out, with a warning.
+    fn deltas(&self, desired: &Desired) -> Vec<crate::protocol::Delta> {
+        let Desired::Install(t) = desired else {
+            return Vec::new();
+        };
+        t.deltas
+            .iter()
+            .filter_map(|d| {
+                let url = self.resolve(&d.url);
+                match self.check_scheme(&url) {
+                    Ok(()) => Some(crate::protocol::Delta { url, ..d.clone() }),
+                    Err(e) => {
+                        crate::warn!(crate::update::SUB, "delta from {} left out: {e}", d.from);
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
     fn check_scheme(&self, url: &str) -> Result<(), UpdateError> {
         check_artifact_url(&self.engine.paths, self.base_url.as_deref(), url)
     }
@@ -153,7 +174,7 @@ impl DaemonUpdater {
             .ok_or_else(|| UpdateError::BadArtifact("nothing to install".into()))?;
         self.check_scheme(&a.url)?;
         let pinned = a.is_pin().then(|| a.url.clone());
-        match self.engine.stage(&a)? {
+        match self.engine.stage_offer(&a, &self.deltas(desired))? {
             Staging::Ready { version } => Ok(Some(Staged {
                 kind,
                 path: self.engine.cached_file(kind.name(), &version),
@@ -166,6 +187,10 @@ impl DaemonUpdater {
 }
 
 impl Updater for DaemonUpdater {
+    fn set_delta_fallback(&mut self, rule: crate::update::DeltaFallback) {
+        self.engine.opts.delta_fallback = rule;
+    }
+
     /// A worker thread per download; it wakes the loop when done.
     fn start_stage(
         &self,

@@ -24,9 +24,12 @@ usage: svc-release COMMAND [options]
                                and KEY.pub (the public key, the format /etc/svc-signing.pub takes)
   pubkey KEY                   print the public key of the private key KEY
   sign --key KEY BINARY        print the signature (base64) of BINARY for its target
-  targets --key KEY [--url-prefix P] BINARY...
+  targets --key KEY [--url-prefix P] [--delta-from OLD... --out DIR] BINARY...
                                print the `targets` JSON of a poll answer for BINARY... (for an
-                               HTTPS app; each url is P<sha256>, P defaults to artifacts/)
+                               HTTPS app; each url is P<sha256>, P defaults to artifacts/);
+                               with --delta-from, a delta from each OLD binary of the same name
+                               is written to DIR/<its sha256> and named in the target's `deltas`
+  delta OLD NEW OUT            write the delta (svc-delta-v1) that makes NEW from OLD to OUT
   verify --pub PUB --signature SIG BINARY
                                check a signature of BINARY by PUB (a key file, 1 or 2 keys)
   verify --pub PUB DIR         check every target of the management directory DIR
@@ -45,7 +48,10 @@ usage: svc-release COMMAND [options]
                                (devices with a vendor key take no other); --prune removes the
                                artifacts nothing names any more; --os-bundle publishes an OS
                                image (a RAUC bundle) as `targets.os`, format rauc-bundle, signed
-                               under the name `os` for the binaries' target or --target
+                               under the name `os` for the binaries' target or --target;
+                               --deltas N (default 3, 0: none) publishes beside each binary a
+                               delta from each of the N releases published before it whose
+                               file is still in DIR/artifacts (docs/releases.md, *Deltas*)
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
   match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
@@ -104,6 +110,10 @@ struct Opts {
     os_bundle: Option<PathBuf>,
     os_version: Option<String>,
     prune: bool,
+    /// `--deltas N`: deltas from this many earlier releases (`publish`).
+    deltas: Option<usize>,
+    /// `--delta-from OLD` (`targets`), repeatable.
+    delta_from: Vec<PathBuf>,
     positional: Vec<String>,
 }
 
@@ -130,6 +140,13 @@ fn parse(args: &[String]) -> Result<Opts, Failure> {
             "--os-bundle" => o.os_bundle = Some(value(a)?.into()),
             "--os-version" => o.os_version = Some(value(a)?),
             "--prune" => o.prune = true,
+            "--deltas" => {
+                let v = value(a)?;
+                o.deltas = Some(v.parse().map_err(|_| {
+                    Failure::Usage(format!("--deltas {v:?}: a number of releases"))
+                })?);
+            }
+            "--delta-from" => o.delta_from.push(value(a)?.into()),
             "-h" | "--help" => return Err(Failure::Usage("help".into())),
             s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option {s}"))),
             s => o.positional.push(s.to_string()),
@@ -178,8 +195,33 @@ fn run(args: &[String]) -> Result<(), Failure> {
             let rels = read_releases(&o.positional, &o, &kp)?;
             let prefix = o.url_prefix.clone().unwrap_or_else(|| "artifacts/".into());
             let mut targets = Map::new();
+            let olds = read_delta_bases(&o)?;
             for r in &rels {
-                targets.insert(r.artifact.name.clone(), r.target_json(&prefix));
+                let mut t = r.target_json(&prefix);
+                let mut deltas = Vec::new();
+                for (path, old) in olds
+                    .iter()
+                    .filter(|(_, old)| old.artifact.name == r.artifact.name)
+                {
+                    let dir = o.out.as_deref().ok_or_else(|| {
+                        Failure::Usage("--delta-from needs --out DIR for the delta files".into())
+                    })?;
+                    let Some(d) = Delta::make(&old.bytes, old.sha256(), &r.bytes)? else {
+                        eprintln!(
+                            "svc-release: no delta from {}: it would not be smaller",
+                            path.display()
+                        );
+                        continue;
+                    };
+                    let file = dir.join(&d.sha256);
+                    svc::fsutil::atomic_write(&file, &d.bytes, 0o644)
+                        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                    deltas.push(d.json(&prefix));
+                }
+                if !deltas.is_empty() {
+                    t["deltas"] = Value::Array(deltas);
+                }
+                targets.insert(r.artifact.name.clone(), t);
             }
             let text =
                 serde_json::to_string_pretty(&Value::Object(targets)).map_err(|e| e.to_string())?;
@@ -212,6 +254,25 @@ fn run(args: &[String]) -> Result<(), Failure> {
                     public.display()
                 );
             }
+        }
+        "delta" => {
+            if o.positional.len() != 3 {
+                return Err(Failure::Usage("delta needs OLD NEW OUT".into()));
+            }
+            let read = |p: &String| {
+                verify::read_bounded(Path::new(p), MAX_BINARY).map_err(|e| format!("{p}: {e}"))
+            };
+            let (old, new) = (read(&o.positional[0])?, read(&o.positional[1])?);
+            let d = svc::update::delta::make(&old, &new).map_err(|e| e.to_string())?;
+            svc::fsutil::atomic_write(Path::new(&o.positional[2]), &d, 0o644)
+                .map_err(|e| format!("cannot write {}: {e}", o.positional[2]))?;
+            println!(
+                "{} bytes ({:.1} % of {}), sha256 {}",
+                d.len(),
+                100.0 * d.len() as f64 / new.len().max(1) as f64,
+                new.len(),
+                hex(&Sha256::digest(&d))
+            );
         }
         "init" => {
             need(1, "the DIR")?;
@@ -505,6 +566,75 @@ fn read_releases(paths: &[String], o: &Opts, kp: &Ed25519KeyPair) -> R<Vec<Relea
     Ok(out)
 }
 
+/// A delta from an earlier release to a new one, as published.
+struct Delta {
+    from: String,
+    sha256: String,
+    bytes: Vec<u8>,
+}
+
+impl Delta {
+    /// The delta from `old` (whose sha256 is `from`) to `new`; `None` when it is not smaller
+    /// than `new` itself (a device would rather download the full artifact).
+    fn make(old: &[u8], from: &str, new: &[u8]) -> R<Option<Delta>> {
+        let bytes =
+            svc::update::delta::make(old, new).map_err(|e| format!("making a delta: {e}"))?;
+        if bytes.len() >= new.len() {
+            return Ok(None);
+        }
+        Ok(Some(Delta {
+            from: from.to_string(),
+            sha256: hex(&Sha256::digest(&bytes)),
+            bytes,
+        }))
+    }
+
+    fn json(&self, prefix: &str) -> Value {
+        json!({
+            "from": self.from,
+            "url": format!("{prefix}{}", self.sha256),
+            "size": self.bytes.len(),
+            "sha256": self.sha256,
+        })
+    }
+}
+
+/// The `--delta-from` binaries, read and checked as releases are (unsigned: a delta's
+/// result is checked against the new release's own signature).
+fn read_delta_bases(o: &Opts) -> R<Vec<(PathBuf, Release)>> {
+    o.delta_from
+        .iter()
+        .map(|p| Release::read(p, o).map(|r| (p.clone(), r)))
+        .collect()
+}
+
+/// The sha256 of the releases `publish` makes deltas from for a new release of `name`: the
+/// target it replaces, then the ones that target had deltas from (newest first), `n` at most.
+fn delta_bases(answer: &Map<String, Value>, name: &str, new_sha: &str, n: usize) -> Vec<String> {
+    let Some(t) = answer.get("targets").and_then(|t| t.get(name)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    let earlier = t
+        .get("deltas")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("from").and_then(Value::as_str));
+    for sha in t
+        .get("sha256")
+        .and_then(Value::as_str)
+        .into_iter()
+        .chain(earlier)
+    {
+        let ours = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+        if ours && sha != new_sha && !out.iter().any(|s| s == sha) && out.len() < n {
+            out.push(sha.to_string());
+        }
+    }
+    out
+}
+
 // ---- management directories ----
 
 /// `DIR/poll.json` as a JSON object whose `targets` (when present) is an object.
@@ -585,6 +715,57 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
                 .map_err(|e| format!("cannot write {}/artifacts/{sha256}: {e}", dir.display()))?;
         }
     }
+    // Deltas from the releases before, also before the answer names them.
+    let mut deltas: Vec<(String, Vec<Value>)> = Vec::new();
+    for r in &rels {
+        let old_target = answer.get("targets").and_then(|t| t.get(&r.artifact.name));
+        if old_target
+            .and_then(|t| t.get("sha256"))
+            .and_then(Value::as_str)
+            == Some(r.sha256())
+        {
+            // Published again: its deltas stay as they were.
+            let kept = old_target
+                .and_then(|t| t.get("deltas"))
+                .and_then(Value::as_array);
+            deltas.push((r.artifact.name.clone(), kept.cloned().unwrap_or_default()));
+            continue;
+        }
+        let mut made = Vec::new();
+        for from in delta_bases(&answer, &r.artifact.name, r.sha256(), o.deltas.unwrap_or(3)) {
+            let Ok(old) = artifacts.read_regular(OsStr::new(&from), MAX_BINARY) else {
+                eprintln!(
+                    "svc-release: no delta from {} {from}: artifacts/{from} is gone",
+                    r.artifact.name
+                );
+                continue;
+            };
+            if hex(&Sha256::digest(&old)) != from {
+                eprintln!(
+                    "svc-release: no delta from artifacts/{from}: its content is not that sha256"
+                );
+                continue;
+            }
+            let Some(d) = Delta::make(&old, &from, &r.bytes)? else {
+                continue;
+            };
+            artifacts
+                .write_atomic(OsStr::new(&d.sha256), &d.bytes, 0o644)
+                .map_err(|e| {
+                    format!("cannot write {}/artifacts/{}: {e}", dir.display(), d.sha256)
+                })?;
+            println!(
+                "published a delta of {} from {from}: artifacts/{}, {} bytes ({:.1} % of {})",
+                r.artifact.name,
+                d.sha256,
+                d.bytes.len(),
+                100.0 * d.bytes.len() as f64 / r.bytes.len().max(1) as f64,
+                r.bytes.len()
+            );
+            made.push(d.json("artifacts/"));
+        }
+        deltas.push((r.artifact.name.clone(), made));
+    }
     // The OS bundle streamed (it may be larger than memory), then named like the rest.
     if let Some(r) = &os {
         copy_os_bundle(&artifacts, r, dir)?;
@@ -606,7 +787,14 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
         .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(t) = targets {
         for r in &rels {
-            t.insert(r.artifact.name.clone(), r.target_json("artifacts/"));
+            let mut target = r.target_json("artifacts/");
+            if let Some((_, d)) = deltas
+                .iter()
+                .find(|(n, d)| *n == r.artifact.name && !d.is_empty())
+            {
+                target["deltas"] = Value::Array(d.clone());
+            }
+            t.insert(r.artifact.name.clone(), target);
         }
         if let Some(r) = &os {
             let sha = r.artifact.sha256.as_deref().unwrap_or("");
@@ -731,9 +919,27 @@ fn prune(dir: &Path, answer: &Map<String, Value>) -> R<()> {
         .get("targets")
         .and_then(Value::as_object)
         .map(|t| {
+            let deltas = t
+                .values()
+                .filter_map(|v| v.get("deltas").and_then(Value::as_array))
+                .flatten();
+            // A delta's file, and the release it starts from (the next publish makes its
+            // deltas from it).
+            let delta_files = deltas.flat_map(|d| {
+                let from = d
+                    .get("from")
+                    .and_then(Value::as_str)
+                    .map(|f| format!("artifacts/{f}"));
+                d.get("url")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .into_iter()
+                    .chain(from)
+            });
             t.values()
                 .filter_map(|v| v.get("url").and_then(Value::as_str))
                 .map(str::to_string)
+                .chain(delta_files)
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default()

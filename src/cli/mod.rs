@@ -33,6 +33,7 @@ commands:
                                    print a module's environment as sorted KEY=VALUE lines
   resolve-version --selector SEL --current VER --available V1,V2,...
                                    print the version a module moves to, or none
+  apply-delta OLD DELTA OUT        make OUT from OLD and a delta (svc-delta-v1, docs/updates.md)
   run [--root DIR]                 the daemon (systemd runs it so)
   install [--root DIR]             install this binary as the systemd service svc-agent
   uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)
@@ -83,6 +84,7 @@ pub fn agent_main(argv: Vec<String>) -> i32 {
         "validate" => cmd_validate(rest),
         "module-env" => cmd_module_env(rest),
         "resolve-version" => cmd_resolve_version(rest),
+        "apply-delta" => cmd_apply_delta(rest),
         "run" => cmd_run(rest),
         "install" => cmd_install(rest),
         "uninstall" => cmd_uninstall(rest),
@@ -362,6 +364,33 @@ usage: svc-agent resolve-version --selector SEL --current VER --available V1,V2,
   latest-with-prerelease) moves to from VER (empty: nothing deployed), or `none`.
   Exit 2 on a malformed selector or version.
 ";
+
+/// `apply-delta OLD DELTA OUT`: what the engine does with a delta, by hand (a delta carried
+/// on a stick; benches/delta.sh measures the device's side with it). OUT is not verified:
+/// compare its sha256 with the release's.
+fn cmd_apply_delta(rest: &[String]) -> Result<i32, UsageError> {
+    let a = Args::parse(rest, &["help"], &[])?;
+    if a.flag("help") || a.positional.len() != 3 {
+        println!("usage: svc-agent apply-delta OLD DELTA OUT");
+        return Ok(if a.flag("help") { EXIT_OK } else { EXIT_USAGE });
+    }
+    let p = &a.positional;
+    match crate::update::delta::apply_files(
+        std::path::Path::new(&p[0]),
+        std::path::Path::new(&p[1]),
+        std::path::Path::new(&p[2]),
+        256 * 1024 * 1024,
+    ) {
+        Ok(done) => {
+            println!("{} bytes, sha256 {}", done.size, done.sha256);
+            Ok(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("svc-agent apply-delta: {e}");
+            Ok(1)
+        }
+    }
+}
 
 fn cmd_resolve_version(rest: &[String]) -> Result<i32, UsageError> {
     let a = Args::parse(rest, &["help"], &["selector", "current", "available"])?;

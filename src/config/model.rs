@@ -160,8 +160,39 @@ pub struct AgentSection {
     pub hawkbit: Option<HawkbitSettings>,
     /// What the agent ships to the management app's LOGS tab, and when (docs/logs.md).
     pub logs: LogSettings,
+    /// How the binaries' updates are obtained (docs/updates.md, *Deltas*).
+    pub updates: UpdateSettings,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `svc-agent.updates`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpdateSettings {
+    /// When an offer's deltas cannot be used: `full` downloads the full artifact (logged,
+    /// and in the status with why), `never` downloads nothing.
+    pub delta_fallback: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Default for UpdateSettings {
+    fn default() -> Self {
+        UpdateSettings {
+            delta_fallback: "full".into(),
+            extra: Map::new(),
+        }
+    }
+}
+
+impl UpdateSettings {
+    /// The engine's rule.
+    pub(crate) fn delta_fallback(&self) -> crate::update::DeltaFallback {
+        match self.delta_fallback.as_str() {
+            "never" => crate::update::DeltaFallback::Never,
+            _ => crate::update::DeltaFallback::Full,
+        }
+    }
 }
 
 /// `svc-agent.logs`: the shipping policy. Levels are `error`, `warn`, `info`, `debug`.
@@ -233,6 +264,7 @@ impl Default for AgentSection {
             },
             hawkbit: None,
             logs: LogSettings::default(),
+            updates: UpdateSettings::default(),
             extra: Map::new(),
         }
     }

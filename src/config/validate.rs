@@ -1028,6 +1028,21 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
         if let Some(l) = s.object("logs", r) {
             a.agent.logs = log_settings(&l, r);
         }
+        if let Some(u) = s.object("updates", r) {
+            if let Some(rule) = u.string("delta_fallback", false, r) {
+                if ["full", "never"].contains(&rule.as_str()) {
+                    a.agent.updates.delta_fallback = rule;
+                } else {
+                    r.error(
+                        &u.at("delta_fallback"),
+                        format!(
+                            "delta_fallback {rule:?} is not known: expected \"full\" or \"never\""
+                        ),
+                    );
+                }
+            }
+            a.agent.updates.extra = u.extra(&["delta_fallback"], r);
+        }
         a.agent.extra = s.extra(
             &[
                 "release_channel",
@@ -1035,6 +1050,7 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
                 "pin_url",
                 "hawkbit",
                 "logs",
+                "updates",
             ],
             r,
         );

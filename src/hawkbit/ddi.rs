@@ -502,6 +502,7 @@ fn target_link(a: &RawArtifact, version: &str, server: &str) -> Result<Target, S
         sha256: None,
         size: Some(size),
         signature: None,
+        deltas: Vec::new(),
     })
 }
 

@@ -925,6 +925,7 @@ impl HawkbitTransport {
                     sha256: a.sha256,
                     size: a.size,
                     signature: a.signature,
+                    deltas: Vec::new(),
                 });
             }
         }

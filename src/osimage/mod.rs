@@ -856,6 +856,7 @@ mod tests {
                 sha256: None,
                 size: None,
                 signature: None,
+                deltas: Vec::new(),
             },
             format: fmt.into(),
         };
@@ -908,6 +909,7 @@ mod tests {
                 sha256: Some("a".repeat(64)),
                 size: Some(1),
                 signature: None,
+                deltas: Vec::new(),
             },
             format: FORMAT_RAUC.into(),
         };

@@ -27,6 +27,20 @@ pub struct Target {
     /// ed25519 signature (base64) over the artifact description; see docs/updates.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Patches that make this target from earlier versions (docs/protocol.md, *Deltas*); an
+    /// agent without delta support ignores them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deltas: Vec<Delta>,
+}
+
+/// A delta (`svc-delta-v1`, docs/updates.md) from the binary whose sha256 is `from` to its
+/// target. Its result is checked as the full artifact is (size, sha256, signature).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    pub from: String,
+    pub url: String,
+    pub size: u64,
+    pub sha256: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

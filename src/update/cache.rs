@@ -60,7 +60,11 @@ pub fn clean(
         // A partial download and its sidecar, for resuming; a sidecar whose `.part` is gone
         // (a power cut between the part's rename into the cache and the sidecar's removal)
         // resumes nothing and goes.
-        let parts = r.target.iter().map(|t| format!("{name}-{t}.part"));
+        // A delta's download (update::delta) resumes like the target's own.
+        let parts = r
+            .target
+            .iter()
+            .flat_map(|t| [format!("{name}-{t}.part"), format!("{name}-{t}.delta.part")]);
         for part in parts.chain([format!("{name}-pin.part")]) {
             let part = canon.join(part);
             if part.is_file() {

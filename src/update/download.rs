@@ -435,7 +435,11 @@ fn backoff(opts: &DownloadOptions, failures: u32) -> Duration {
     )
 }
 
-fn check_space(dir: &Path, needed: Option<u64>, opts: &DownloadOptions) -> Result<(), UpdateError> {
+pub(crate) fn check_space(
+    dir: &Path,
+    needed: Option<u64>,
+    opts: &DownloadOptions,
+) -> Result<(), UpdateError> {
     let Some(needed) = needed else { return Ok(()) };
     let available =
         crate::sys::free_bytes(dir).map_err(io_err(format!("statvfs {}", dir.display())))?;

@@ -24,6 +24,7 @@ use crate::paths::Paths;
 
 pub(crate) mod activate;
 pub mod cache;
+pub mod delta;
 pub(crate) mod download;
 pub(crate) mod record;
 pub mod rollback;
@@ -362,6 +363,18 @@ pub struct UpdateOptions {
     pub cache_cap: u64,
     /// Run `version --json` of the new binary (off only in unit tests of other parts).
     pub run_version_check: bool,
+    /// What happens when an offer's deltas cannot be used (docs/updates.md, *Deltas*).
+    pub delta_fallback: DeltaFallback,
+}
+
+/// The vendor's rule for an offer whose deltas cannot be used (`agent.updates.delta_fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeltaFallback {
+    /// Download the full artifact instead (logged, and in the status with the reason).
+    #[default]
+    Full,
+    /// Download nothing: the offer is refused until a usable delta comes.
+    Never,
 }
 
 impl Default for UpdateOptions {
@@ -371,6 +384,7 @@ impl Default for UpdateOptions {
             version_timeout: Duration::from_secs(10),
             cache_cap: 512 * 1024 * 1024,
             run_version_check: true,
+            delta_fallback: DeltaFallback::Full,
         }
     }
 }
@@ -399,7 +413,18 @@ impl Engine {
     /// (unless the failure was a dropped connection, whose `.part` is kept so that the next
     /// call resumes it).
     pub fn stage(&self, a: &Artifact) -> Result<Staging, UpdateError> {
-        let staged = self.stage_checked(a);
+        self.stage_offer(a, &[])
+    }
+
+    /// [`Engine::stage`] of an offer with deltas (URLs resolved and allowed): the bytes are
+    /// made from the running binary by the delta from it when there is one; every other
+    /// step is the same.
+    pub fn stage_offer(
+        &self,
+        a: &Artifact,
+        deltas: &[crate::protocol::Delta],
+    ) -> Result<Staging, UpdateError> {
+        let staged = self.stage_checked(a, deltas);
         match &staged {
             Err(e) if e.is_refusal() && !a.is_pin() => self.note_refusal(a, Some(e)),
             Ok(_) if !a.is_pin() => self.note_refusal(a, None),
@@ -429,7 +454,11 @@ impl Engine {
         }
     }
 
-    fn stage_checked(&self, a: &Artifact) -> Result<Staging, UpdateError> {
+    fn stage_checked(
+        &self,
+        a: &Artifact,
+        deltas: &[crate::protocol::Delta],
+    ) -> Result<Staging, UpdateError> {
         let kind = validate_artifact(a)?;
         let held = StateLock::acquire(&self.paths)?;
         let mut records = VersionRecords::load(&self.paths)?;
@@ -480,6 +509,14 @@ impl Engine {
             }
         }
         if !cached.is_file() {
+            if !deltas.is_empty() {
+                if let Some((part, sha)) = self.by_delta(a, deltas)? {
+                    self.verify_then_cache(a, &part, &sha, &cached)?;
+                    return Ok(Staging::Ready {
+                        version: a.version.clone(),
+                    });
+                }
+            }
             let fetched = download::fetch(&self.paths, a, &self.opts.download, None)?;
             let (part, sha) = match fetched {
                 Fetched::Complete { part, sha256, .. } => (part, sha256),
@@ -494,6 +531,70 @@ impl Engine {
         Ok(Staging::Ready {
             version: a.version.clone(),
         })
+    }
+
+    /// The offer's bytes by delta; `None`: download the full artifact (the vendor's rule
+    /// allows it). A fault (network, disk) is returned as it is, to be retried (the delta's
+    /// download resumes); a delta that cannot be used or is refused falls back by the rule,
+    /// logged and noted in the records (the status) with why.
+    fn by_delta(
+        &self,
+        a: &Artifact,
+        deltas: &[crate::protocol::Delta],
+    ) -> Result<Option<(PathBuf, String)>, UpdateError> {
+        let why = match delta::obtain(&self.paths, a, deltas, &self.opts.download) {
+            Ok(got) => {
+                self.note_delta(a, "applied", None);
+                return Ok(Some(got));
+            }
+            Err(delta::Miss::Failed(e)) if !e.is_refusal() => return Err(e),
+            Err(miss) => miss.to_string(),
+        };
+        match self.opts.delta_fallback {
+            DeltaFallback::Full => {
+                crate::warn!(
+                    SUB,
+                    "{} {}: falling back to the full download: {why}",
+                    a.name,
+                    a.version
+                );
+                self.note_delta(a, "full-download", Some(why));
+                Ok(None)
+            }
+            DeltaFallback::Never => {
+                crate::error!(
+                    SUB,
+                    "{} {}: not downloaded (delta_fallback is never): {why}",
+                    a.name,
+                    a.version
+                );
+                self.note_delta(a, "refused", Some(why.clone()));
+                Err(UpdateError::BadArtifact(format!(
+                    "no usable delta and the vendor's rule forbids the full download: {why}"
+                )))
+            }
+        }
+    }
+
+    /// Records how the offer `a` was obtained when it came with deltas.
+    fn note_delta(&self, a: &Artifact, outcome: &str, reason: Option<String>) {
+        let noted = StateLock::acquire(&self.paths).and_then(|held| {
+            let mut records = VersionRecords::load(&self.paths)?;
+            records.entry(&a.name).delta = Some(record::DeltaNote {
+                version: a.version.clone(),
+                outcome: outcome.to_string(),
+                reason,
+            });
+            records.save(&self.paths, &held)
+        });
+        if let Err(e) = noted {
+            crate::warn!(
+                SUB,
+                "{} {}: recording the delta's outcome: {e}",
+                a.name,
+                a.version
+            );
+        }
     }
 
     /// Makes a staged version active: link swap, record and cache cleanup as one turn under

@@ -34,6 +34,19 @@ pub struct NameRecord {
     /// one is staged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// How the last offer that came with deltas was obtained: `applied`, `full-download`
+    /// (the vendor's rule allowed the fall-back) or `refused`, and why (docs/updates.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaNote>,
+}
+
+/// The outcome of an offer's deltas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeltaNote {
+    pub version: String,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A version the engine refused, and why.

@@ -517,10 +517,28 @@ fn publish_writes_targets_by_content_and_prunes_on_request() {
         printed["svc-server"]["url"],
         format!("https://rel.example/a/{sha1}").as_str()
     );
-    // A newer svc-server: the old file stays until --prune; the agent's file is kept.
-    ok(&["publish", "--key", p(&key), p(&mgmt), p(&v2)]);
+    // A newer svc-server: the old file stays until --prune; the agent's file is kept. (No
+    // deltas: a delta from the old file would keep it; delta_agent.rs tests that.)
+    ok(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--deltas",
+        "0",
+        p(&mgmt),
+        p(&v2),
+    ]);
     assert!(mgmt.join(format!("artifacts/{sha1}")).exists());
-    let pruned = ok(&["publish", "--key", p(&key), "--prune", p(&mgmt), p(&v2)]);
+    let pruned = ok(&[
+        "publish",
+        "--key",
+        p(&key),
+        "--deltas",
+        "0",
+        "--prune",
+        p(&mgmt),
+        p(&v2),
+    ]);
     assert!(
         pruned.contains(&format!("pruned artifacts/{sha1}")),
         "{pruned}"

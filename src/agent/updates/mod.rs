@@ -27,6 +27,9 @@ pub(crate) struct Staged {
 /// with the step's [`Facts`] (`update::read_state`, once per loop pass), so one step calls
 /// this at most twice: a download started, and one change of what is active.
 pub(crate) trait Updater: Send {
+    /// The vendor's rule for offers whose deltas cannot be used (the config's
+    /// `svc-agent.updates.delta_fallback`); a backend without deltas ignores it.
+    fn set_delta_fallback(&mut self, _rule: crate::update::DeltaFallback) {}
     /// Starts downloading and verifying what `desired` names, off the caller's thread; the
     /// result arrives on the receiver: a complete, checked file, or `None` for nothing new
     /// (already active, or a pinned URL answered 304 Not Modified).

@@ -100,6 +100,7 @@ fn offer(v: &str) -> Target {
         sha256: Some("00".repeat(32)),
         size: Some(1),
         signature: None,
+        deltas: Vec::new(),
     }
 }
 

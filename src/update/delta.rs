@@ -1,0 +1,538 @@
+//! Binary deltas (docs/updates.md, *Deltas*): the new version of a binary made from the one
+//! that runs and a small patch, instead of downloaded whole.
+//!
+//! The format, `svc-delta-v1`: the 8 bytes `SVCDLT01`, the new file's size (u64, little
+//! endian), then a zlib stream of a bsdiff patch as the `bsdiff` crate writes it (records of
+//! three u64 LE: `mix` bytes added to the old file's bytes, `copy` bytes taken as they are,
+//! then a signed `seek` in the old file; each followed by its `mix + copy` bytes).
+//!
+//! Applying is streamed: the old file in memory (the running binary, a few MiB), the patch
+//! read 64 KiB at a time through a 32 KiB inflate window, the result written as it is made
+//! and never longer than the size announced for the full artifact. A delta adds no trust:
+//! its result goes through the same checks (size, sha256, signature, ELF, version) as a
+//! full download.
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use miniz_oxide::inflate::stream::{inflate, InflateState};
+use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
+use sha2::{Digest, Sha256};
+
+use super::download::{self, DownloadOptions, Fetched};
+use super::{io_err, Artifact, UpdateError, SUB};
+use crate::paths::Paths;
+use crate::protocol::Delta;
+use std::path::PathBuf;
+
+/// The first bytes of every delta.
+pub const MAGIC: &[u8; 8] = b"SVCDLT01";
+
+/// Why a delta could not be applied: the delta's fault (its bytes), or ours (I/O).
+#[derive(Debug)]
+pub enum DeltaError {
+    /// Not a delta of this format, corrupted, truncated, or one that would make something
+    /// else than the announced file (longer, shorter, reading outside the old file).
+    Bad(String),
+    Io(String, io::Error),
+}
+
+impl std::fmt::Display for DeltaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeltaError::Bad(m) => write!(f, "bad delta: {m}"),
+            DeltaError::Io(c, e) => write!(f, "{c}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DeltaError {}
+
+fn bad(m: impl Into<String>) -> DeltaError {
+    DeltaError::Bad(m.into())
+}
+
+/// Makes a delta from `old` to `new` (svc-release; never on a device).
+pub fn make(old: &[u8], new: &[u8]) -> io::Result<Vec<u8>> {
+    let mut patch = Vec::new();
+    bsdiff::diff(old, new, &mut patch)?;
+    let mut out = Vec::with_capacity(patch.len() / 4 + 16);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+    out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&patch, 10));
+    Ok(out)
+}
+
+/// What [`apply`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// Applies the delta read from `patch` to `old`, writing the result to `out`; the result
+/// must be exactly `size` bytes (the full artifact's announced size). Memory: `old`, a
+/// 64 KiB input buffer, a 64 KiB output buffer and the inflate state (about 40 KiB).
+pub fn apply(
+    old: &[u8],
+    patch: &mut dyn Read,
+    out: &mut dyn Write,
+    size: u64,
+) -> Result<Applied, DeltaError> {
+    let mut header = [0u8; 16];
+    patch
+        .read_exact(&mut header)
+        .map_err(|_| bad("shorter than its 16-byte header"))?;
+    if &header[..8] != MAGIC {
+        return Err(bad("not an svc-delta-v1 file (magic SVCDLT01)"));
+    }
+    let announced = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
+    if announced != size {
+        return Err(bad(format!(
+            "it makes a file of {announced} bytes, the target has {size}"
+        )));
+    }
+    let mut sink = Patcher {
+        old,
+        out,
+        hasher: Sha256::new(),
+        written: 0,
+        limit: size,
+        oldpos: 0,
+        ctrl: [0; 24],
+        have: 0,
+        mix_left: 0,
+        copy_left: 0,
+        seek: 0,
+    };
+    let mut state = InflateState::new_boxed(DataFormat::Zlib);
+    let mut inbuf = vec![0u8; 64 * 1024];
+    let mut outbuf = vec![0u8; 64 * 1024];
+    let (mut start, mut end, mut eof) = (0usize, 0usize, false);
+    loop {
+        if start == end && !eof {
+            end = patch
+                .read(&mut inbuf)
+                .map_err(|e| DeltaError::Io("reading the delta".into(), e))?;
+            start = 0;
+            eof = end == 0;
+        }
+        let flush = if eof { MZFlush::Finish } else { MZFlush::None };
+        let r = inflate(&mut state, &inbuf[start..end], &mut outbuf, flush);
+        start += r.bytes_consumed;
+        sink.push(&outbuf[..r.bytes_written])?;
+        match r.status {
+            Ok(MZStatus::StreamEnd) => break,
+            Ok(_) => {}
+            Err(MZError::Buf) if eof && r.bytes_written == 0 => {
+                return Err(bad("truncated: its compressed stream ends early"))
+            }
+            Err(MZError::Buf) => {}
+            Err(e) => return Err(bad(format!("corrupted compressed stream ({e:?})"))),
+        }
+    }
+    if start < end || (!eof && patch.read(&mut inbuf[..1]).map_or(true, |n| n > 0)) {
+        return Err(bad("bytes after the end of its compressed stream"));
+    }
+    sink.finish()
+}
+
+/// The bsdiff records, pushed a slice at a time as they inflate.
+struct Patcher<'a> {
+    old: &'a [u8],
+    out: &'a mut dyn Write,
+    hasher: Sha256,
+    written: u64,
+    limit: u64,
+    oldpos: u64,
+    ctrl: [u8; 24],
+    /// Bytes of `ctrl` read so far.
+    have: usize,
+    mix_left: u64,
+    copy_left: u64,
+    seek: i64,
+}
+
+impl Patcher<'_> {
+    fn push(&mut self, mut data: &[u8]) -> Result<(), DeltaError> {
+        let mut buf = [0u8; 4096];
+        while !data.is_empty() {
+            if self.mix_left == 0 && self.copy_left == 0 {
+                let n = (24 - self.have).min(data.len());
+                self.ctrl[self.have..self.have + n].copy_from_slice(&data[..n]);
+                self.have += n;
+                data = &data[n..];
+                if self.have == 24 {
+                    self.have = 0;
+                    self.record()?;
+                }
+                continue;
+            }
+            if self.mix_left > 0 {
+                let n = (self.mix_left.min(data.len() as u64) as usize).min(buf.len());
+                let from = self.oldpos as usize;
+                for (i, b) in buf[..n].iter_mut().enumerate() {
+                    *b = data[i].wrapping_add(self.old[from + i]);
+                }
+                self.oldpos += n as u64;
+                self.mix_left -= n as u64;
+                data = &data[n..];
+                self.emit(&buf[..n])?;
+            } else {
+                let n = self.copy_left.min(data.len() as u64) as usize;
+                self.emit(&data[..n])?;
+                self.copy_left -= n as u64;
+                data = &data[n..];
+            }
+            if self.mix_left == 0 && self.copy_left == 0 {
+                self.seek_old()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A record's header: its lengths checked against the old file and the announced size
+    /// before any of its bytes are taken.
+    fn record(&mut self) -> Result<(), DeltaError> {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&self.ctrl[i * 8..i * 8 + 8]);
+            w
+        };
+        let mix = u64::from_le_bytes(word(0));
+        let copy = u64::from_le_bytes(word(1));
+        // bsdiff's sign-and-magnitude offset.
+        let raw = u64::from_le_bytes(word(2));
+        let magnitude = (raw & !(1 << 63)) as i64;
+        self.seek = if raw >> 63 == 1 {
+            -magnitude
+        } else {
+            magnitude
+        };
+        let total = mix
+            .checked_add(copy)
+            .and_then(|t| t.checked_add(self.written))
+            .filter(|t| *t <= self.limit);
+        if total.is_none() {
+            return Err(bad(format!(
+                "it makes more than the target's {} bytes",
+                self.limit
+            )));
+        }
+        if self
+            .oldpos
+            .checked_add(mix)
+            .map_or(true, |e| e > self.old.len() as u64)
+        {
+            return Err(bad("it reads past the end of the running binary"));
+        }
+        self.mix_left = mix;
+        self.copy_left = copy;
+        if mix == 0 && copy == 0 {
+            self.seek_old()?;
+        }
+        Ok(())
+    }
+
+    fn seek_old(&mut self) -> Result<(), DeltaError> {
+        let pos = i128::from(self.oldpos) + i128::from(self.seek);
+        if pos < 0 || pos > self.old.len() as i128 {
+            return Err(bad("it seeks outside the running binary"));
+        }
+        self.oldpos = pos as u64;
+        self.seek = 0;
+        Ok(())
+    }
+
+    fn emit(&mut self, bytes: &[u8]) -> Result<(), DeltaError> {
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        self.out
+            .write_all(bytes)
+            .map_err(|e| DeltaError::Io("writing the result".into(), e))
+    }
+
+    fn finish(self) -> Result<Applied, DeltaError> {
+        if self.have != 0 || self.mix_left != 0 || self.copy_left != 0 {
+            return Err(bad("truncated: it ends inside a record"));
+        }
+        if self.written != self.limit {
+            return Err(bad(format!(
+                "it makes {} bytes, the target has {}",
+                self.written, self.limit
+            )));
+        }
+        Ok(Applied {
+            size: self.written,
+            sha256: crate::encoding::hex(&self.hasher.finalize()),
+        })
+    }
+}
+
+/// [`apply`] from file to file (the `apply-delta` command, benches/delta.sh). The old file is
+/// read whole: at most `max_old` bytes.
+pub fn apply_files(
+    old: &Path,
+    patch: &Path,
+    out: &Path,
+    max_old: u64,
+) -> Result<Applied, DeltaError> {
+    let old_bytes = super::verify::read_bounded(old, max_old)
+        .map_err(|e| DeltaError::Io(format!("reading {}", old.display()), e))?;
+    let mut p =
+        File::open(patch).map_err(|e| DeltaError::Io(format!("opening {}", patch.display()), e))?;
+    let mut header = [0u8; 16];
+    p.read_exact(&mut header)
+        .map_err(|_| bad("shorter than its 16-byte header"))?;
+    let size = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
+    let mut o = io::BufWriter::new(
+        File::create(out).map_err(|e| DeltaError::Io(format!("creating {}", out.display()), e))?,
+    );
+    let mut whole = io::Cursor::new(header).chain(p);
+    let applied = apply(&old_bytes, &mut whole, &mut o, size)?;
+    o.flush()
+        .map_err(|e| DeltaError::Io(format!("writing {}", out.display()), e))?;
+    Ok(applied)
+}
+
+/// Most bytes of the running binary read to apply a delta to it.
+const MAX_OLD: u64 = 256 * 1024 * 1024;
+
+/// Why the engine did not obtain a target by delta.
+#[derive(Debug)]
+pub(crate) enum Miss {
+    /// No delta fits (none from the running binary, no size or hash to check against).
+    Unusable(String),
+    /// The delta was tried and failed: a refusal (its bytes) or a fault (network, disk).
+    Failed(UpdateError),
+}
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Miss::Unusable(m) => f.write_str(m),
+            Miss::Failed(e) => write!(f, "the delta failed: {e}"),
+        }
+    }
+}
+
+/// Obtains `a` by one of `deltas` (URLs already resolved and allowed): the one whose `from`
+/// is the running binary's sha256, downloaded (resumable, into `cache/<name>-<version>.delta.part`)
+/// and applied into `a`'s own `.part`. Returns that part and its sha256, which is `a`'s:
+/// the caller verifies it exactly as a full download. Disk: the delta plus the result; the
+/// delta's file is removed once applied.
+pub(crate) fn obtain(
+    paths: &Paths,
+    a: &Artifact,
+    deltas: &[Delta],
+    opts: &DownloadOptions,
+) -> Result<(PathBuf, String), Miss> {
+    let (Some(size), Some(want)) = (a.size, a.sha256.as_deref()) else {
+        return Err(Miss::Unusable(
+            "the target names no size and sha256 to check a delta's result against".into(),
+        ));
+    };
+    let running = paths.bin_dir().join(&a.name);
+    let old = match super::verify::read_bounded(&running, MAX_OLD) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Miss::Unusable(format!(
+                "no {} runs yet to apply a delta to",
+                a.name
+            )))
+        }
+        Err(e) => {
+            return Err(Miss::Failed(io_err(format!(
+                "reading {}",
+                running.display()
+            ))(e)))
+        }
+    };
+    let running_sha = crate::encoding::hex(&Sha256::digest(&old));
+    let Some(d) = deltas
+        .iter()
+        .find(|d| d.from.eq_ignore_ascii_case(&running_sha))
+    else {
+        return Err(Miss::Unusable(format!(
+            "none of the {} deltas offered is from the running {} (sha256 {running_sha})",
+            deltas.len(),
+            a.name
+        )));
+    };
+    let refuse = |m: String| Miss::Failed(UpdateError::BadArtifact(m));
+    if d.sha256.len() != 64 || !d.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(refuse(format!(
+            "delta sha256 {:?} is not 64 hex digits",
+            d.sha256
+        )));
+    }
+    if d.size >= size {
+        // Never more on the wire than the full artifact: a "delta" that large is refused
+        // before a byte of it is fetched.
+        return Err(refuse(format!(
+            "the delta from {running_sha} announces {} bytes, not less than the full artifact's {size}",
+            d.size
+        )));
+    }
+    let delta_part = paths
+        .cache_dir()
+        .join(format!("{}-{}.delta.part", a.name, a.version));
+    let delta_art = Artifact {
+        url: d.url.clone(),
+        sha256: Some(d.sha256.to_ascii_lowercase()),
+        size: Some(d.size),
+        signature: None,
+        ..a.clone()
+    };
+    let fetched =
+        download::fetch_into(delta_part.clone(), &delta_art, opts, None).map_err(Miss::Failed)?;
+    let Fetched::Complete { part, sha256, .. } = fetched else {
+        download::discard(&delta_part);
+        return Err(refuse(
+            "the delta's server answered 304 to an unconditional request".into(),
+        ));
+    };
+    if !sha256.eq_ignore_ascii_case(&d.sha256) {
+        download::discard(&part);
+        return Err(Miss::Failed(UpdateError::ShaMismatch {
+            expected: d.sha256.clone(),
+            actual: sha256,
+        }));
+    }
+    let out_path = download::part_path(paths, a);
+    download::discard(&out_path);
+    download::check_space(&paths.cache_dir(), Some(size), opts).map_err(Miss::Failed)?;
+    let applied = apply_into(&old, &part, &out_path, size);
+    download::discard(&part);
+    let applied = match applied {
+        Ok(x) => x,
+        Err(e) => {
+            download::discard(&out_path);
+            return Err(Miss::Failed(e));
+        }
+    };
+    if !applied.sha256.eq_ignore_ascii_case(want) {
+        download::discard(&out_path);
+        return Err(Miss::Failed(UpdateError::ShaMismatch {
+            expected: want.to_string(),
+            actual: applied.sha256,
+        }));
+    }
+    crate::info!(
+        SUB,
+        "{} {}: made from the running binary by a delta of {} bytes ({} full)",
+        a.name,
+        a.version,
+        d.size,
+        size
+    );
+    Ok((out_path, applied.sha256))
+}
+
+/// [`apply`] from the delta's file into a new file at `out` (no link followed), synced.
+fn apply_into(old: &[u8], delta: &Path, out: &Path, size: u64) -> Result<Applied, UpdateError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut input = io::BufReader::new(
+        File::open(delta).map_err(io_err(format!("opening {}", delta.display())))?,
+    );
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(out)
+        .map_err(io_err(format!("creating {}", out.display())))?;
+    let mut w = io::BufWriter::with_capacity(64 * 1024, file);
+    let applied = apply(old, &mut input, &mut w, size).map_err(|e| match e {
+        DeltaError::Bad(m) => UpdateError::BadArtifact(format!("delta: {m}")),
+        DeltaError::Io(c, err) => UpdateError::Io { context: c, err },
+    })?;
+    let file = w
+        .into_inner()
+        .map_err(|e| io_err(format!("writing {}", out.display()))(e.into_error()))?;
+    file.sync_all()
+        .map_err(io_err(format!("fsync {}", out.display())))?;
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[seed as usize % 4])
+            .collect()
+    }
+
+    fn run(old: &[u8], d: &[u8], size: u64) -> Result<(Vec<u8>, Applied), DeltaError> {
+        let mut out = Vec::new();
+        let a = apply(old, &mut &d[..], &mut out, size)?;
+        Ok((out, a))
+    }
+
+    #[test]
+    fn round_trip_and_small() {
+        let old = sample(200_000, 1);
+        let mut new = old.clone();
+        new[1000..1010].copy_from_slice(b"0123456789");
+        new.splice(5000..5000, b"inserted".iter().copied());
+        let d = make(&old, &new).unwrap();
+        assert!(d.len() < 2000, "{}", d.len());
+        let (out, a) = run(&old, &d, new.len() as u64).unwrap();
+        assert_eq!(out, new);
+        assert_eq!(a.size, new.len() as u64);
+    }
+
+    #[test]
+    fn corrupted_truncated_and_wrong_size_are_refused() {
+        let old = sample(50_000, 1);
+        let mut new = old.clone();
+        new[10] ^= 0xff;
+        let d = make(&old, &new).unwrap();
+        let n = new.len() as u64;
+        // Truncated at every length: never a panic, always an error.
+        for cut in 0..d.len() {
+            assert!(run(&old, &d[..cut], n).is_err(), "cut at {cut}");
+        }
+        // A flipped byte anywhere: an error, or a result that differs (the sha256 check).
+        for i in 0..d.len() {
+            let mut c = d.clone();
+            c[i] ^= 0x55;
+            if let Ok((out, _)) = run(&old, &c, n) {
+                assert_ne!(out, new, "flip at {i}");
+            }
+        }
+        assert!(run(&old, &d, n - 1).is_err());
+        assert!(run(&old, &d, n + 1).is_err());
+        let mut trailing = d.clone();
+        trailing.push(0);
+        assert!(run(&old, &trailing, n).is_err());
+        // Applied to another old file: a different result, or a refusal.
+        let other = sample(50_000, 2);
+        if let Ok((out, _)) = run(&other, &d, n) {
+            assert_ne!(out, new);
+        }
+    }
+
+    #[test]
+    fn a_record_past_the_size_or_the_old_file_is_refused_before_its_bytes() {
+        let old = vec![1u8; 100];
+        let forge = |mix: u64, copy: u64, seek: u64, size: u64| {
+            let mut p = Vec::new();
+            p.extend_from_slice(&mix.to_le_bytes());
+            p.extend_from_slice(&copy.to_le_bytes());
+            p.extend_from_slice(&seek.to_le_bytes());
+            let mut d = MAGIC.to_vec();
+            d.extend_from_slice(&size.to_le_bytes());
+            d.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&p, 6));
+            d
+        };
+        let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
+        assert!(e.to_string().contains("more than the target"), "{e}");
+        let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
+        assert!(e.to_string().contains("past the end"), "{e}");
+        let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+    }
+}

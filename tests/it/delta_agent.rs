@@ -1,0 +1,179 @@
+//! Deltas through the real agent (issue 44): svc-server updated by a delta from the binary
+//! that runs, from an HTTPS app and from a `file://` directory, without a byte of the full
+//! artifact; and `svc-release publish` making deltas from the releases it published before.
+use crate::common;
+use common::https::{Behavior, HttpsServer};
+use common::sandbox::*;
+use serde_json::json;
+use sha2::Digest;
+use std::process::Command;
+
+fn sha(b: &[u8]) -> String {
+    svc::encoding::hex(&sha2::Sha256::digest(b))
+}
+
+/// The running (fake) svc-server, the real one to move to, and the delta between them.
+fn binaries(sb: &Sandbox) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    sb.install_fake_server();
+    let old = std::fs::read(sb.root.join("opt/svc/bin/svc-server")).unwrap();
+    let new = std::fs::read(env!("CARGO_BIN_EXE_svc-server")).unwrap();
+    let delta = svc::update::delta::make(&old, &new).unwrap();
+    (old, new, delta)
+}
+
+fn target(
+    old: &[u8],
+    new: &[u8],
+    delta: &[u8],
+    full_url: &str,
+    delta_url: &str,
+) -> serde_json::Value {
+    json!({"svc-server": {
+        "version": env!("CARGO_PKG_VERSION"), "url": full_url, "sha256": sha(new), "size": new.len(),
+        "deltas": [
+            {"from": "ab".repeat(32), "url": "artifacts/elsewhere", "size": 10, "sha256": "cd".repeat(32)},
+            {"from": sha(old), "url": delta_url, "size": delta.len(), "sha256": sha(delta)}
+        ]
+    }})
+}
+
+fn wait_applied(sb: &Sandbox) {
+    let want = format!("../cache/svc-server-{}", env!("CARGO_PKG_VERSION"));
+    wait_for("the new link", 180, || {
+        std::fs::read_link(sb.root.join("opt/svc/bin/svc-server"))
+            .is_ok_and(|p| p.display().to_string() == want)
+    });
+    wait_for("the delta's outcome in the status", 60, || {
+        sb.status()["versions"]["svc-server"]["delta"]["outcome"] == "applied"
+    });
+    assert!(
+        sb.log().contains("made from the running binary by a delta"),
+        "{}",
+        sb.log()
+    );
+}
+
+#[test]
+fn the_agent_updates_svc_server_by_delta_from_an_https_app() {
+    let sb = Sandbox::new("delta-https");
+    let srv = HttpsServer::start_behind(&sb.root.join("tls"), common::https::Front::Direct);
+    sb.write_credentials(srv.base_url());
+    let (old, new, delta) = binaries(&sb);
+    srv.add("/artifacts/full", new.clone(), Behavior::Normal);
+    srv.add("/artifacts/delta", delta.clone(), Behavior::Normal);
+    srv.set_answer(json!({
+        "poll_interval_secs": 1,
+        "config": {"agent": {}},
+        "targets": target(&old, &new, &delta, "artifacts/full", "artifacts/delta"),
+    }));
+    let mut agent = sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap())]);
+    wait_applied(&sb);
+    assert_eq!(
+        srv.requests("/artifacts/full").len(),
+        0,
+        "no byte of the full artifact"
+    );
+    assert_eq!(
+        srv.requests("/artifacts/elsewhere").len(),
+        0,
+        "another binary's delta"
+    );
+    assert_eq!(srv.requests("/artifacts/delta").len(), 1);
+    terminate(&mut agent);
+}
+
+#[test]
+fn the_agent_updates_svc_server_by_delta_from_a_file_directory() {
+    let sb = Sandbox::new("delta-file");
+    sb.file_app();
+    let (old, new, delta) = binaries(&sb);
+    let artifacts = sb.app.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    std::fs::write(artifacts.join("delta"), &delta).unwrap();
+    // No full artifact in the directory at all: only the delta can make the target.
+    sb.answer(json!({
+        "poll_interval_secs": 1,
+        "config": {"agent": {}},
+        "targets": target(&old, &new, &delta, "artifacts/full", "artifacts/delta"),
+    }));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_applied(&sb);
+    terminate(&mut agent);
+}
+
+fn tool(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_svc-release"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn publish_makes_deltas_from_the_releases_before() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("delta-publish");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("vendor.key");
+    let mgmt = dir.join("mgmt");
+    std::fs::create_dir_all(&mgmt).unwrap();
+    tool(&["keygen", key.to_str().unwrap()]);
+    tool(&["init", mgmt.to_str().unwrap()]);
+    let mut releases = Vec::new();
+    for i in 0..3 {
+        // Three small releases (a fake svc-server with its release stamp): a delta of the real
+        // debug build would take svc-release a GiB and a minute here.
+        let b =
+            crate::update_support::fake_binary("svc-server", &format!("1.0.{i}"), "ok", 200_000);
+        let p = dir.join(format!("svc-server-{i}"));
+        std::fs::write(&p, &b).unwrap();
+        tool(&[
+            "publish",
+            "--key",
+            key.to_str().unwrap(),
+            "--deltas",
+            "2",
+            "--prune",
+            mgmt.to_str().unwrap(),
+            p.to_str().unwrap(),
+        ]);
+        releases.push(b);
+    }
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    let t = &answer["targets"]["svc-server"];
+    let deltas = t["deltas"].as_array().unwrap();
+    let froms: Vec<&str> = deltas.iter().map(|d| d["from"].as_str().unwrap()).collect();
+    assert_eq!(
+        froms,
+        [sha(&releases[1]), sha(&releases[0])],
+        "newest first, N = 2"
+    );
+    for (d, old) in deltas.iter().zip([&releases[1], &releases[0]]) {
+        let bytes = std::fs::read(mgmt.join(d["url"].as_str().unwrap())).unwrap();
+        assert_eq!(d["size"], bytes.len());
+        assert_eq!(d["sha256"], sha(&bytes));
+        assert!(
+            bytes.len() * 10 < releases[2].len(),
+            "{} bytes",
+            bytes.len()
+        );
+        let mut out = Vec::new();
+        svc::update::delta::apply(old, &mut &bytes[..], &mut out, releases[2].len() as u64)
+            .unwrap();
+        assert_eq!(out, releases[2]);
+        // --prune keeps the release a delta starts from (the next publish needs it).
+        assert!(mgmt
+            .join("artifacts")
+            .join(d["from"].as_str().unwrap())
+            .is_file());
+    }
+    // The directory still verifies as a device would check it.
+    let public = format!("{}.pub", key.display());
+    tool(&["verify", "--pub", &public, mgmt.to_str().unwrap()]);
+}

@@ -1,0 +1,246 @@
+//! Binary deltas (issue 44) through the engine against the HTTPS test server: a delta from
+//! the running binary is applied and its result goes through every check of a full
+//! download; a delta from another binary is never downloaded; a corrupted, wrong-result,
+//! truncated or huge delta is refused, and the full artifact is downloaded only when the
+//! vendor's rule allows it, noted in the records (the status) with why.
+use crate::common::https::{Behavior, HttpsServer};
+use crate::update_support::*;
+use svc::protocol::Delta;
+use svc::update::{DeltaFallback, Engine, Kind, Staging, VersionRecords};
+
+const NAME: &str = "svc-server";
+
+struct Fixture {
+    paths: svc::paths::Paths,
+    server: HttpsServer,
+    old: Vec<u8>,
+    new: Vec<u8>,
+}
+
+fn setup(test: &str) -> Fixture {
+    let server = HttpsServer::start();
+    let paths = sandbox(&format!("delta-{test}"));
+    let old = install_old(&paths, NAME, "1.0.0");
+    let new = fake_binary(NAME, "2.0.0", "ok", 300_000);
+    server.add("/full", new.clone(), Behavior::Normal);
+    Fixture {
+        paths,
+        server,
+        old,
+        new,
+    }
+}
+
+impl Fixture {
+    /// Serves `bytes` as the delta at `/delta`, announced as they are.
+    fn serve_delta(&self, bytes: Vec<u8>, from: &[u8]) -> Delta {
+        let d = Delta {
+            from: sha256_hex(from),
+            url: self.server.url("/delta"),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+        };
+        self.server.add("/delta", bytes, Behavior::Normal);
+        d
+    }
+
+    fn stage(
+        &self,
+        deltas: &[Delta],
+        rule: DeltaFallback,
+    ) -> Result<Staging, svc::update::UpdateError> {
+        let mut opts = test_opts();
+        opts.delta_fallback = rule;
+        let a = artifact(NAME, "2.0.0", &self.server.url("/full"), &self.new);
+        Engine::new(self.paths.clone(), opts).stage_offer(&a, deltas)
+    }
+
+    fn requests(&self, path: &str) -> usize {
+        self.server.requests(path).len()
+    }
+
+    /// The delta outcome the records (and so the status) show.
+    fn noted(&self) -> (String, String) {
+        let rec = VersionRecords::load(&self.paths).unwrap();
+        let d = rec
+            .get(NAME)
+            .unwrap()
+            .delta
+            .clone()
+            .expect("a delta outcome is recorded");
+        assert_eq!(d.version, "2.0.0");
+        (d.outcome, d.reason.unwrap_or_default())
+    }
+
+    fn activate_and_check(&self) {
+        let e = Engine::new(self.paths.clone(), test_opts());
+        e.activate(Kind::Server, "2.0.0").unwrap();
+        let (v, bytes) = active(&self.paths, NAME);
+        assert_eq!(v, "2.0.0");
+        assert_eq!(
+            bytes, self.new,
+            "the active binary is the full target's bytes"
+        );
+        assert!(no_part(&self.paths, NAME, "2.0.0"));
+        assert!(
+            !self
+                .paths
+                .cache_dir()
+                .join("svc-server-2.0.0.delta.part")
+                .exists(),
+            "the applied delta's file is removed"
+        );
+    }
+}
+
+#[test]
+fn a_delta_from_the_running_binary_is_applied_and_the_full_artifact_never_fetched() {
+    let f = setup("applied");
+    let d = f.serve_delta(svc::update::delta::make(&f.old, &f.new).unwrap(), &f.old);
+    assert!(
+        d.size * 10 < f.new.len() as u64,
+        "delta {} of {}",
+        d.size,
+        f.new.len()
+    );
+    let staged = f.stage(&[d], DeltaFallback::Never).unwrap();
+    assert_eq!(
+        staged,
+        Staging::Ready {
+            version: "2.0.0".into()
+        }
+    );
+    assert_eq!(f.requests("/delta"), 1);
+    assert_eq!(f.requests("/full"), 0, "no byte of the full artifact");
+    assert_eq!(f.noted().0, "applied");
+    f.activate_and_check();
+}
+
+#[test]
+fn a_delta_from_another_binary_is_not_downloaded() {
+    let f = setup("other-from");
+    let other = fake_binary(NAME, "0.9.0", "ok", 1000);
+    let d = f.serve_delta(svc::update::delta::make(&other, &f.new).unwrap(), &other);
+    // The rule forbids the full download: nothing at all is fetched.
+    let e = f
+        .stage(std::slice::from_ref(&d), DeltaFallback::Never)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("none of the 1 deltas offered is from the running"),
+        "{e}"
+    );
+    assert_eq!((f.requests("/delta"), f.requests("/full")), (0, 0));
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old, "2.0.0");
+    let (outcome, why) = f.noted();
+    assert_eq!(outcome, "refused");
+    assert!(why.contains(&sha256_hex(&f.old)), "{why}");
+    // Allowed: the full artifact, and the status says why.
+    f.stage(&[d], DeltaFallback::Full).unwrap();
+    assert_eq!((f.requests("/delta"), f.requests("/full")), (0, 1));
+    let (outcome, why) = f.noted();
+    assert_eq!(outcome, "full-download");
+    assert!(why.contains("none of the 1 deltas"), "{why}");
+    f.activate_and_check();
+}
+
+/// Each bad delta: refused under `never` (nothing installed, no full download), the full
+/// artifact under `full`.
+fn refused_then_full(test: &str, bad: impl Fn(&Fixture) -> Delta, why: &str) {
+    let f = setup(test);
+    let d = bad(&f);
+    let e = f
+        .stage(std::slice::from_ref(&d), DeltaFallback::Never)
+        .unwrap_err();
+    assert!(e.to_string().contains(why), "{test}: {e}");
+    assert_eq!(f.requests("/full"), 0, "{test}: the rule is never");
+    if test == "huge" {
+        assert_eq!(f.requests("/delta"), 0, "refused before a byte of it");
+    }
+    assert_untouched(&f.paths, NAME, "1.0.0", &f.old, "2.0.0");
+    assert!(
+        no_part(&f.paths, NAME, "2.0.0"),
+        "{test}: no half-made result left"
+    );
+    assert_eq!(f.noted().0, "refused");
+    f.stage(&[d], DeltaFallback::Full).unwrap();
+    assert_eq!(f.requests("/full"), 1, "{test}");
+    let (outcome, reason) = f.noted();
+    assert_eq!(outcome, "full-download");
+    assert!(reason.contains(why), "{test}: {reason}");
+    f.activate_and_check();
+}
+
+#[test]
+fn a_corrupted_delta_is_refused() {
+    refused_then_full(
+        "corrupted",
+        |f| {
+            let mut d = svc::update::delta::make(&f.old, &f.new).unwrap();
+            let n = d.len();
+            for b in &mut d[20..n - 8] {
+                *b ^= 0x5a;
+            }
+            f.serve_delta(d, &f.old)
+        },
+        "delta",
+    );
+}
+
+#[test]
+fn a_delta_that_makes_other_bytes_is_refused() {
+    refused_then_full(
+        "wrong-result",
+        |f| {
+            // A well-formed delta from the running binary to the wrong file of the right size.
+            let mut wrong = f.new.clone();
+            let n = wrong.len();
+            wrong[n - 1] ^= 1;
+            f.serve_delta(svc::update::delta::make(&f.old, &wrong).unwrap(), &f.old)
+        },
+        "sha256 mismatch",
+    );
+}
+
+#[test]
+fn a_truncated_delta_is_refused() {
+    refused_then_full(
+        "truncated",
+        |f| {
+            let d = svc::update::delta::make(&f.old, &f.new).unwrap();
+            f.serve_delta(d[..d.len() / 2].to_vec(), &f.old)
+        },
+        "truncated",
+    );
+}
+
+#[test]
+fn a_huge_delta_is_refused_before_a_byte_of_it() {
+    refused_then_full(
+        "huge",
+        |f| {
+            let d = f.serve_delta(vec![0u8; 64], &f.old);
+            Delta {
+                size: f.new.len() as u64 + 1,
+                ..d
+            }
+        },
+        "not less than the full artifact",
+    );
+}
+
+#[test]
+fn a_delta_whose_bytes_are_not_the_announced_ones_is_refused() {
+    refused_then_full(
+        "bad-hash",
+        |f| {
+            let good = svc::update::delta::make(&f.old, &f.new).unwrap();
+            let d = f.serve_delta(good, &f.old);
+            Delta {
+                sha256: "0".repeat(64),
+                ..d
+            }
+        },
+        "sha256 mismatch",
+    );
+}
