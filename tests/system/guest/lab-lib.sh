@@ -319,10 +319,13 @@ lab_agent_is() { [ "$(lab_running_agent)" = "$1" ]; }
 # --- Real RAUC (issue 43; os-rauc-* scenarios, `# lab-needs: data-disk`, `slot-b`; the host
 # hook's tests/system/rauc-lab.sh puts the overlay in /lab/share/rauc/overlay) ---
 
-# lab_rauc_slot_a MGMT_URL_DIR: makes the running slot A what the bundles' slot image is: the
-# overlay (rauc 1.8 from Debian's package, its service, D-Bus policy, system.conf, keyring, the
-# lab's `custom` backend and reboot, the agent's data-partition layout and vendor key), /data
-# mounted, the credentials on it for the file:// app MGMT_URL_DIR. Nothing is started.
+# lab_rauc_slot_a: makes the running slot A what the bundles' slot image is: the overlay (rauc
+# 1.8 from Debian's package, its service, D-Bus policy, system.conf, keyring, the lab's
+# `custom` backend and reboot, the agent's data-partition layout and vendor key), /data
+# mounted, RAUC's service started, the host's management directory copied to
+# $LAB_RAUC_APP (/var/lib/lab/mgmt on the data partition: the agent's sandbox may write
+# there, not on /lab) and the credentials for it. The agent is not started.
+LAB_RAUC_APP=/var/lib/lab/mgmt
 lab_rauc_slot_a() {
     cp -a /lab/share/rauc/overlay/. /
     echo "${LAB_RAUC_OS_A:-1.0.0-lab}" > /etc/lab-os-version
@@ -331,7 +334,8 @@ lab_rauc_slot_a() {
     lab_check "the data partition is mounted" systemctl start data.mount
     mkdir -p /data/lab
     lab_check "/var/lib/lab is on the data partition" systemctl start var-lib-lab.mount
-    lab_ro_credentials "$1"
+    lab_check "the management directory on the data partition" cp -a /lab/share/app "$LAB_RAUC_APP"
+    lab_ro_credentials "$LAB_RAUC_APP"
     lab_check "RAUC's service runs" systemctl start rauc.service
 }
 
