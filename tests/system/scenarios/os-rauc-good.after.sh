@@ -15,10 +15,9 @@ rauc status --detailed --output-format=json || true
 lab_check "RAUC: booted rootfs.1" test "$(lab_rauc_slot_field rootfs.1 state)" = booted
 lab_check "RAUC: rootfs.1 is good" test "$(lab_rauc_slot_field rootfs.1 boot_status)" = good
 lab_check "RAUC: rootfs.1 holds bundle 2.0.0-lab" test "$(lab_rauc_slot_field rootfs.1 bundle.version)" = 2.0.0-lab
-rm -f /lab/share/app/status.json
 lab_wait 120 "the status reports OS 2.0.0-lab on rootfs.1" python3 -c '
 import json, sys
-o = json.load(open("/lab/share/app/status.json")).get("os") or {}
+o = json.load(open("/var/lib/lab/mgmt/status.json")).get("os") or {}
 print(o); sys.exit(0 if o.get("version") == "2.0.0-lab" and o.get("booted_slot") == "rootfs.1" and o.get("state") == "idle" else 1)'
-size=$(python3 -c 'import json; print(json.load(open("/lab/share/app/poll.json"))["targets"]["os"]["size"])')
+size=$(python3 -c 'import json; print(json.load(open("/var/lib/lab/mgmt/poll.json"))["targets"]["os"]["size"])')
 lab_log "figures: offer to marked good $((t_good - $(cat /data/lab/t-offer))) s (offer to reboot asked $(( $(cat /data/lab/t-reboot) - $(cat /data/lab/t-offer) )) s), bundle $size bytes downloaded"

@@ -14,7 +14,7 @@
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 lab_check "booted slot A (/dev/vda)" lab_booted_from a /dev/vda
-lab_rauc_slot_a /lab/share/app
+lab_rauc_slot_a
 rauc status --detailed --output-format=json || true
 lab_check "RAUC: booted rootfs.0" test "$(lab_rauc_slot_field rootfs.0 state)" = booted
 lab_check "RAUC: compatible svc-lab-amd64" test "$(lab_rauc_slot_field "" compatible)" = svc-lab-amd64
