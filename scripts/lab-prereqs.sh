@@ -19,6 +19,11 @@ apt_need cpio cpio
 apt_need flock util-linux
 apt_need readelf binutils
 apt_need python3 python3
+# The real-RAUC scenarios (os-rauc-*) make their bundles on the host (tests/system/rauc-lab.sh).
+apt_need rauc rauc
+apt_need mksquashfs squashfs-tools
+apt_need resize2fs e2fsprogs
+apt_need openssl openssl
 # qemu's firmware for -kernel boots (SeaBIOS and the linuxboot option ROM).
 apt_need_file /usr/share/seabios/bios-256k.bin seabios
 apt_need_file /usr/share/qemu/linuxboot_dma.bin qemu-system-data

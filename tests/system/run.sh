@@ -24,7 +24,8 @@
 # monitor socket at $LAB_WORK/monitor.sock, so that a host hook can hot-plug disks
 # (host-lib.sh: host_usb_media).
 # `# lab-needs: data-disk` adds a blank ext4 disk labelled svcdata as /dev/vdc (the data
-# partition of the read-only-root scenarios, which make the root read-only themselves).
+# partition of the read-only-root scenarios, which make the root read-only themselves);
+# `# lab-data-size: SIZE` (e.g. 1G) makes it larger than its default 256M.
 # `# lab-needs: slot-b` adds a second root disk, "slot B" of an A/B pair: another
 # copy-on-write overlay of the guest image, attached after the other disks (/dev/vdd with a
 # data disk). A phase picks the root of the next boot as a boot loader's slot variable
@@ -349,7 +350,8 @@ for name in "${scenarios[@]}"; do
             qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root.qcow2"
         fi
         if grep -q '^# lab-needs: data-disk' "$script"; then
-            mke2fs -q -t ext4 -L svcdata "$work/data.img" 256M > /dev/null
+            dsize="$(sed -n 's/^# lab-data-size: *\([0-9]\+[MG]\).*/\1/p' "$script" | head -n1)"
+            mke2fs -q -t ext4 -L svcdata "$work/data.img" "${dsize:-256M}" > /dev/null
         fi
         if grep -q '^# lab-needs: slot-b' "$script"; then
             qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root-b.qcow2"

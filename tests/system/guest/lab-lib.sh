@@ -315,3 +315,54 @@ lab_running_agent() {
 
 # lab_agent_is FILE: the running agent was started from FILE.
 lab_agent_is() { [ "$(lab_running_agent)" = "$1" ]; }
+
+# --- Real RAUC (issue 43; os-rauc-* scenarios, `# lab-needs: data-disk`, `slot-b`; the host
+# hook's tests/system/rauc-lab.sh puts the overlay in /lab/share/rauc/overlay) ---
+
+# lab_rauc_slot_a: makes the running slot A what the bundles' slot image is: the overlay (rauc
+# 1.8 from Debian's package, its service, D-Bus policy, system.conf, keyring, the lab's
+# `custom` backend and reboot, the agent's data-partition layout and vendor key), /data
+# mounted, RAUC's service started, the host's management directory copied to
+# $LAB_RAUC_APP (/var/lib/lab/mgmt on the data partition: the agent's sandbox may write
+# there, not on /lab) and the credentials for it. The agent is not started.
+LAB_RAUC_APP=/var/lib/lab/mgmt
+lab_rauc_slot_a() {
+    cp -a /lab/share/rauc/overlay/. /
+    echo "${LAB_RAUC_OS_A:-1.0.0-lab}" > /etc/lab-os-version
+    systemctl daemon-reload
+    lab_check "the D-Bus policy for RAUC is loaded" systemctl reload dbus.service
+    lab_check "the data partition is mounted" systemctl start data.mount
+    mkdir -p /data/lab
+    lab_check "/var/lib/lab is on the data partition" systemctl start var-lib-lab.mount
+    lab_check "the management directory on the data partition" cp -a /lab/share/app "$LAB_RAUC_APP"
+    lab_ro_credentials "$LAB_RAUC_APP"
+    lab_check "RAUC's service runs" systemctl start rauc.service
+}
+
+# lab_rauc_reboot_asked: the agent asked for a reboot during this boot (the lab's systemctl).
+lab_rauc_reboot_asked() { test -s "/var/lib/lab/reboot-$(cat /proc/sys/kernel/random/boot_id)"; }
+
+# lab_rauc_reboot: the reboot the agent asked for, as the lab makes one: the boot loader's
+# choice (rauc-lab-boot next) on the console, then the power cut.
+lab_rauc_reboot() {
+    lab_boot_slot "$(/usr/lib/lab/rauc-lab-boot next)"
+    lab_powercut
+}
+
+# lab_rauc_slot_field SLOT KEY: a field of `rauc status --output-format=json` for slot SLOT
+# (rootfs.0|rootfs.1): boot_status, state, bundle version (KEY bundle.version), or of the
+# system (SLOT "": booted (its device), boot_primary (a slot name), compatible).
+lab_rauc_slot_field() {
+    rauc status --detailed --output-format=json 2>/dev/null | python3 -c '
+import json, sys
+slot, key = sys.argv[1], sys.argv[2]
+s = json.load(sys.stdin)
+if slot:
+    s = next(d for x in s["slots"] for n, d in x.items() if n == slot)
+    if key.startswith("bundle."):
+        s = (s.get("slot_status") or {}).get("bundle") or {}
+        key = key[7:]
+    elif key not in s:
+        s = s.get("slot_status") or {}
+print(s.get(key) if s.get(key) is not None else "")' "$1" "$2"
+}
