@@ -547,6 +547,22 @@ mod tests {
     }
 
     #[test]
+    fn a_build_for_the_other_machine_is_refused_naming_both() {
+        // x86_64 offered to an arm64 device and the reverse (issue 42).
+        for (device, offered) in [(183u16, 62u16), (62, 183)] {
+            let e = check_elf_header_for(&header(2, 1, 3, offered), device).unwrap_err();
+            assert!(
+                matches!(e, UpdateError::WrongArch { expected, actual } if expected == device && actual == offered)
+            );
+            let msg = e.to_string();
+            for m in [device, offered] {
+                let name = arch_of_machine(m).unwrap();
+                assert!(msg.contains(&format!("({name})")), "{msg:?} does not name {name}");
+            }
+        }
+    }
+
+    #[test]
     fn this_binary_is_a_valid_elf() {
         check_elf(&std::env::current_exe().unwrap()).unwrap();
     }
