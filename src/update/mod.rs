@@ -217,10 +217,16 @@ impl fmt::Display for UpdateError {
             }
             Signature(m) => write!(f, "signature check failed: {m}"),
             NotElf(m) => write!(f, "not an executable ELF file: {m}"),
-            WrongArch { expected, actual } => write!(
-                f,
-                "ELF for the wrong architecture: e_machine {actual}, this machine needs {expected}"
-            ),
+            WrongArch { expected, actual } => {
+                // Named, so the operator sees which build went to which machine.
+                let name = |m: &u16| verify::arch_of_machine(*m).unwrap_or("unknown");
+                write!(
+                    f,
+                    "ELF for the wrong architecture: e_machine {actual} ({}), this machine needs {expected} ({})",
+                    name(actual),
+                    name(expected)
+                )
+            }
             VersionCheck(m) => write!(f, "version check of the new binary failed: {m}"),
             NoPrevious(n) => write!(f, "no previous version of {n} to roll back to"),
             Io { context, err } => write!(f, "{context}: {err}"),

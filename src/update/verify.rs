@@ -557,7 +557,10 @@ mod tests {
             let msg = e.to_string();
             for m in [device, offered] {
                 let name = arch_of_machine(m).unwrap();
-                assert!(msg.contains(&format!("({name})")), "{msg:?} does not name {name}");
+                assert!(
+                    msg.contains(&format!("({name})")),
+                    "{msg:?} does not name {name}"
+                );
             }
         }
     }
