@@ -6,6 +6,8 @@
 #
 #   benches/arch-lab.sh          prints a Markdown table (BENCHMARKS.md, "arm64 beside x86_64")
 #
+# ARCH_LAB_BIN_x86_64=DIR, ARCH_LAB_BIN_aarch64=DIR: take the dist binaries from DIR instead
+# of building them.
 # Needs what scripts/test-system.sh needs (root, the lab's prerequisites, both images).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,6 +15,12 @@ cache="${LAB_CACHE:-$root/tests/system/.cache}"
 "$root/scripts/lab-prereqs.sh"
 declare -A agent server
 for m in x86_64 aarch64; do
+    # ARCH_LAB_BIN_x86_64 / ARCH_LAB_BIN_aarch64: a folder with both dist binaries already built.
+    dir_var="ARCH_LAB_BIN_$m"
+    if [ -n "${!dir_var:-}" ]; then
+        agent[$m]="${!dir_var}/svc-agent" server[$m]="${!dir_var}/svc-server"
+        continue
+    fi
     mapfile -t b < <("$root/scripts/build-static.sh" "$m" --profile dist)
     [ ${#b[@]} -eq 2 ] || { echo "arch-lab: the $m build failed" >&2; exit 1; }
     agent[$m]="${b[0]}" server[$m]="${b[1]}"
