@@ -97,9 +97,13 @@ fi
 # saying why, if this one failed).
 if [ "$arm64" = 1 ]; then
     mkdir -p "$cache"
-    { LAB_ARCH=arm64 "$root/tests/system/guest/build-image.sh" > "$cache/image-arm64.log" 2>&1 \
-        && log "arm64 guest image ready: $(tail -n 1 "$cache/image-arm64.log")" \
-        || log "the arm64 image build failed here (the arm64 scenarios try again): $(tail -n 3 "$cache/image-arm64.log")"; } &
+    {
+        if LAB_ARCH=arm64 "$root/tests/system/guest/build-image.sh" > "$cache/image-arm64.log" 2>&1; then
+            log "arm64 guest image ready: $(tail -n 1 "$cache/image-arm64.log")"
+        else
+            log "the arm64 image build failed here (the arm64 scenarios try again): $(tail -n 3 "$cache/image-arm64.log")"
+        fi
+    } &
     pids+=($!)
 fi
 set +m
