@@ -9,6 +9,7 @@
 # not in the journal; a second run changes nothing; --uninstall leaves no file behind.
 # Needs: install.sh, scripts/publish-install.sh, `svc-agent install`/`uninstall --purge`.
 # lab-timeout: 600
+# lab-arches: amd64 arm64
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 . "$LAB_SHARE/host.env"
