@@ -11,10 +11,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 
 apt_need qemu-system-x86_64 qemu-system-x86
 # The arm64 machine (tests/system/run.sh, LAB_ARCH=arm64): qemu's `virt` board, and
-# qemu-user-static with binfmt-support to debootstrap its root (guest/build-image.sh).
+# qemu-user-static with binfmt-support and mmdebstrap (which wants arch-test for a foreign
+# root) to bootstrap its root (guest/build-image-arm64.sh).
 apt_need qemu-system-aarch64 qemu-system-arm
 apt_need qemu-aarch64-static qemu-user-static
 apt_need update-binfmts binfmt-support
+apt_need mmdebstrap mmdebstrap
+apt_need arch-test arch-test
 apt_need qemu-img qemu-utils
 apt_need debootstrap debootstrap
 apt_need mke2fs e2fsprogs

@@ -74,9 +74,9 @@ done
 
 # Everything started in the background is a process group of its own (set -m), so that
 # stopping this script stops its guests and host servers too.
-pids=(); snap=""; q=""
+pids=(); snap=""; q=""; arm64_state=""
 stop_workers() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
-trap 'stop_workers; rm -rf ${q:+"$q"} ${snap:+"$snap" "$snap.log"}' EXIT
+trap 'stop_workers; rm -rf ${q:+"$q"} ${snap:+"$snap" "$snap.log"} ${arm64_state:+"$arm64_state"}' EXIT
 trap 'exit 130' INT TERM
 
 # One guest, booted once and saved up and idle; each scenario's main phase restores it in
@@ -92,17 +92,20 @@ if [ "${LAB_RESTORE:-1}" != 0 ]; then
         || [ -f "$snap/status" ] || echo "failed: the harness exited (see $snap.log)" > "$snap/status"; } &
     pids+=($!)
 fi
-# The arm64 machine's image (debootstrap through qemu-user: minutes), while the binaries
-# build; its first scenario's run.sh waits for it on the cache's lock (or builds it itself,
-# saying why, if this one failed).
+# The arm64 machine's image (guest/build-image-arm64.sh: minutes, cold), while the binaries
+# build and the amd64 scenarios run; its first scenario's run.sh waits for it on the cache's
+# lock (or builds it itself, saying why, if this one failed).
+# $arm64_state/image exists once that build has ended, either way (worker, below).
+arm64_state="$(mktemp -d)"
 if [ "$arm64" = 1 ]; then
     mkdir -p "$cache"
     {
-        if LAB_ARCH=arm64 "$root/tests/system/guest/build-image.sh" > "$cache/image-arm64.log" 2>&1; then
-            log "arm64 guest image ready: $(tail -n 1 "$cache/image-arm64.log")"
+        if "$root/tests/system/guest/build-image-arm64.sh" > "$cache/arm64-image.log" 2>&1; then
+            log "arm64 guest image ready: $(tail -n 1 "$cache/arm64-image.log")"
         else
-            log "the arm64 image build failed here (the arm64 scenarios try again): $(tail -n 3 "$cache/image-arm64.log")"
+            log "the arm64 image build failed here (the arm64 scenarios try again): $(tail -n 3 "$cache/arm64-image.log")"
         fi
+        : > "$arm64_state/image"
     } &
     pids+=($!)
 fi
@@ -143,11 +146,25 @@ if [ "$v2_amd64" = 1 ]; then
     export LAB_V2_AGENT="${v2[0]}" LAB_V2_SERVER="${v2[1]}"
     log "0.2.0 binaries ready ($((SECONDS - t3)) s)"
 fi
+# The aarch64 ones build while the guests run (arm64 scenarios that need them wait, below):
+# $arm64_state/v2 names the two binaries, $arm64_state/v2-done says the build ended.
 if [ "$v2_arm64" = 1 ]; then
-    t3=$SECONDS
-    mapfile -t v2_a64 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" aarch64 --profile lab-v2)
-    [ ${#v2_a64[@]} -eq 2 ] || die "the aarch64 0.2.0 build failed"
-    log "aarch64 0.2.0 binaries ready ($((SECONDS - t3)) s)"
+    set -m
+    {
+        t3=$SECONDS
+        mapfile -t v2_a64 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" aarch64 --profile lab-v2)
+        if [ ${#v2_a64[@]} -eq 2 ]; then
+            printf '%s\n' "${v2_a64[@]}" > "$arm64_state/v2"
+            log "aarch64 0.2.0 binaries ready ($((SECONDS - t3)) s)"
+        else
+            log "the aarch64 0.2.0 build failed here (the arm64 scenarios that need it try again)"
+        fi
+        : > "$arm64_state/v2-done"
+    } &
+    pids+=($!)
+    set +m
+else
+    : > "$arm64_state/v2-done"
 fi
 
 # A queue of scenario names; each worker takes the next one (longest-waiting first is the
@@ -157,11 +174,28 @@ printf '%s\n' "${scenarios[@]}" > "$q/queue"
 take() { # prints the next scenario name and removes it from the queue; fails when empty
     flock "$q/queue.lock" bash -c 'n="$(head -n1 "$1")"; [ -n "$n" ] || exit 1; sed -i 1d "$1"; echo "$n"' _ "$q/queue"
 }
+# ready NAME: what an arm64 entry needs has been built (or its build has ended, either way).
+ready() {
+    [ -e "$arm64_state/image" ] || return 1
+    grep -q '^# lab-needs: v2' "$(file "$1")" 2>/dev/null || return 0
+    [ -e "$arm64_state/v2-done" ]
+}
+# later NAME: while an arm64 entry is not ready, puts it back at the end of the queue when an
+# amd64 entry is left to run meanwhile (so no guest slot idles); fails when there is none, and
+# the caller waits for its builds, which always end, and then runs it.
+later() {
+    on_arm64 "$1" && ! ready "$1" || return 1
+    flock "$q/queue.lock" bash -c 'grep -qv "^arm64:" "$1" || exit 1; echo "$2" >> "$1"' _ "$q/queue" "$1"
+}
 worker() {
     local w="$1" name
     while name="$(take)"; do
+        if later "$name"; then continue; fi
         # One scenario's whole output, printed at once so two workers' logs do not interleave.
         if on_arm64 "$name"; then
+            while ! ready "$name"; do sleep 1; done
+            v2_a64=()
+            [ -f "$arm64_state/v2" ] && mapfile -t v2_a64 < "$arm64_state/v2"
             # The arm64 machine: its builds, the x86_64 ones as the wrong machine's.
             LAB_ARCH=arm64 LAB_AGENT="${built_a64[0]}" LAB_SERVER="${built_a64[1]}" \
                 LAB_V2_AGENT="${v2_a64[0]:-}" LAB_V2_SERVER="${v2_a64[1]:-}" LAB_OTHER_SERVER="${built[1]}" \

@@ -135,7 +135,10 @@ fi
 
 # Guest image (cached by recipe hash).
 img_start=$SECONDS
-image="$("$here/guest/build-image.sh")" || die "guest image build failed"
+# Each machine its own recipe (and cache key): build-image.sh amd64, build-image-arm64.sh arm64.
+recipe="$here/guest/build-image.sh"
+[ "$LAB_ARCH" = arm64 ] && recipe="$here/guest/build-image-arm64.sh"
+image="$("$recipe")" || die "guest image build failed"
 log "guest image $image ($((SECONDS - img_start)) s)"
 
 # host_down WORK: names the host processes a hook recorded that are no longer running.

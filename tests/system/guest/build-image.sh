@@ -4,11 +4,6 @@
 # Debian kernel (which ships mac80211_hwsim) and the lab runner unit.
 #
 #   tests/system/guest/build-image.sh            prints the cache directory of the image
-#   LAB_ARCH=arm64 tests/system/guest/build-image.sh   the same machine for arm64
-#
-# LAB_ARCH (amd64, the default, or arm64) picks Debian's architecture. An arm64 root is
-# bootstrapped on the x86_64 host through qemu-user-static's binfmt handler (fix-binary, so
-# the chroot needs no copy of it; scripts/lab-prereqs.sh installs and registers it).
 #
 # The image is cached under tests/system/.cache/image-<hash>/, keyed by a hash of this
 # recipe and the files it bakes in, so it is rebuilt only when the recipe changes. The
@@ -24,30 +19,18 @@ mkdir -p "$cache"; cache="$(cd "$cache" && pwd)"
 log() { echo "build-image: $*" >&2; }
 die() { echo "build-image: ERROR: $*" >&2; exit 1; }
 
-arch="${LAB_ARCH:-amd64}"
-case "$arch" in
-    # prefix: the cache folder's name before the key (amd64 keeps the name it always had).
-    amd64) prefix=image- kernel_pkg=linux-image-amd64 tty=ttyS0 ;;
-    arm64) prefix=image-arm64- kernel_pkg=linux-image-arm64 tty=ttyAMA0 ;;
-    *) die "LAB_ARCH must be amd64 or arm64, not '$arch'" ;;
-esac
-
 # Everything that shapes the image goes into the key.
-key="$( (echo "$arch"; cat "$here/build-image.sh" "$here/lab.service" "$here/lab-boot" "$here/initrd-init") | sha256sum | cut -c1-16)"
-out="$cache/$prefix$key"
+key="$(cat "$here/build-image.sh" "$here/lab.service" "$here/lab-boot" "$here/initrd-init" | sha256sum | cut -c1-16)"
+out="$cache/image-$key"
 if [ -f "$out/ready" ]; then echo "$out"; exit 0; fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
 for c in debootstrap mke2fs chroot cpio; do
     command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs it)"
 done
-if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
-    grep -qsx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 && grep -qs '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 \
-        || die "arm64 programs cannot run here: no fix-binary qemu-aarch64 binfmt handler (scripts/lab-prereqs.sh registers it)"
-fi
 
 # One builder at a time; a second caller waits and then finds the image ready.
-exec 9>"$cache/image-$arch.lock"
+exec 9>"$cache/image.lock"
 flock 9
 if [ -f "$out/ready" ]; then echo "$out"; exit 0; fi
 
@@ -60,24 +43,23 @@ mirror_from_apt() {
 mirror="${LAB_MIRROR:-$(mirror_from_apt)}"
 [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*; set LAB_MIRROR"
 
-work="$cache/build-$arch-$key.$$"
+work="$cache/build-$key.$$"
 rootfs="$work/rootfs"
 remove_build_dir() { # never follow a mount out of the build folder
     if mountpoint -q "$1/rootfs/proc" 2>/dev/null; then umount "$1/rootfs/proc" || return 1; fi
     rm -rf --one-file-system "$1"
 }
 trap 'remove_build_dir "$work"' EXIT
-for stale in "$cache"/build-"$arch"-*; do [ -e "$stale" ] && remove_build_dir "$stale"; done
+for stale in "$cache"/build-*; do [ -e "$stale" ] && remove_build_dir "$stale"; done
 mkdir -p "$work"
 
 # small_initrd INITRD OUT: the lab's initrd (guest/initrd-init) from the image's own: its klibc
 # tools and the modules that reading an ext4 root on a virtio disk needs, uncompressed (nothing
 # for the emulated kernel to gunzip). The image's initrd stays beside it, unused by the lab.
-small_initrd_modules="drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci_modern_dev.ko
+small_initrd_modules="drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko
+    drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci_modern_dev.ko
     drivers/virtio/virtio_pci.ko drivers/block/virtio_blk.ko crypto/crc32c_generic.ko
     lib/crc16.ko fs/mbcache.ko fs/jbd2/jbd2.ko fs/ext4/ext4.ko"
-# Debian's arm64 kernel has the virtio core built in; amd64's loads it first.
-[ "$arch" = amd64 ] && small_initrd_modules="drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko $small_initrd_modules"
 small_initrd() {
     local x="$work/initrd-x" s="$work/initrd-s" m kdir
     mkdir -p "$x" "$s/bin" "$s/lib" "$s/m"
@@ -96,15 +78,15 @@ small_initrd() {
 
 t0=$(date +%s)
 packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,hostapd,wpasupplicant,dnsmasq-base,iw,curl,ca-certificates,python3,procps,unattended-upgrades
-log "debootstrap bookworm ($arch) from $mirror"
-debootstrap --arch="$arch" --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" > "$work/debootstrap.log" 2>&1 \
+log "debootstrap bookworm from $mirror"
+debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" > "$work/debootstrap.log" 2>&1 \
     || { tail -n 40 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
 t1=$(date +%s)
 
 log "kernel and initrd"
 mount -t proc proc "$rootfs/proc"
 DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y --no-install-recommends \
-    "$kernel_pkg" initramfs-tools > "$work/kernel.log" 2>&1 \
+    linux-image-amd64 initramfs-tools > "$work/kernel.log" 2>&1 \
     || { tail -n 40 "$work/kernel.log" >&2; die "kernel install failed"; }
 umount "$rootfs/proc"
 t2=$(date +%s)
@@ -113,8 +95,8 @@ log "configure"
 echo lab > "$rootfs/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 lab\n' > "$rootfs/etc/hosts"
 echo '/dev/vda / ext4 defaults 0 1' > "$rootfs/etc/fstab"
-# The serial getty would hang up (SIGHUP) anything the scenario writes to the console.
-ln -sf /dev/null "$rootfs/etc/systemd/system/serial-getty@$tty.service"
+# The serial getty would hang up (SIGHUP) anything the scenario writes to ttyS0.
+ln -sf /dev/null "$rootfs/etc/systemd/system/serial-getty@ttyS0.service"
 ln -sf /dev/null "$rootfs/etc/systemd/system/getty@tty1.service"
 # NetworkManager asks hostnamed for the hostname at start; on a read-only root (the ro-root
 # scenarios) hostnamed cannot set up its sandbox and NetworkManager waited out D-Bus's 25 s
@@ -154,7 +136,7 @@ printf 'debootstrap_s=%s kernel_s=%s image_s=%s total_s=%s mirror=%s\n' \
     $((t1-t0)) $((t2-t1)) $((t3-t2)) $((t3-t0)) "$mirror" > "$work/out/timings.txt"
 touch "$work/out/ready"
 rm -rf "$out"; mv "$work/out" "$out"
-# Older images of this architecture (other recipe hashes) are dead weight.
-for old in "$cache/$prefix"????????????????; do [ "$old" = "$out" ] || rm -rf "$old"; done
+# Older images (other recipe hashes) are dead weight.
+for old in "$cache"/image-*; do [ "$old" = "$out" ] || rm -rf "$old"; done
 log "image ready in $((t3-t0)) s: $out"
 echo "$out"

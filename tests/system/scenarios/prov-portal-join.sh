@@ -8,7 +8,6 @@
 # survive, and the machine joins the home network again by itself.
 # Needs: `svc-agent provision` (hotspot, DNS redirect, portal, join).
 # lab-timeout: 480
-# lab-arches: amd64 arm64
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 ms() { date +%s%3N; }
