@@ -20,8 +20,11 @@
 #     small initrd (guest/initrd-init), assembled here on the host from klibc-utils' files
 #     and the kernel's modules;
 #   - only what the arm64 scenarios use: no Wi-Fi stack (hostapd, wpa_supplicant, dnsmasq,
-#     iw) and no unattended-upgrades (the amd64 machine's Wi-Fi and system-config scenarios);
-#     the kernel's graphics, sound and media drivers are left out.
+#     iw) and no unattended-upgrades (the amd64 machine's Wi-Fi and system-config scenarios),
+#     no ca-certificates (its scripts took 227 s under qemu-user; the lab's servers speak
+#     plain HTTP or carry their own CA), no udev hardware database (24 s; names of vendors,
+#     nothing a virtio machine needs); the kernel's graphics, sound and media drivers are
+#     left out.
 #
 # Cached under tests/system/.cache/arm64-image-<hash>/ (the hash of this recipe and the
 # files it bakes in; no name build-image.sh's clean-up of image-* and build-* would take): base.img (raw ext4, immutable: scenarios boot copy-on-write overlays
@@ -81,14 +84,19 @@ t0=$(date +%s)
 # The root: bookworm's required packages and apt (debootstrap's minbase), then these.
 # initramfs-tools comes with the kernel (a dependency) and brings klibc-utils, whose tools the
 # small initrd takes.
-packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,curl,ca-certificates,python3,procps,linux-image-arm64
+packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,curl,python3,procps,linux-image-arm64
 excl=()
 for p in /usr/share/man /usr/share/doc /usr/share/info /usr/share/locale /usr/share/lintian \
+    /lib/udev/hwdb.d /usr/lib/udev/hwdb.d \
     /lib/modules/*/kernel/drivers/gpu /lib/modules/*/kernel/sound /lib/modules/*/kernel/drivers/media \
     /lib/modules/*/kernel/drivers/infiniband /lib/modules/*/kernel/drivers/staging \
     /lib/modules/*/kernel/drivers/iio /lib/modules/*/kernel/drivers/net/wireless; do
     excl+=(--dpkgopt="path-exclude=$p/*")
 done
+stamp() { # each line with the seconds since the start: what each of mmdebstrap's steps cost
+    local l now
+    while IFS= read -r l; do printf -v now '%(%s)T' -1; printf '%4d %s\n' $((now - t0)) "$l"; done
+}
 log "mmdebstrap bookworm arm64 from $mirror"
 # The essential hook runs before the kernel is installed: update-initramfs is diverted to a
 # no-op, so the kernel's postinst makes no initrd under emulation.
@@ -97,7 +105,7 @@ mmdebstrap --mode=root --arch=arm64 --variant=minbase --include="$packages" \
     --dpkgopt=force-unsafe-io "${excl[@]}" \
     --essential-hook='chroot "$1" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs' \
     --essential-hook='printf "#!/bin/sh\n# the lab boots its own small initrd\nexit 0\n" > "$1/usr/sbin/update-initramfs"; chmod 0755 "$1/usr/sbin/update-initramfs"' \
-    bookworm "$rootfs" "$mirror" > "$work/mmdebstrap.log" 2>&1 \
+    bookworm "$rootfs" "$mirror" 2>&1 | stamp > "$work/mmdebstrap.log" \
     || { tail -n 40 "$work/mmdebstrap.log" >&2; die "mmdebstrap failed (log: the lines above)"; }
 t1=$(date +%s)
 
@@ -157,7 +165,8 @@ log "ext4 image"
 mkdir -p "$work/out"
 cp "$kernel" "$work/out/vmlinuz"
 (cd "$s" && find . | cpio -o -H newc --quiet) > "$work/out/initrd-small.img"
-cp "$work/packages.txt" "$work/mmdebstrap.log" "$work/out/"
+# dpkg's own log: when each package was unpacked and configured (where emulated time goes).
+cp "$work/packages.txt" "$work/mmdebstrap.log" "$rootfs/var/log/dpkg.log" "$work/out/"
 # stdout carries only the image path: mke2fs -q still says "Creating regular file".
 mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G >&2
 chmod 0444 "$work/out/base.img"
