@@ -165,8 +165,7 @@ log "ext4 image"
 mkdir -p "$work/out"
 cp "$kernel" "$work/out/vmlinuz"
 (cd "$s" && find . | cpio -o -H newc --quiet) > "$work/out/initrd-small.img"
-# dpkg's own log: when each package was unpacked and configured (where emulated time goes).
-cp "$work/packages.txt" "$work/mmdebstrap.log" "$rootfs/var/log/dpkg.log" "$work/out/"
+cp "$work/packages.txt" "$work/mmdebstrap.log" "$work/out/"
 # stdout carries only the image path: mke2fs -q still says "Creating regular file".
 mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G >&2
 chmod 0444 "$work/out/base.img"
