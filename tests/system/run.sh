@@ -38,7 +38,7 @@
 # after phase always boots: that boot is what a power-cut scenario tests.
 #
 # LAB_ARCH=arm64 runs the scenarios on the arm64 machine (qemu-system-aarch64, `virt`,
-# Cortex-A57, TCG; its own image, LAB_ARCH=arm64 guest/build-image.sh) with the aarch64
+# Cortex-A57, TCG; its own image, guest/build-image-arm64.sh) with the aarch64
 # builds; the default is amd64. Its PASS/FAIL lines say `arm64:NAME`; its phases have twice
 # the time limit (a foreign instruction set under TCG), and it always boots (no saved guest).
 #
