@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The machine lab's host prerequisites (qemu, debootstrap, e2fsprogs, ...), installed when
-# missing, through scripts/lib/apt.sh (apt never removes a package here, and every tool is
+# The machine lab's host prerequisites (qemu for amd64 and arm64 guests, qemu-user-static,
+# debootstrap, e2fsprogs, ...), installed when missing, through scripts/lib/apt.sh (apt never removes a package here, and every tool is
 # checked afterwards). qemu-utils is lined up with the qemu-system-x86 that apt installs,
 # whichever suite the installed one came from: the stock image has qemu-utils from
 # bookworm-backports, which conflicts with bookworm's qemu-system-common.
@@ -10,6 +10,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/scripts/lib/apt.sh"
 
 apt_need qemu-system-x86_64 qemu-system-x86
+# The arm64 machine (tests/system/run.sh, LAB_ARCH=arm64): qemu's `virt` board, and
+# qemu-user-static with binfmt-support and mmdebstrap (which wants arch-test for a foreign
+# root) to bootstrap its root (guest/build-image-arm64.sh).
+apt_need qemu-system-aarch64 qemu-system-arm
+apt_need qemu-aarch64-static qemu-user-static
+apt_need update-binfmts binfmt-support
+apt_need mmdebstrap mmdebstrap
+apt_need arch-test arch-test
 apt_need qemu-img qemu-utils
 apt_need debootstrap debootstrap
 apt_need mke2fs e2fsprogs
@@ -30,7 +38,7 @@ apt_need_file /usr/share/qemu/linuxboot_dma.bin qemu-system-data
 
 extra=()
 case " $APT_QUEUE " in
-*" qemu-system-x86 "*)
+*" qemu-system-x86 "* | *" qemu-system-arm "*)
     # qemu-system-x86 comes from apt's candidate suite; qemu-utils must be the same build.
     want="$(apt_candidate qemu-system-x86 || true)"
     if [ -z "$want" ]; then
@@ -46,3 +54,17 @@ case " $APT_QUEUE " in
     ;;
 esac
 apt_install_needed "${extra[@]}"
+
+# arm64 programs run here through qemu-user-static's binfmt handler (the arm64 image's
+# debootstrap, and `svc-agent version --json` of the aarch64 build). Its fix-binary flag
+# (Debian's default for qemu-user-static) opens the handler now, so a chroot needs no copy.
+binfmt=/proc/sys/fs/binfmt_misc
+if [ ! -e "$binfmt/register" ]; then
+    mount -t binfmt_misc binfmt_misc "$binfmt" || { echo "lab-prereqs: cannot mount $binfmt" >&2; exit 1; }
+fi
+if ! grep -qsx enabled "$binfmt/qemu-aarch64"; then
+    update-binfmts --import qemu-aarch64 >&2 || true
+    update-binfmts --enable qemu-aarch64 >&2 || true
+fi
+grep -qsx enabled "$binfmt/qemu-aarch64" && grep -qs '^flags:.*F' "$binfmt/qemu-aarch64" \
+    || { echo "lab-prereqs: no fix-binary qemu-aarch64 binfmt handler in $binfmt" >&2; exit 1; }

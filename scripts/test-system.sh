@@ -2,11 +2,13 @@
 # The system test tier: real systemd, journald, NetworkManager and Wi-Fi stack in a qemu
 # guest (see docs/lab.md).
 #
-#   scripts/test-system.sh [SCENARIO...]
+#   scripts/test-system.sh [SCENARIO | arm64:SCENARIO ...]
 #
-# Installs the host prerequisites when missing (idempotent), builds the static x86_64
-# binaries, builds or reuses the cached guest image, runs the scenarios (all by default) and
-# exits non-zero on any failure. A prerequisite that cannot be had fails the run loudly.
+# Installs the host prerequisites when missing (idempotent), builds the static x86_64 and
+# aarch64 binaries, builds or reuses the cached guest images (amd64 and arm64), runs the
+# scenarios (all by default: every scenario on the amd64 machine, and on the arm64 machine
+# those that say `# lab-arches: ... arm64`) and exits non-zero on any failure. A
+# prerequisite that cannot be had fails the run loudly.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,15 +22,61 @@ t0=$SECONDS
 "$root/scripts/lab-prereqs.sh" || die "the lab's host prerequisites could not be installed (see above)"
 log "prerequisites ready ($((SECONDS - t0)) s)"
 
+# Scenarios: the ones named, or every scenario (the same rule as run.sh), and `arm64:NAME`
+# for each that also runs on the arm64 machine.
+if [ $# -gt 0 ]; then
+    scenarios=("$@")
+else
+    scenarios=()
+    for f in "$root"/tests/system/scenarios/*.sh; do
+        b="$(basename "$f" .sh)"
+        case "$b" in *.host|*.after|*.final) continue ;; esac
+        scenarios+=("$b")
+        grep -q -E '^# lab-arches:.* arm64( |$)' "$f" && scenarios+=("arm64:$b")
+    done
+fi
+# file ENTRY: the scenario file of a queue entry (NAME or arm64:NAME).
+file() { echo "$root/tests/system/scenarios/${1#arm64:}.sh"; }
+on_arm64() { case "$1" in arm64:*) return 0 ;; esac; return 1; }
+
+# Longest first (a two-phase scenario boots twice, a three-phase one three times; then by
+# its time limit), so that the last scenario to start is a short one and both guests finish near the same time.
+weight() {
+    local f w
+    f="$(file "$1")"
+    w="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$f" 2>/dev/null | head -n1)"
+    w="${w:-480}"
+    [ -f "${f%.sh}.after.sh" ] && w=$((w + 1000))
+    [ -f "${f%.sh}.final.sh" ] && w=$((w + 1000))
+    # The arm64 machine emulates a foreign instruction set: its boots and phases take longer.
+    on_arm64 "$1" && w=$((w * 2))
+    echo "$w"
+}
+# Scenarios that boot (other devices: a USB controller, a data disk, slot B; or fresh-boot) go first,
+# while the guest the others restore is being saved (tests/system/run.sh --snapshot).
+# The arm64 machine always boots (the saved guest is an amd64 one).
+boots() { on_arm64 "$1" || grep -q -E '^# lab-needs: (usb|data-disk|slot-b|fresh-boot)' "$(file "$1")" 2>/dev/null; }
+mapfile -t scenarios < <(for s in "${scenarios[@]}"; do
+    b=1; boots "$s" && b=0
+    echo "$b $(weight "$s") $s"
+done | sort -s -k1,1n -k2,2nr | cut -d' ' -f3-)
+
 t2=$SECONDS
 image="$("$root/tests/system/guest/build-image.sh")" || die "guest image build failed"
 log "guest image ready ($((SECONDS - t2)) s): $image"
 
+# Which machines and builds this run needs.
+arm64=0 needs_other=0
+for s in "${scenarios[@]}"; do
+    on_arm64 "$s" && arm64=1
+    grep -q '^# lab-needs: other-arch' "$(file "$s")" 2>/dev/null && needs_other=1
+done
+
 # Everything started in the background is a process group of its own (set -m), so that
 # stopping this script stops its guests and host servers too.
-pids=(); snap=""; q=""
+pids=(); snap=""; q=""; arm64_state=""
 stop_workers() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
-trap 'stop_workers; rm -rf ${q:+"$q"} ${snap:+"$snap" "$snap.log"}' EXIT
+trap 'stop_workers; rm -rf ${q:+"$q"} ${snap:+"$snap" "$snap.log"} ${arm64_state:+"$arm64_state"}' EXIT
 trap 'exit 130' INT TERM
 
 # One guest, booted once and saved up and idle; each scenario's main phase restores it in
@@ -44,42 +92,24 @@ if [ "${LAB_RESTORE:-1}" != 0 ]; then
         || [ -f "$snap/status" ] || echo "failed: the harness exited (see $snap.log)" > "$snap/status"; } &
     pids+=($!)
 fi
-set +m
-
-t1=$SECONDS
-mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
-[ ${#built[@]} -eq 2 ] || die "scripts/build-static.sh x86_64 failed"
-log "static binaries ready ($((SECONDS - t1)) s): ${built[*]}"
-
-# Scenarios: the ones named, or every scenario (the same rule as run.sh).
-if [ $# -gt 0 ]; then
-    scenarios=("$@")
-else
-    scenarios=()
-    for f in "$root"/tests/system/scenarios/*.sh; do
-        b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after|*.final) continue ;; esac
-        scenarios+=("$b")
-    done
+# The arm64 machine's image (guest/build-image-arm64.sh: minutes, cold), while the binaries
+# build and the amd64 scenarios run; its first scenario's run.sh waits for it on the cache's
+# lock (or builds it itself, saying why, if this one failed).
+# $arm64_state/image exists once that build has ended, either way (worker, below).
+arm64_state="$(mktemp -d)"
+if [ "$arm64" = 1 ]; then
+    mkdir -p "$cache"
+    {
+        if "$root/tests/system/guest/build-image-arm64.sh" > "$cache/arm64-image.log" 2>&1; then
+            log "arm64 guest image ready: $(tail -n 1 "$cache/arm64-image.log")"
+        else
+            log "the arm64 image build failed here (the arm64 scenarios try again): $(tail -n 3 "$cache/arm64-image.log")"
+        fi
+        : > "$arm64_state/image"
+    } &
+    pids+=($!)
 fi
-
-# Longest first (a two-phase scenario boots twice, a three-phase one three times; then by
-# its time limit), so that the last scenario to start is a short one and both guests finish near the same time.
-weight() {
-    local f="$root/tests/system/scenarios/$1.sh" w
-    w="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$f" 2>/dev/null | head -n1)"
-    w="${w:-480}"
-    [ -f "$root/tests/system/scenarios/$1.after.sh" ] && w=$((w + 1000))
-    [ -f "$root/tests/system/scenarios/$1.final.sh" ] && w=$((w + 1000))
-    echo "$w"
-}
-# Scenarios that boot (other devices: a USB controller, a data disk, slot B; or fresh-boot) go first,
-# while the guest the others restore is being saved (tests/system/run.sh --snapshot).
-boots() { grep -q -E '^# lab-needs: (usb|data-disk|slot-b|fresh-boot)' "$root/tests/system/scenarios/$1.sh" 2>/dev/null; }
-mapfile -t scenarios < <(for s in "${scenarios[@]}"; do
-    b=1; boots "$s" && b=0
-    echo "$b $(weight "$s") $s"
-done | sort -s -k1,1n -k2,2nr | cut -d' ' -f3-)
+set +m
 
 # LAB_JOBS guests side by side (default 2). A TCG guest spends much of a scenario waiting
 # (polls, timers, boots' I/O), so two on two cores finish sooner than one after the other;
@@ -88,21 +118,53 @@ jobs="${LAB_JOBS:-2}"
 case "$jobs" in ''|*[!0-9]*|0) die "LAB_JOBS must be a positive number, not '$jobs'" ;; esac
 [ "$jobs" -le ${#scenarios[@]} ] || jobs=${#scenarios[@]}
 
-# The 0.2.0 builds once, before the workers start (run.sh reuses them from the cache).
+# The static builds, once, before the workers start (run.sh takes them from LAB_*): x86_64
+# always; aarch64 for the arm64 machine and for the wrong-machine builds of `other-arch`.
+t1=$SECONDS
+mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
+[ ${#built[@]} -eq 2 ] || die "scripts/build-static.sh x86_64 failed"
 export LAB_AGENT="${built[0]}" LAB_SERVER="${built[1]}"
-needs_v2=0
+if [ "$arm64" = 1 ] || [ "$needs_other" = 1 ]; then
+    mapfile -t built_a64 < <("$root/scripts/build-static.sh" aarch64 --profile dist)
+    [ ${#built_a64[@]} -eq 2 ] || die "scripts/build-static.sh aarch64 failed"
+fi
+log "static binaries ready ($((SECONDS - t1)) s): ${built[*]} ${built_a64[*]:-}"
+
+# The 0.2.0 builds, per machine, only when a scenario of this run on that machine updates to
+# it: each takes minutes on two cores. dist's dependencies, built above; only this package is
+# compiled again (build-static.sh).
+v2_amd64=0 v2_arm64=0
 for s in "${scenarios[@]}"; do
-    grep -q '^# lab-needs: v2' "$root/tests/system/scenarios/$s.sh" 2>/dev/null && needs_v2=1
+    grep -q '^# lab-needs: v2' "$(file "$s")" 2>/dev/null || continue
+    if on_arm64 "$s"; then v2_arm64=1; else v2_amd64=1; fi
 done
-# Only when a scenario of this run updates to it: the build takes minutes on two cores.
-if [ "$needs_v2" = 1 ]; then
+if [ "$v2_amd64" = 1 ]; then
     t3=$SECONDS
-    # dist's dependencies, built above; only this package is compiled again (build-static.sh).
     mapfile -t v2 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
     [ ${#v2[@]} -eq 2 ] || die "the 0.2.0 build failed"
     # The workers' run.sh take these instead of each building (and relinking) them again.
     export LAB_V2_AGENT="${v2[0]}" LAB_V2_SERVER="${v2[1]}"
     log "0.2.0 binaries ready ($((SECONDS - t3)) s)"
+fi
+# The aarch64 ones build while the guests run (arm64 scenarios that need them wait, below):
+# $arm64_state/v2 names the two binaries, $arm64_state/v2-done says the build ended.
+if [ "$v2_arm64" = 1 ]; then
+    set -m
+    {
+        t3=$SECONDS
+        mapfile -t v2_a64 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" aarch64 --profile lab-v2)
+        if [ ${#v2_a64[@]} -eq 2 ]; then
+            printf '%s\n' "${v2_a64[@]}" > "$arm64_state/v2"
+            log "aarch64 0.2.0 binaries ready ($((SECONDS - t3)) s)"
+        else
+            log "the aarch64 0.2.0 build failed here (the arm64 scenarios that need it try again)"
+        fi
+        : > "$arm64_state/v2-done"
+    } &
+    pids+=($!)
+    set +m
+else
+    : > "$arm64_state/v2-done"
 fi
 
 # A queue of scenario names; each worker takes the next one (longest-waiting first is the
@@ -112,11 +174,35 @@ printf '%s\n' "${scenarios[@]}" > "$q/queue"
 take() { # prints the next scenario name and removes it from the queue; fails when empty
     flock "$q/queue.lock" bash -c 'n="$(head -n1 "$1")"; [ -n "$n" ] || exit 1; sed -i 1d "$1"; echo "$n"' _ "$q/queue"
 }
+# ready NAME: what an arm64 entry needs has been built (or its build has ended, either way).
+ready() {
+    [ -e "$arm64_state/image" ] || return 1
+    grep -q '^# lab-needs: v2' "$(file "$1")" 2>/dev/null || return 0
+    [ -e "$arm64_state/v2-done" ]
+}
+# later NAME: while an arm64 entry is not ready, puts it back at the end of the queue when an
+# amd64 entry is left to run meanwhile (so no guest slot idles); fails when there is none, and
+# the caller waits for its builds, which always end, and then runs it.
+later() {
+    on_arm64 "$1" && ! ready "$1" || return 1
+    flock "$q/queue.lock" bash -c 'grep -qv "^arm64:" "$1" || exit 1; echo "$2" >> "$1"' _ "$q/queue" "$1"
+}
 worker() {
     local w="$1" name
     while name="$(take)"; do
+        if later "$name"; then continue; fi
         # One scenario's whole output, printed at once so two workers' logs do not interleave.
-        "$root/tests/system/run.sh" "$name" > "$q/out.$w" 2>&1 || true
+        if on_arm64 "$name"; then
+            while ! ready "$name"; do sleep 1; done
+            v2_a64=()
+            [ -f "$arm64_state/v2" ] && mapfile -t v2_a64 < "$arm64_state/v2"
+            # The arm64 machine: its builds, the x86_64 ones as the wrong machine's.
+            LAB_ARCH=arm64 LAB_AGENT="${built_a64[0]}" LAB_SERVER="${built_a64[1]}" \
+                LAB_V2_AGENT="${v2_a64[0]:-}" LAB_V2_SERVER="${v2_a64[1]:-}" LAB_OTHER_SERVER="${built[1]}" \
+                "$root/tests/system/run.sh" "${name#arm64:}" > "$q/out.$w" 2>&1 || true
+        else
+            LAB_OTHER_SERVER="${built_a64[1]:-}" "$root/tests/system/run.sh" "$name" > "$q/out.$w" 2>&1 || true
+        fi
         # run.sh prints one PASS/FAIL line per scenario; none means the harness itself failed.
         grep -q -E '^(PASS|FAIL) ' "$q/out.$w" || echo "FAIL $name: the harness failed (see above)" >> "$q/out.$w"
         flock "$q/print.lock" bash -c 'grep -v "^system: " "$1"; grep -E "^(PASS|FAIL) " "$1" >> "$2"' _ "$q/out.$w" "$q/results"

@@ -121,3 +121,25 @@ while True:
 PY
     echo "$!" >> "$LAB_WORK/host.pids"
 }
+
+# host_guest_debs DIR PACKAGE...: downloads Debian's .debs of PACKAGE... for the guest's
+# architecture (LAB_ARCH, from tests/system/run.sh) into DIR, from the mirror apt uses on the
+# host (bookworm, as the guest). For amd64 the host's own apt does it; for arm64 a private
+# apt state (lists under $LAB_CACHE/apt-arm64, made once and shared, one user at a time)
+# leaves the host's apt configuration as it is.
+host_guest_debs() {
+    local dir="$1"; shift
+    if [ "${LAB_ARCH:-amd64}" = amd64 ]; then
+        (cd "$dir" && { apt-get download "$@" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get download "$@"; }; })
+        return
+    fi
+    local st="${LAB_CACHE:?}/apt-$LAB_ARCH"
+    local opts=(-o "APT::Architecture=$LAB_ARCH" -o "APT::Architectures::=$LAB_ARCH"
+        -o "Dir::State::Lists=$st/lists" -o "Dir::Cache=$st/cache" -o "Dir::State::status=/dev/null")
+    mkdir -p "$st/lists/partial" "$st/cache/archives/partial"
+    (
+        flock 8
+        [ -f "$st/updated" ] || { apt-get "${opts[@]}" update >&2 && touch "$st/updated"; } || exit 1
+        cd "$dir" && apt-get "${opts[@]}" download "$@" >&2
+    ) 8>"$st.lock"
+}

@@ -38,8 +38,14 @@
 # `# lab-needs: fresh-boot`. Waits for DIR/status when the snapshot is still being made. An
 # after phase always boots: that boot is what a power-cut scenario tests.
 #
-# Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64
-# --profile dist), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
+# LAB_ARCH=arm64 runs the scenarios on the arm64 machine (qemu-system-aarch64, `virt`,
+# Cortex-A57, TCG; its own image, guest/build-image-arm64.sh) with the aarch64
+# builds; the default is amd64. Its PASS/FAIL lines say `arm64:NAME`; its phases have twice
+# the time limit (a foreign instruction set under TCG), and it always boots (no saved guest).
+#
+# Environment: LAB_AGENT, LAB_SERVER (binaries; default: scripts/build-static.sh x86_64 or
+# aarch64 --profile dist), LAB_OTHER_SERVER (svc-server built for the other architecture, for
+# `# lab-needs: other-arch`; default: built likewise), LAB_CACHE (default tests/system/.cache), LAB_KEEP=1 keeps the disks of
 # passing runs. Prints one PASS/FAIL line per scenario and `system: N passed, M failed`.
 set -euo pipefail
 
@@ -50,7 +56,18 @@ mkdir -p "$LAB_CACHE"
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: ERROR: $*" >&2; echo "system: 0 passed, 1 failed"; exit 1; }
 
-for c in qemu-system-x86_64 qemu-img mke2fs debugfs; do
+export LAB_ARCH="${LAB_ARCH:-amd64}"
+# LAB_MACHINE: the guest's `uname -m` (build-static.sh's and install.sh's name for it).
+case "$LAB_ARCH" in
+    amd64) qemu=qemu-system-x86_64 tty=ttyS0 machine_args=() LAB_MACHINE=x86_64 other_machine=aarch64 shown="" ;;
+    # cortex-a57: a plain ARMv8.0 core; `max` adds pointer authentication, slow under TCG.
+    arm64) qemu=qemu-system-aarch64 tty=ttyAMA0 machine_args=(-M virt -cpu cortex-a57) LAB_MACHINE=aarch64 other_machine=x86_64 shown="arm64:" ;;
+    *) die "LAB_ARCH must be amd64 or arm64, not '$LAB_ARCH'" ;;
+esac
+export LAB_MACHINE
+[ "$LAB_ARCH" = amd64 ] || unset LAB_SNAPSHOT # the saved guest is an amd64 machine
+
+for c in "$qemu" qemu-img mke2fs debugfs; do
     command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs the prerequisites)"
 done
 
@@ -78,7 +95,7 @@ fi
 [ -n "$snapshot_dir" ] && LAB_AGENT=/bin/true LAB_SERVER=/bin/true
 if [ -z "${LAB_AGENT:-}" ] || [ -z "${LAB_SERVER:-}" ]; then
     log "building static binaries"
-    mapfile -t built < <("$root/scripts/build-static.sh" x86_64 --profile dist)
+    mapfile -t built < <("$root/scripts/build-static.sh" "$LAB_MACHINE" --profile dist)
     [ ${#built[@]} -eq 2 ] || die "scripts/build-static.sh did not report two binaries"
     LAB_AGENT="${built[0]}"; LAB_SERVER="${built[1]}"
 fi
@@ -99,14 +116,30 @@ if [ -n "$LAB_V2" ] && [ -n "${LAB_V2_AGENT:-}" ] && [ -n "${LAB_V2_SERVER:-}" ]
     LAB_V2="$LAB_V2_AGENT $LAB_V2_SERVER"
 elif [ -n "$LAB_V2" ]; then
     log "building the 0.2.0 binaries for the update scenarios"
-    mapfile -t built_v2 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" x86_64 --profile lab-v2)
+    mapfile -t built_v2 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" "$LAB_MACHINE" --profile lab-v2)
     [ ${#built_v2[@]} -eq 2 ] || die "the 0.2.0 build did not report two binaries"
     LAB_V2="${built_v2[0]} ${built_v2[1]}"
 fi
 
+# svc-server built for the other architecture (`# lab-needs: other-arch`: bad input).
+other=""
+for s in "${scenarios[@]}"; do
+    f="$s"; [ -f "$f" ] || f="$here/scenarios/$s.sh"
+    grep -q '^# lab-needs: other-arch' "$f" 2>/dev/null && other=1
+done
+if [ -n "$other" ] && [ -z "${LAB_OTHER_SERVER:-}" ]; then
+    log "building the $other_machine binaries (a build for the wrong machine)"
+    mapfile -t built_other < <("$root/scripts/build-static.sh" "$other_machine" --profile dist)
+    [ ${#built_other[@]} -eq 2 ] || die "the $other_machine build did not report two binaries"
+    LAB_OTHER_SERVER="${built_other[1]}"
+fi
+
 # Guest image (cached by recipe hash).
 img_start=$SECONDS
-image="$("$here/guest/build-image.sh")" || die "guest image build failed"
+# Each machine its own recipe (and cache key): build-image.sh amd64, build-image-arm64.sh arm64.
+recipe="$here/guest/build-image.sh"
+[ "$LAB_ARCH" = arm64 ] && recipe="$here/guest/build-image-arm64.sh"
+image="$("$recipe")" || die "guest image build failed"
 log "guest image $image ($((SECONDS - img_start)) s)"
 
 # host_down WORK: names the host processes a hook recorded that are no longer running.
@@ -146,10 +179,10 @@ machine() {
     [ "$usb" = 1 ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off" -device "qemu-xhci,id=xhci")
     [ "$usb" = snapshot ] && monitor=(-monitor "unix:$work/monitor.sock,server=on,wait=off")
     # shellcheck disable=SC2054 # qemu's own commas
-    qargs=(-accel tcg -smp "${LAB_SMP:-2}" -m 1024
+    qargs=("${machine_args[@]}" -accel tcg -smp "${LAB_SMP:-2}" -m 1024
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot
         -kernel "$image/vmlinuz" -initrd "$image/initrd-small.img"
-        -append "console=ttyS0 root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot"
+        -append "console=$tty root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot"
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio"
         -drive "file=$work/lab.img,format=raw,if=virtio"
         "${data_drive[@]}" "${slot_drive[@]}"
@@ -167,7 +200,7 @@ boot() {
     : > "$console"
     machine "$work" "$phase" "$slot"
     [ -n "$state" ] && incoming=(-incoming "exec:cat '$state'")
-    qemu-system-x86_64 "${qargs[@]}" "${incoming[@]}" > "$work/qemu-$phase.log" 2>&1 &
+    "$qemu" "${qargs[@]}" "${incoming[@]}" > "$work/qemu-$phase.log" 2>&1 &
     local qpid=$!
     boot_result=poweroff; boot_start=""; local end=""
     while kill -0 "$qpid" 2>/dev/null; do
@@ -209,7 +242,7 @@ make_snapshot() {
     qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$dir/root.qcow2"
     usb=snapshot; machine "$dir" main; usb=0
     : > "$dir/console-main.log"
-    qemu-system-x86_64 "${qargs[@]}" > "$dir/qemu.log" 2>&1 &
+    "$qemu" "${qargs[@]}" > "$dir/qemu.log" 2>&1 &
     local qpid=$!
     while ! grep -q '@@LAB-READY@@' "$dir/console-main.log"; do
         if ! kill -0 "$qpid" 2>/dev/null; then reason="qemu exited before the guest was up"; break; fi
@@ -296,10 +329,11 @@ for name in "${scenarios[@]}"; do
     final="$sdir/$name.final.sh"; third=0; [ "$powercut" = 1 ] && [ -f "$final" ] && third=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
+    [ "$LAB_ARCH" = amd64 ] || limit=$((limit * 2))
     usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
 
     mkdir -p "$LAB_CACHE/runs"
-    work="$(mktemp -d "$LAB_CACHE/runs/$name.XXXXXX")"
+    work="$(mktemp -d "$LAB_CACHE/runs/$shown$name.XXXXXX")"
     stage="$work/stage"
     mkdir -p "$stage/bin" "$stage/share" "$stage/out"
     cp "$here/guest/guest-run.sh" "$here/guest/lab-lib.sh" "$stage/"
@@ -309,12 +343,18 @@ for name in "${scenarios[@]}"; do
     cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
     echo "$name" > "$stage/name"
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
-    # What the guest should see from the binaries, measured on the host (x86_64 runs here).
+    # What the guest should see from the binaries, measured on the host (an aarch64 build
+    # runs here through qemu-user's binfmt handler).
     "$LAB_AGENT" version --json > "$stage/share/expected-agent-version.json"
     if [ -n "$LAB_V2" ] && grep -q '^# lab-needs: v2' "$script"; then
         mkdir -p "$stage/share/v2"
         # shellcheck disable=SC2086 # two paths
         cp $LAB_V2 "$stage/share/v2/"
+    fi
+    if grep -q '^# lab-needs: other-arch' "$script"; then
+        mkdir -p "$stage/share/other-arch"
+        cp "$LAB_OTHER_SERVER" "$stage/share/other-arch/svc-server"
+        echo "$other_machine" > "$stage/share/other-arch/machine"
     fi
 
     reason=""; after_result=""; state=""; main_start=""; main_down=""
@@ -417,11 +457,11 @@ for name in "${scenarios[@]}"; do
     done
     detail="$detail, wall $((SECONDS - t_start))s"
     if [ -z "$reason" ]; then
-        echo "PASS $name ($detail)"
+        echo "PASS $shown$name ($detail)"
         passed=$((passed + 1))
         [ "${LAB_KEEP:-0}" = 1 ] || rm -f "$work/root.qcow2" "$work/root-b.qcow2" "$work/lab.img" "$work/data.img"
     else
-        echo "FAIL $name: $reason ($detail)"
+        echo "FAIL $shown$name: $reason ($detail)"
         # The check that failed, first: a CI log may keep only the head of what follows.
         for ph in main after final; do
             f="$(grep -ahm1 'LAB-FAIL' "$work/out/$ph/log.txt" "$work/console-$ph.log" 2>/dev/null | head -n1 || true)"

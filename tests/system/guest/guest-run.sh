@@ -22,7 +22,7 @@ console "@@LAB-START@@ $name $phase uptime=$up_start"
 
 # The scenario's output goes to the lab disk and, live, to the serial console (the disk copy
 # of a power-cut phase may be lost with the cut).
-bash "$script" 2>&1 | tee "$out/log.txt" > /dev/ttyS0
+bash "$script" 2>&1 | tee "$out/log.txt" > "$LAB_TTY"
 rc=${PIPESTATUS[0]}
 up_end="$(cut -d' ' -f1 /proc/uptime)"
 

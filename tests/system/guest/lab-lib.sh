@@ -3,7 +3,10 @@
 # (`. "$LAB/lab-lib.sh"`). Scenarios run under bash with `set -euo pipefail`; a non-zero
 # exit fails the scenario.
 
-console() { echo "$*" > /dev/ttyS0; }
+# The serial console the harness reads: the kernel's console= (ttyS0 on amd64, ttyAMA0 on arm64).
+LAB_TTY="/dev/$(sed -n 's/.*console=\([a-zA-Z0-9]*\).*/\1/p' /proc/cmdline)"
+[ "$LAB_TTY" != /dev/ ] || LAB_TTY=/dev/ttyS0
+console() { echo "$*" > "$LAB_TTY"; }
 
 lab_log() { echo "[lab $(cut -d' ' -f1 /proc/uptime)] $*"; }
 

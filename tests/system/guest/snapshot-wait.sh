@@ -11,9 +11,11 @@ if [ "${1:-}" != --detached ]; then
     exec bash /run/lab-wait.sh --detached
 fi
 cd /
-umount /lab || { echo "@@LAB-ERROR@@ snapshot: the waiting disk cannot be unmounted" > /dev/ttyS0; exit 1; }
+# The serial console the harness reads (ttyS0 on amd64, ttyAMA0 on arm64).
+tty="/dev/$(sed -n 's/.*console=\([a-zA-Z0-9]*\).*/\1/p' /proc/cmdline)"
+umount /lab || { echo "@@LAB-ERROR@@ snapshot: the waiting disk cannot be unmounted" > "$tty"; exit 1; }
 sync
-echo "@@LAB-READY@@" > /dev/ttyS0
+echo "@@LAB-READY@@" > "$tty"
 
 # The ext4 volume label: 16 bytes at 1024 + 120. Read past the page cache (O_DIRECT): the
 # disk behind /dev/vdb changes under the kernel when the guest is restored.
@@ -25,7 +27,7 @@ while [ "$(label)" != lab ]; do sleep 0.2; done
 # Nothing cached of the waiting disk may be read as the scenario's.
 blockdev --flushbufs /dev/vdb
 echo 3 > /proc/sys/vm/drop_caches
-mount -t ext4 /dev/vdb /lab || { echo "@@LAB-ERROR@@ restored: the lab disk cannot be mounted" > /dev/ttyS0; exit 1; }
+mount -t ext4 /dev/vdb /lab || { echo "@@LAB-ERROR@@ restored: the lab disk cannot be mounted" > "$tty"; exit 1; }
 # The saved guest's clock stopped when it was saved: take the host's (certificates made for
 # the scenario must not lie in the guest's future), and make this copy's randomness its own.
 date -s "@$(cat /lab/host-epoch)" > /dev/null

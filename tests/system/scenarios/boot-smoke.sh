@@ -2,6 +2,8 @@
 # The guest is a real systemd machine and the static binaries run on it.
 # Needs: `svc-agent version --json` (binary_name, version, target).
 # lab-timeout: 300
+# lab-arches: amd64
+# On the arm64 machine on demand (`scripts/test-system.sh arm64:boot-smoke`), not in every run: the tier's time.
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 
@@ -40,17 +42,18 @@ for b in svc-agent svc-server; do
 done
 version_json="$(svc-agent version --json)"
 lab_log "svc-agent version --json: $version_json"
-python3 - "$version_json" "$LAB_SHARE/expected-agent-version.json" <<'PY'
+python3 - "$version_json" "$LAB_SHARE/expected-agent-version.json" "$(uname -m)" <<'PY'
 import json, sys
 got = json.loads(sys.argv[1])
 expected = json.load(open(sys.argv[2]))
+machine = sys.argv[3]
 for key in ("binary_name", "version", "target"):
     if key not in got:
         sys.exit(f"missing key {key!r} in {got}")
 if got["binary_name"] != "svc-agent":
     sys.exit(f"binary_name is {got['binary_name']!r}")
-if got["target"] != "x86_64-unknown-linux-musl":
-    sys.exit(f"target is {got['target']!r}, the guest is x86_64 and the binary static musl")
+if got["target"] != f"{machine}-unknown-linux-musl":
+    sys.exit(f"target is {got['target']!r}, the guest is {machine} and the binary static musl")
 if got != expected:
     sys.exit(f"guest says {got}, host says {expected}")
 print("version json matches the host's")

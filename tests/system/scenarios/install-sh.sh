@@ -9,6 +9,8 @@
 # not in the journal; a second run changes nothing; --uninstall leaves no file behind.
 # Needs: install.sh, scripts/publish-install.sh, `svc-agent install`/`uninstall --purge`.
 # lab-timeout: 600
+# lab-arches: amd64
+# On the arm64 machine on demand (`scripts/test-system.sh arm64:install-sh`), not in every run: the tier's time.
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 . "$LAB_SHARE/host.env"

@@ -6,6 +6,7 @@
 # guard runs from the known-good binary, 0.2.0 starts, proves healthy and becomes the stable
 # version.
 # lab-timeout: 480
+# lab-arches: amd64 arm64
 # lab-needs: v2
 set -euo pipefail
 . "$LAB/lab-lib.sh"
