@@ -211,7 +211,9 @@ impl Agent {
             return;
         };
         let agent = &cfg.agent;
-        updater.set_delta_fallback(agent.agent.updates.delta_fallback());
+        updater.set_delta_fallback(crate::update::DeltaFallback::from_setting(
+            &agent.agent.updates.delta_fallback,
+        ));
         let targets = &self.cached.targets;
         let hold = self.cached.hold.is_some();
         let clock = updates::Clock::read();

@@ -185,16 +185,6 @@ impl Default for UpdateSettings {
     }
 }
 
-impl UpdateSettings {
-    /// The engine's rule.
-    pub(crate) fn delta_fallback(&self) -> crate::update::DeltaFallback {
-        match self.delta_fallback.as_str() {
-            "never" => crate::update::DeltaFallback::Never,
-            _ => crate::update::DeltaFallback::Full,
-        }
-    }
-}
-
 /// `svc-agent.logs`: the shipping policy. Levels are `error`, `warn`, `info`, `debug`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogSettings {

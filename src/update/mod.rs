@@ -377,6 +377,16 @@ pub enum DeltaFallback {
     Never,
 }
 
+impl DeltaFallback {
+    /// The config's word for it (validated there: `full` or `never`).
+    pub(crate) fn from_setting(word: &str) -> DeltaFallback {
+        match word {
+            "never" => DeltaFallback::Never,
+            _ => DeltaFallback::Full,
+        }
+    }
+}
+
 impl Default for UpdateOptions {
     fn default() -> Self {
         UpdateOptions {
