@@ -716,56 +716,7 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
         }
     }
     // Deltas from the releases before, also before the answer names them.
-    let mut deltas: Vec<(String, Vec<Value>)> = Vec::new();
-    for r in &rels {
-        let old_target = answer.get("targets").and_then(|t| t.get(&r.artifact.name));
-        if old_target
-            .and_then(|t| t.get("sha256"))
-            .and_then(Value::as_str)
-            == Some(r.sha256())
-        {
-            // Published again: its deltas stay as they were.
-            let kept = old_target
-                .and_then(|t| t.get("deltas"))
-                .and_then(Value::as_array);
-            deltas.push((r.artifact.name.clone(), kept.cloned().unwrap_or_default()));
-            continue;
-        }
-        let mut made = Vec::new();
-        for from in delta_bases(&answer, &r.artifact.name, r.sha256(), o.deltas.unwrap_or(3)) {
-            let Ok(old) = artifacts.read_regular(OsStr::new(&from), MAX_BINARY) else {
-                eprintln!(
-                    "svc-release: no delta from {} {from}: artifacts/{from} is gone",
-                    r.artifact.name
-                );
-                continue;
-            };
-            if hex(&Sha256::digest(&old)) != from {
-                eprintln!(
-                    "svc-release: no delta from artifacts/{from}: its content is not that sha256"
-                );
-                continue;
-            }
-            let Some(d) = Delta::make(&old, &from, &r.bytes)? else {
-                continue;
-            };
-            artifacts
-                .write_atomic(OsStr::new(&d.sha256), &d.bytes, 0o644)
-                .map_err(|e| {
-                    format!("cannot write {}/artifacts/{}: {e}", dir.display(), d.sha256)
-                })?;
-            println!(
-                "published a delta of {} from {from}: artifacts/{}, {} bytes ({:.1} % of {})",
-                r.artifact.name,
-                d.sha256,
-                d.bytes.len(),
-                100.0 * d.bytes.len() as f64 / r.bytes.len().max(1) as f64,
-                r.bytes.len()
-            );
-            made.push(d.json("artifacts/"));
-        }
-        deltas.push((r.artifact.name.clone(), made));
-    }
+    let deltas = publish_deltas(o, dir, &artifacts, &answer, &rels)?;
     // The OS bundle streamed (it may be larger than memory), then named like the rest.
     if let Some(r) = &os {
         copy_os_bundle(&artifacts, r, dir)?;
@@ -844,6 +795,69 @@ fn publish(o: &Opts, kp: &Ed25519KeyPair) -> R<()> {
         prune(dir, &answer)?;
     }
     Ok(())
+}
+
+/// The deltas `publish` writes into `artifacts/` for each release, by binary name: from the
+/// target it replaces and that target's own `from`s (at most `--deltas`, default 3); a
+/// release published again keeps the deltas it had.
+fn publish_deltas(
+    o: &Opts,
+    dir: &Path,
+    artifacts: &Dir,
+    answer: &Map<String, Value>,
+    rels: &[Release],
+) -> R<Vec<(String, Vec<Value>)>> {
+    let mut deltas: Vec<(String, Vec<Value>)> = Vec::new();
+    for r in rels {
+        let old_target = answer.get("targets").and_then(|t| t.get(&r.artifact.name));
+        if old_target
+            .and_then(|t| t.get("sha256"))
+            .and_then(Value::as_str)
+            == Some(r.sha256())
+        {
+            // Published again: its deltas stay as they were.
+            let kept = old_target
+                .and_then(|t| t.get("deltas"))
+                .and_then(Value::as_array);
+            deltas.push((r.artifact.name.clone(), kept.cloned().unwrap_or_default()));
+            continue;
+        }
+        let mut made = Vec::new();
+        for from in delta_bases(answer, &r.artifact.name, r.sha256(), o.deltas.unwrap_or(3)) {
+            let Ok(old) = artifacts.read_regular(OsStr::new(&from), MAX_BINARY) else {
+                eprintln!(
+                    "svc-release: no delta from {} {from}: artifacts/{from} is gone",
+                    r.artifact.name
+                );
+                continue;
+            };
+            if hex(&Sha256::digest(&old)) != from {
+                eprintln!(
+                    "svc-release: no delta from artifacts/{from}: its content is not that sha256"
+                );
+                continue;
+            }
+            let Some(d) = Delta::make(&old, &from, &r.bytes)? else {
+                continue;
+            };
+            artifacts
+                .write_atomic(OsStr::new(&d.sha256), &d.bytes, 0o644)
+                .map_err(|e| {
+                    format!("cannot write {}/artifacts/{}: {e}", dir.display(), d.sha256)
+                })?;
+            println!(
+                "published a delta of {} from {from}: artifacts/{}, {} bytes ({:.1} % of {})",
+                r.artifact.name,
+                d.sha256,
+                d.bytes.len(),
+                100.0 * d.bytes.len() as f64 / r.bytes.len().max(1) as f64,
+                r.bytes.len()
+            );
+            made.push(d.json("artifacts/"));
+        }
+        deltas.push((r.artifact.name.clone(), made));
+    }
+    Ok(deltas)
 }
 
 /// The machine config `publish` signs: `--config FILE`, else the answer's own `config`
