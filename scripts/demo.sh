@@ -91,8 +91,16 @@ for _ in $(seq 1 120); do
     sleep 0.5
 done
 kill -TERM "$agent"; wait "$agent" || true
-if [ "$ok" = 1 ] && grep -q '^GREETING_PATH=/opt/demo/bin:' "$environ" \
-    && ! pgrep -f "$module" >/dev/null; then
+# ours_running: a module process of this demo still runs (its SVC_HOME is under $root; another
+# run of the example module elsewhere, a bench's, is not ours).
+ours_running() {
+    local pid
+    for pid in $(pgrep -f "$module"); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SVC_HOME=$root/opt/svc/home" && return 0
+    done
+    return 1
+}
+if [ "$ok" = 1 ] && grep -q '^GREETING_PATH=/opt/demo/bin:' "$environ" && ! ours_running; then
     echo "demo: ok: svc-agent installed the signed svc-server release, which ran the example module with its environment; all stopped"
     exit 0
 fi
