@@ -2,55 +2,25 @@
 //! download and RAUC's install on a worker thread, reboots only when the spec's restart rule
 //! for svc-server allows (`policy::restart_gate`: maintenance window, svc-server idle, the
 //! update server's hold), and after the boot runs the health gate over the daemon's facts.
+//! `facts`: what the loop gathers for a step; `install`: the worker thread that downloads
+//! and hands the bundle to RAUC, and what its outcome does.
+mod facts;
+mod install;
+
 use super::policy::{self, RestartGate};
-use super::updates::Clock;
-use crate::config::model::MaintenanceWindow;
-use crate::osimage::{self, BootFinding, GateFacts, GatePolicy, GateVerdict, OfferDecision};
+use crate::osimage::{self, BootFinding, GateFacts, GateVerdict};
 use crate::osimage::{OsError, OsState, OsStatus, Phase, SUB};
 use crate::paths::Paths;
-use crate::protocol::OsTarget;
-use crate::update::DownloadOptions;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, TryRecvError};
-use std::sync::Arc;
+pub(crate) use facts::Facts;
+use install::Worker;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 /// After a failure that trying again may cure (network, RAUC down), the next attempt waits.
 const RETRY_PAUSE: Duration = Duration::from_secs(600);
 /// RAUC unreachable after a reboot: asked again this often.
 const BOOT_CHECK_PAUSE: Duration = Duration::from_secs(30);
-
-/// The facts of one step, read by the loop.
-pub(crate) struct Facts<'a> {
-    pub offered: Option<&'a OsTarget>,
-    /// The health gate's policy (`agent::tuning`, read once at start).
-    pub gate: GatePolicy,
-    pub window: Option<&'a MaintenanceWindow>,
-    pub clock: Clock,
-    pub unix_now: u64,
-    pub server_busy: bool,
-    pub update_server_hold: bool,
-    pub server_required: bool,
-    pub server_up_secs: Option<u64>,
-    pub server_crashes: u64,
-    pub last_contact: Option<u64>,
-    /// Where downloads come from: `file_root` for a `file://` app; relative URLs resolved.
-    pub download: DownloadOptions,
-    /// The app's address: the URLs it may hand out follow the binaries' rule
-    /// (`updater::check_artifact_url`).
-    pub app_address: Option<&'a str>,
-    /// The machine's identity for downloads from the app's own origin (an https app).
-    pub identity: Option<crate::http::Identity>,
-    /// agent-syscfg's `upgrades.type`.
-    pub upgrades: Option<crate::config::model::UpgradeType>,
-}
-
-struct Worker {
-    version: String,
-    rx: Receiver<Result<(), OsError>>,
-    /// Set by the worker once the bundle is verified and handed to RAUC.
-    installing: Arc<AtomicBool>,
-}
 
 #[derive(Default)]
 pub(crate) struct OsTrack {
@@ -404,171 +374,5 @@ impl OsTrack {
         }
         self.save(paths);
         true
-    }
-
-    fn offer(&mut self, paths: &Paths, state: &OsState, f: &Facts<'_>) {
-        let Some(o) = f.offered else {
-            return;
-        };
-        let v = &o.target.version;
-        match osimage::offer_decision(state, Some(o), f.upgrades) {
-            OfferDecision::Keep => {}
-            OfferDecision::UpgradesOff => {
-                self.waiting = Some("agent-syscfg upgrades.type is none");
-                self.say_once(
-                    format!(
-                        "OS {v} offered; not installed: agent-syscfg's upgrades.type is \"none\""
-                    ),
-                    false,
-                );
-            }
-            OfferDecision::Bad => self.say_once(
-                format!("OS {v} failed before; not retried until another version is offered"),
-                false,
-            ),
-            OfferDecision::Unsupported(fmt) => self.say_once(
-                format!(
-                    "OS {v} offered as {fmt:?}: this agent installs {:?} only",
-                    osimage::FORMAT_RAUC
-                ),
-                true,
-            ),
-            OfferDecision::Install => {
-                self.waiting = None;
-                if self.retry_at.is_some_and(|t| f.clock.now < t) {
-                    return;
-                }
-                if let Err(e) =
-                    super::updater::check_artifact_url(paths, f.app_address, &o.target.url)
-                {
-                    self.refuse(paths, v, &e.to_string());
-                    return;
-                }
-                crate::info!(
-                    SUB,
-                    "OS {v} offered: downloading, then installing through RAUC"
-                );
-                let (tx, rx) = channel();
-                let installing = Arc::new(AtomicBool::new(false));
-                let flag = installing.clone();
-                let (paths2, offer, opts, mut st) =
-                    (paths.clone(), o.clone(), f.download.clone(), state.clone());
-                let identity = f.identity.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("os-install".into())
-                        .spawn(move || {
-                            let r = osimage::fetch_bundle(&paths2, &offer, &opts, identity)
-                                .and_then(|b| {
-                                    flag.store(true, Ordering::Relaxed);
-                                    osimage::install(&paths2, &mut st, &offer.target.version, &b)
-                                });
-                            let _ = tx.send(r);
-                        });
-                match spawned {
-                    Ok(_) => {
-                        self.worker = Some(Worker {
-                            version: v.clone(),
-                            rx,
-                            installing,
-                        })
-                    }
-                    Err(e) => crate::error!(SUB, "cannot start the OS install: {e}"),
-                }
-            }
-        }
-    }
-
-    /// `version` is refused for what it is: recorded as bad and reported.
-    fn refuse(&mut self, paths: &Paths, version: &str, why: &str) {
-        if let Some(s) = self.state.as_mut() {
-            s.add_bad(version);
-            s.last_result = Some(format!("refused {version}: {why}"));
-        }
-        self.save(paths);
-        crate::error!(SUB, "OS {version} refused: {why}; the booted slot stays");
-    }
-
-    fn finish_install(&mut self, paths: &Paths, version: &str, r: Result<(), OsError>) {
-        // The worker wrote the phase; the file is the truth.
-        let mut s = OsState::load(paths);
-        match r {
-            Ok(()) => {
-                s.last_result = None;
-                self.state = Some(s);
-                crate::info!(SUB, "OS {version} installed by RAUC into the other slot");
-            }
-            Err(e) => {
-                let refusal = match &e {
-                    OsError::BadOffer(_) | OsError::NoNewSlot(_) => true,
-                    OsError::Fetch(u) => u.is_refusal(),
-                    OsError::Rauc(osimage::rauc::RaucError::InstallFailed(_)) => true,
-                    _ => false,
-                };
-                s.phase = Phase::Idle;
-                self.state = Some(s);
-                if refusal {
-                    self.refuse(paths, version, &e.to_string());
-                } else {
-                    if let Some(s) = self.state.as_mut() {
-                        s.last_result = Some(format!("failed {version}: {e}"));
-                    }
-                    self.save(paths);
-                    self.retry_at = Some(Instant::now() + RETRY_PAUSE);
-                    crate::error!(
-                        SUB,
-                        "OS {version} not installed: {e}; the booted slot stays; trying again in {} min",
-                        RETRY_PAUSE.as_secs() / 60
-                    );
-                }
-            }
-        }
-    }
-}
-
-impl super::Agent {
-    /// One step of the OS update, with the loop's facts.
-    pub(super) fn step_os(&mut self) {
-        if self.os.at_rest(self.cached.targets.os.is_some()) {
-            return;
-        }
-        let offered = self.cached.targets.os.as_ref().map(|o| {
-            let mut o = o.clone();
-            o.target.url = self.conn.resolve_url(&o.target.url);
-            o
-        });
-        let app = self.conn.credentials().map(|c| c.app_address.as_str());
-        let download = DownloadOptions {
-            file_root: app
-                .and_then(|a| a.strip_prefix("file://"))
-                .map(std::path::PathBuf::from),
-            ..DownloadOptions::default()
-        };
-        let server = self.server.status(self.server_managed());
-        let facts = Facts {
-            offered: offered.as_ref(),
-            gate: self.tuning.os_gate,
-            window: self
-                .config
-                .as_ref()
-                .and_then(|c| c.agent.server.attributes.maintenance_window.as_ref()),
-            clock: Clock::read(),
-            unix_now: super::unix_now(),
-            server_busy: self.server.busy(),
-            update_server_hold: self.cached.hold.is_some(),
-            server_required: server.managed && server.installed,
-            server_up_secs: server.running.then_some(server.uptime_secs).flatten(),
-            server_crashes: self.server.crashes(),
-            last_contact: self.cached.last_contact,
-            download,
-            app_address: app,
-            identity: self.conn.credentials().and_then(|c| c.download_identity()),
-            upgrades: self
-                .config
-                .as_ref()
-                .filter(|c| !c.agent.syscfg.disable_subsystem)
-                .and_then(|c| c.agent.syscfg.attributes.upgrades.upgrade_type),
-        };
-        self.os.step(&self.paths, facts);
     }
 }
