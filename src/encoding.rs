@@ -13,6 +13,11 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Whether `s` is a sha256 as hex text: 64 hex digits (either case), nothing else.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The bytes of hex text (either case, surrounding whitespace ignored); `None` if it is not
 /// an even number of hex digits.
 pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {

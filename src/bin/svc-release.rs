@@ -627,7 +627,7 @@ fn delta_bases(answer: &Map<String, Value>, name: &str, new_sha: &str, n: usize)
         .into_iter()
         .chain(earlier)
     {
-        let ours = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+        let ours = svc::encoding::is_sha256_hex(sha);
         if ours && sha != new_sha && !out.iter().any(|s| s == sha) && out.len() < n {
             out.push(sha.to_string());
         }

@@ -467,7 +467,7 @@ fn target(a: &RawArtifact, version: &str, server: &str) -> Result<Target, String
         .get("sha256")
         .ok_or_else(|| format!("artifact {file:?} has no sha256 hash"))?
         .to_ascii_lowercase();
-    if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !crate::encoding::is_sha256_hex(&sha) {
         return Err(format!(
             "artifact {file:?}: sha256 {sha:?} is not 64 hex digits"
         ));

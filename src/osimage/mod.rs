@@ -467,7 +467,7 @@ fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
     let sha = t
         .sha256
         .as_deref()
-        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .filter(|s| crate::encoding::is_sha256_hex(s))
         .ok_or_else(|| OsError::BadOffer("an OS image needs a sha256 (64 hex digits)".into()))?;
     let size = t
         .size

@@ -360,7 +360,7 @@ pub(crate) fn obtain(
         )));
     };
     let refuse = |m: String| Miss::Failed(UpdateError::BadArtifact(m));
-    if d.sha256.len() != 64 || !d.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !crate::encoding::is_sha256_hex(&d.sha256) {
         return Err(refuse(format!(
             "delta sha256 {:?} is not 64 hex digits",
             d.sha256

@@ -805,7 +805,7 @@ fn validate_artifact(a: &Artifact) -> Result<Kind, UpdateError> {
         )));
     }
     if let Some(s) = &a.sha256 {
-        if s.len() != 64 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+        if !crate::encoding::is_sha256_hex(s) {
             return Err(UpdateError::BadArtifact(format!(
                 "sha256 {s:?} is not 64 hex digits"
             )));

@@ -628,7 +628,7 @@ pub(crate) fn parse_sw_description(
             return Err(invalid(format!("{at}.version"), &version, VERSION_RULE));
         }
         let sha256 = field(img, "sha256", &at)?.to_ascii_lowercase();
-        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !crate::encoding::is_sha256_hex(&sha256) {
             return Err(invalid(
                 format!("{at}.sha256"),
                 &sha256,
