@@ -6,6 +6,18 @@ use crate::update_support::{sandbox, sha256_hex, test_opts, SmallFs};
 use svc::update::swu::SwuOffer;
 use svc::update::{Engine, UpdateError};
 
+/// The offer of version 2.0.0 of the image `bytes` written at `src`.
+fn file_offer(src: &std::path::Path, bytes: &[u8]) -> SwuOffer {
+    SwuOffer {
+        url: format!("file://{}", src.display()),
+        version: "2.0.0".into(),
+        size: bytes.len() as u64,
+        sha256: Some(sha256_hex(bytes)),
+        sha1: None,
+        identity: None,
+    }
+}
+
 #[test]
 fn a_full_cache_while_an_image_is_taken_apart_is_not_a_refusal() {
     let paths = sandbox("swu-cache-full");
@@ -15,14 +27,7 @@ fn a_full_cache_while_an_image_is_taken_apart_is_not_a_refusal() {
     let image = swu_image(&[("svc-server", "2.0.0", &body)], &[&body], None, None);
     let src = paths.root().join("image.swu");
     std::fs::write(&src, &image).unwrap();
-    let offer = SwuOffer {
-        url: format!("file://{}", src.display()),
-        version: "2.0.0".into(),
-        size: image.len() as u64,
-        sha256: Some(sha256_hex(&image)),
-        sha1: None,
-        identity: None,
-    };
+    let offer = file_offer(&src, &image);
     let engine = Engine::new(paths.clone(), test_opts());
     let e = engine.unpack_swu(&offer).unwrap_err();
     assert!(
@@ -59,14 +64,7 @@ fn clearing_the_image_folder_part_way_leaves_no_manifest_naming_missing_files() 
     let image = swu_image(&[("svc-server", "2.0.0", b"new")], &[b"new"], None, None);
     let src = paths.root().join("image.swu");
     std::fs::write(&src, &image).unwrap();
-    let offer = SwuOffer {
-        url: format!("file://{}", src.display()),
-        version: "2.0.0".into(),
-        size: image.len() as u64,
-        sha256: Some(sha256_hex(&image)),
-        sha1: None,
-        identity: None,
-    };
+    let offer = file_offer(&src, &image);
     let e = Engine::new(paths.clone(), test_opts())
         .unpack_swu(&offer)
         .unwrap_err();
