@@ -47,26 +47,35 @@ svc-release swu --key "$WORK/vendor.key" --out "$WORK/update.swu" "$BUILD"
 SW=$(curl -fsS -X PUT "$S/api/v1/software" -H "Authorization: Bearer $T" \
 	-F "file=@$WORK/update.swu;type=application/octet-stream" | json '["id"]')
 
-# 6. Assigned to the device (once gooseBit knows it: the device registers at its first
-#    poll); the device's next poll takes it.
+# 6. Assigned to the device once gooseBit has its hardware: the device registers at its first
+#    poll and sends its config data (model, revision, version) next. Assigned before that, the
+#    device still counts as "default" hardware and gooseBit refuses the image (HTTP 422).
+#    dev prints the device's state, its version and the assigned software's version.
+dev() {
+	curl -fsS "$S/api/v1/devices" -H "Authorization: Bearer $T" | "$GB/bin/python" -c "
+import json, sys
+d = [d for d in json.load(sys.stdin)['devices'] if d['id'] == '$ID'] or [{'last_state': 'Absent'}]
+print(d[0]['last_state'], d[0].get('sw_version'), (d[0].get('assigned_software') or {}).get('version'))"
+}
 n=0
-until curl -fsS "$S/api/v1/devices" -H "Authorization: Bearer $T" | grep -q "\"$ID\""; do
-	n=$((n + 1)); [ $n -lt 240 ] || { echo "the device never registered" >&2; exit 1; }
+until set -- $(dev) && [ "${2:-None}" != None ]; do
+	n=$((n + 1)); [ $n -lt 240 ] || { echo "the device never registered: $*" >&2; exit 1; }
 	sleep 0.5
 done
 curl -fsS -X PUT "$S/api/v1/devices" -H "Authorization: Bearer $T" \
 	-H 'Content-Type: application/json' -d "{\"devices\": [\"$ID\"], \"software\": \"$SW\"}"
 
 # 7. Watched: Running (the log shows "Downloaded N%"), then Finished once the new build is
-#    through its probation (600 s by default: docs/hawkbit.md, "Time to success").
+#    through its probation (600 s by default: docs/hawkbit.md, "Time to success"). gooseBit
+#    saves the state and the new version one after the other: done when both are there.
 n=0
 while :; do
-	st=$(curl -fsS "$S/api/v1/devices" -H "Authorization: Bearer $T" | "$GB/bin/python" -c "
-import json, sys
-d = [d for d in json.load(sys.stdin)['devices'] if d['id'] == '$ID'][0]
-print(d['last_state'], d['sw_version'])")
-	case "$st" in Finished*) echo "rolled out: $st"; break ;; Error*) echo "failed: $st" >&2; exit 1 ;; esac
-	n=$((n + 1)); [ $n -lt 2400 ] || { echo "not finished: $st" >&2; exit 1; }
+	set -- $(dev)
+	case "$1" in
+	Finished) [ "$2" != "$3" ] || { echo "rolled out: $1 $2"; break; } ;;
+	Error) echo "failed: $*" >&2; exit 1 ;;
+	esac
+	n=$((n + 1)); [ $n -lt 2400 ] || { echo "not finished: $*" >&2; exit 1; }
 	sleep 0.5
 done
 curl -fsS "$S/api/v1/devices/$ID/log" -H "Authorization: Bearer $T" | json '["log"]'
