@@ -48,3 +48,13 @@ sleep 20 # idle on purpose: the figure is the resting footprint, nothing is awai
 pss() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup"; }
 fig agent_pss_kib "$(pss "$(systemctl show -p MainPID --value svc-agent)")"
 fig server_pss_kib "$(pss "$(server_pid)")"
+
+# The release-profile agent (benches/arch-lab.sh, ARCH_LAB_RELEASE_*) beside this dist one,
+# each alone and idle in a sandbox, as benches/profile-size.sh measures on the host (both
+# already stripped: STRIP=true).
+if [ -f "$LAB_SHARE/profile/svc-agent-release" ]; then
+    STRIP=true sh "$LAB_SHARE/profile/profile-size.sh" "$LAB_SHARE/profile/svc-agent-release" /lab/bin/svc-agent > /tmp/profile.md
+    cat /tmp/profile.md
+    fig release_pss_kib "$(awk -F'|' 'NR == 3 {print $5 + 0}' /tmp/profile.md)"
+    fig dist_pss_kib "$(awk -F'|' 'NR == 4 {print $5 + 0}' /tmp/profile.md)"
+fi

@@ -7,7 +7,10 @@
 #   benches/arch-lab.sh          prints a Markdown table (BENCHMARKS.md, "arm64 beside x86_64")
 #
 # ARCH_LAB_BIN_x86_64=DIR, ARCH_LAB_BIN_aarch64=DIR: take the dist binaries from DIR instead
-# of building them.
+# of building them. ARCH_LAB_RELEASE_x86_64=FILE, ARCH_LAB_RELEASE_aarch64=FILE: a `release`
+# profile svc-agent (what Yocto and Buildroot build, issue 47), stripped here as those systems
+# strip (benches/profile-size.sh); that machine's guest then measures it beside its dist agent,
+# each alone and idle (profile-size.sh in the guest), and a row says both.
 # Needs what scripts/test-system.sh needs (root, the lab's prerequisites, both images).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,11 +28,21 @@ for m in x86_64 aarch64; do
     [ ${#b[@]} -eq 2 ] || { echo "arch-lab: the $m build failed" >&2; exit 1; }
     agent[$m]="${b[0]}" server[$m]="${b[1]}"
 done
-declare -A fig
+declare -A fig release_size
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
 for arch in amd64 arm64; do
     m=x86_64; shown=""
     [ "$arch" = arm64 ] && m=aarch64 shown="arm64:"
-    LAB_ARCH=$arch LAB_AGENT="${agent[$m]}" LAB_SERVER="${server[$m]}" \
+    rel_var="ARCH_LAB_RELEASE_$m" rel=""
+    if [ -n "${!rel_var:-}" ]; then
+        mkdir -p "$scratch/$m"
+        strip="strip"; [ "$m" = aarch64 ] && strip="aarch64-linux-gnu-strip"
+        STRIPPED="$scratch/$m" STRIP=$strip SIZE_ONLY=1 sh "$root/benches/profile-size.sh" "${!rel_var}" >&2
+        rel="$scratch/$m/bin1" release_size[$m]="$(stat -c %s "${!rel_var}") B as built, $(stat -c %s "$rel") B stripped"
+    fi
+    # benches/arch-lab-guest.host.sh hands the release build and profile-size.sh to the guest.
+    ARCH_LAB_RELEASE="$rel" LAB_ARCH=$arch LAB_AGENT="${agent[$m]}" LAB_SERVER="${server[$m]}" \
         "$root/tests/system/run.sh" "$root/benches/arch-lab-guest.sh" >&2 \
         || { echo "arch-lab: the $arch guest failed (above)" >&2; exit 1; }
     run="$(ls -td "$cache/runs/${shown}arch-lab-guest."* | head -n1)"
@@ -50,3 +63,9 @@ echo "| boot: kernel start to the lab's runner | ${fig[amd64.runner_s]} s | ${fi
 echo "| unit start to svc-server running (3 restarts) | $(range amd64) ms | $(range arm64) ms |"
 echo "| idle PSS, svc-agent | ${fig[amd64.agent_pss_kib]} KiB | ${fig[arm64.agent_pss_kib]} KiB |"
 echo "| idle PSS, svc-server | ${fig[amd64.server_pss_kib]} KiB | ${fig[arm64.server_pss_kib]} KiB |"
+# alone ARCH: the release and dist agents' idle PSS, each alone (profile-size.sh in the guest).
+alone() { [ -n "${fig[$1.release_pss_kib]:-}" ] && echo "release ${fig[$1.release_pss_kib]} KiB, dist ${fig[$1.dist_pss_kib]} KiB" || echo "not measured"; }
+if [ ${#release_size[@]} -gt 0 ]; then
+    echo "| svc-agent \`release\` profile (Yocto, Buildroot) | ${release_size[x86_64]:-not built} | ${release_size[aarch64]:-not built} |"
+    echo "| idle PSS alone (sandbox, \`sleep\` as svc-server): release, dist | $(alone amd64) | $(alone arm64) |"
+fi

@@ -8,7 +8,8 @@
 # usage: benches/profile-size.sh BINARY...   (e.g. target/release/svc-agent
 #        target/x86_64-unknown-linux-musl/dist/svc-agent); IDLE=30 by default.
 # Size only (another architecture's binary, or no run): SIZE_ONLY=1; another architecture's
-# strip: STRIP=aarch64-linux-gnu-strip.
+# strip: STRIP=aarch64-linux-gnu-strip. STRIPPED=DIR keeps the stripped copies there as
+# DIR/bin1, DIR/bin2, ... (benches/arch-lab.sh runs them in a lab guest).
 set -eu
 idle=${IDLE:-30}
 work=$(mktemp -d)
@@ -21,6 +22,7 @@ for bin in "$@"; do
     "${STRIP:-strip}" --remove-section=.comment --remove-section=.note --strip-unneeded "$work/bin$n"
     built=$(stat -c %s "$bin")
     stripped=$(stat -c %s "$work/bin$n")
+    [ -z "${STRIPPED:-}" ] || cp "$work/bin$n" "$STRIPPED/bin$n"
     pss=-
     if [ "${SIZE_ONLY:-0}" != 1 ]; then
         root="$work/root$n"

@@ -2,8 +2,7 @@
 # The guest is a real systemd machine and the static binaries run on it.
 # Needs: `svc-agent version --json` (binary_name, version, target).
 # lab-timeout: 300
-# lab-arches: amd64
-# On the arm64 machine on demand (`scripts/test-system.sh arm64:boot-smoke`), not in every run: the tier's time.
+# lab-arches: amd64 arm64
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 

@@ -5,8 +5,7 @@
 # retry: versions.json names 0.2.0 as current for both, svc-server 0.2.0 runs, and the
 # journal has no "update failed".
 # lab-timeout: 480
-# lab-arches: amd64
-# On the arm64 machine on demand (`scripts/test-system.sh arm64:update-both`), not in every run: the tier's time.
+# lab-arches: amd64 arm64
 # lab-needs: v2
 set -euo pipefail
 . "$LAB/lab-lib.sh"
