@@ -48,8 +48,8 @@ weight() {
     w="${w:-480}"
     [ -f "${f%.sh}.after.sh" ] && w=$((w + 1000))
     [ -f "${f%.sh}.final.sh" ] && w=$((w + 1000))
-    # The arm64 machine emulates a foreign instruction set: its boots and phases take longer.
-    on_arm64 "$1" && w=$((w * 2))
+    # The arm64 machine weighs as the amd64 one: with kpti=0 (run.sh) its install-sh took as
+    # many CPU seconds as amd64's (BENCHMARKS.md, "arm64 beside x86_64").
     echo "$w"
 }
 # Scenarios that boot (other devices: a USB controller, a data disk, slot B; or fresh-boot) go first,
