@@ -52,6 +52,16 @@ pub(crate) fn desired(
     }
 }
 
+/// Whether `desired` is what the config pinned: a `pin_url`, or the offer of the version
+/// `pin_version` names. The byte budget never holds a pin.
+pub(crate) fn pinned(vc: &VersionControl, desired: &Desired) -> bool {
+    match (vc.choice(), desired) {
+        (VersionChoice::Url(_), Desired::InstallUrl(_)) => true,
+        (VersionChoice::Version(p), Desired::Install(t)) => same_version(p, &t.version),
+        _ => false,
+    }
+}
+
 fn parse_version(v: &str) -> Option<semver::Version> {
     semver::Version::parse(v.trim().trim_start_matches('v')).ok()
 }

@@ -52,7 +52,12 @@ impl FakeUpdater {
 
 impl Updater for FakeUpdater {
     /// Stages at once, on the caller's thread: the result is waiting for the next step.
-    fn start_stage(&self, kind: Kind, d: &Desired) -> Result<Receiver<StageResult>, UpdateError> {
+    fn start_stage(
+        &self,
+        kind: Kind,
+        d: &Desired,
+        _pinned: bool,
+    ) -> Result<Receiver<StageResult>, UpdateError> {
         self.called();
         let (tx, rx) = std::sync::mpsc::channel();
         let _ = tx.send(self.stage(kind, d));
