@@ -149,6 +149,9 @@ pub enum UpdateError {
     BadArtifact(String),
     /// An SWUpdate image's `sw-description` is refused (where and why).
     SwDescription(swu::DescriptionError),
+    /// A delta refused (its bytes, its description), or no usable one where the vendor's
+    /// rule forbids the full download.
+    Delta(delta::DeltaError),
     /// The version was rolled back and is not retried until the app offers another.
     MarkedBad {
         name: String,
@@ -241,7 +244,7 @@ impl UpdateError {
                 | NotElf(_)
                 | WrongArch { .. }
                 | VersionCheck(_)
-        )
+        ) || matches!(self, Delta(e) if e.is_refusal())
     }
 
     /// The downloaded bytes are not what the server described (its hash or size): a fault
@@ -263,6 +266,7 @@ impl fmt::Display for UpdateError {
         match self {
             BadArtifact(m) => write!(f, "bad artifact: {m}"),
             SwDescription(e) => write!(f, "bad artifact: swu: {e}"),
+            Delta(e) => write!(f, "bad artifact: delta: {e}"),
             MarkedBad { name, version } => write!(
                 f,
                 "{name} {version} was rolled back as bad; not retried until another version is offered"
@@ -579,14 +583,15 @@ impl Engine {
         a: &Artifact,
         deltas: &[crate::protocol::Delta],
     ) -> Result<Option<(PathBuf, String)>, UpdateError> {
-        let why = match delta::obtain(&self.paths, a, deltas, &self.opts.download) {
+        let miss = match delta::obtain(&self.paths, a, deltas, &self.opts.download) {
             Ok(got) => {
                 self.note_delta(a, "applied", None);
                 return Ok(Some(got));
             }
             Err(delta::Miss::Failed(e)) if !e.is_refusal() => return Err(e),
-            Err(miss) => miss.to_string(),
+            Err(miss) => miss,
         };
+        let why = miss.to_string();
         let budget = self.opts.download.budget.is_some();
         match self.opts.delta_fallback {
             // Within the budget: the full download is under the budget as every download
@@ -620,10 +625,10 @@ impl Engine {
                     a.name,
                     a.version
                 );
-                self.note_delta(a, "refused", Some(why.clone()));
-                Err(UpdateError::BadArtifact(format!(
-                    "no usable delta and the vendor's rule forbids the full download: {why}"
-                )))
+                self.note_delta(a, "refused", Some(why));
+                Err(UpdateError::Delta(delta::DeltaError::NoFallback {
+                    miss: Box::new(miss),
+                }))
             }
         }
     }
