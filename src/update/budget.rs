@@ -212,6 +212,10 @@ impl Ledger {
 pub(crate) fn account(gate: Option<&Gate>, clock: &dyn Clock) {
     let bytes = crate::http::take_traffic();
     let Some(gate) = gate else { return };
+    if bytes == 0 {
+        // Most passes move nothing: no read, no write (a wait's end is `admit`'s).
+        return;
+    }
     let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut l = load(&gate.file);
     let before = l.clone();
