@@ -341,4 +341,26 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn a_pin_is_the_pinned_url_or_the_offer_of_the_pinned_version() {
+        let pinned_version = VersionControl {
+            pin_version: "2.0.0".into(),
+            ..Default::default()
+        };
+        assert!(pinned(&pinned_version, &Desired::Install(target("2.0.0"))));
+        assert!(pinned(&pinned_version, &Desired::Install(target("v2.0.0"))));
+        assert!(!pinned(&pinned_version, &Desired::Install(target("2.1.0"))));
+        let channel = VersionControl::default();
+        assert!(!pinned(&channel, &Desired::Install(target("2.0.0"))));
+        let url = VersionControl {
+            pin_url: "https://cdn.example/x".into(),
+            ..Default::default()
+        };
+        assert!(pinned(
+            &url,
+            &Desired::InstallUrl("https://cdn.example/x".into())
+        ));
+        assert!(!pinned(&url, &Desired::Keep));
+    }
 }

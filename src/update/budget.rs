@@ -70,13 +70,13 @@ impl Gate {
 }
 
 /// `/opt/svc/budget.json`.
-pub fn path(paths: &Paths) -> PathBuf {
+pub(crate) fn path(paths: &Paths) -> PathBuf {
     paths.state_dir().join("budget.json")
 }
 
 /// The counts of the current periods, and the downloads waiting for the next one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     /// The UTC day counted, `YYYY-MM-DD`.
     pub day: String,
     pub day_bytes: u64,
@@ -244,7 +244,8 @@ pub(crate) fn admit(
     let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut l = load(&gate.file);
     let before = l.clone();
-    let p = period(clock.unix_now());
+    let now = clock.unix_now();
+    let p = period(now);
     l.roll(&p);
     l.add(bytes);
     let verdict = match l.fits(gate.limits, &p, need) {
@@ -272,6 +273,7 @@ pub(crate) fn admit(
                 needed: need,
                 left,
                 until,
+                wait_secs: until.saturating_sub(now),
             })
         }
         held => {

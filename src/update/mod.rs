@@ -212,14 +212,15 @@ pub enum UpdateError {
     },
     Record(String),
     /// The byte budget holds the download until `until` (unix time, the start of the next
-    /// period): `needed` bytes do not fit the `left` ones. Nothing was downloaded; not a
-    /// refusal, the same offer goes then.
+    /// period), `wait_secs` from when it was decided: `needed` bytes do not fit the `left`
+    /// ones. Nothing was downloaded; not a refusal, the same offer goes then.
     OverBudget {
         name: String,
         version: String,
         needed: u64,
         left: u64,
         until: u64,
+        wait_secs: u64,
     },
 }
 
@@ -318,6 +319,7 @@ impl fmt::Display for UpdateError {
                 needed,
                 left,
                 until,
+                ..
             } => write!(
                 f,
                 "{name} {version} waits for the byte budget: it needs {needed} bytes, {left} are left until {}",

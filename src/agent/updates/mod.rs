@@ -149,9 +149,10 @@ pub(crate) enum Step {
 
 /// A failed download is retried after this long (a new offer is tried at once).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(600);
-/// A download the byte budget holds is asked again this often (a read of `budget.json` on
-/// a worker, nothing downloaded), so it starts within a minute of the next period.
-const RETRY_OVER_BUDGET: Duration = Duration::from_secs(60);
+/// A download the byte budget holds is asked again when its period ends, and at least this
+/// often (a config that raised the budget, a clock set forward): a read of `budget.json` on
+/// a worker, nothing downloaded.
+const RETRY_OVER_BUDGET: Duration = RETRY_AFTER_FAILURE;
 /// A pinned URL that is installed is re-checked this often with a conditional request
 /// (ETag / Last-Modified), so a rebuilt file at the same URL is picked up without
 /// downloading the unchanged one again.
@@ -222,11 +223,14 @@ impl Track {
                         );
                         self.staged = Some(staged);
                     }
-                    Err(UpdateError::OverBudget { until, .. }) => {
-                        // Logged once by the budget, when the wait began; asked again
-                        // soon, as the period's end is in wall-clock time.
+                    Err(UpdateError::OverBudget {
+                        until, wait_secs, ..
+                    }) => {
+                        // Logged once by the budget, when the wait began; asked again a
+                        // second after the period ends.
                         crate::debug!("update", "{name}: the byte budget holds it until {until}");
-                        self.last_failure = Some((desired, now, RETRY_OVER_BUDGET));
+                        let after = Duration::from_secs(wait_secs.saturating_add(1));
+                        self.last_failure = Some((desired, now, after.min(RETRY_OVER_BUDGET)));
                     }
                     Err(e) => {
                         crate::error!("update", "{name} update failed: {e}");
