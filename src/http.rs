@@ -18,8 +18,8 @@ use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// HTTP-layer bytes sent and received by this process since the last [`take_traffic`]:
-/// request line, headers and body as sent (the headers minreq adds, `Host`, `Content-Length`
-/// and `Connection`, estimated), status line, headers and body as received. TLS records and
+/// request line, headers and body as sent (the headers minreq adds, `Host` and
+/// `Content-Length`, reckoned), status line, headers and body as received. TLS records and
 /// handshakes, TCP and IP headers are not counted.
 static TRAFFIC: AtomicU64 = AtomicU64::new(0);
 
@@ -33,11 +33,17 @@ fn count(bytes: u64) {
 }
 
 /// The bytes of a request as it goes out: `METHOD target HTTP/1.1`, the headers minreq adds
-/// (about 60 bytes with the host name), ours, the blank line and the body.
+/// (`Host`, and `Content-Length` with a body), ours, the blank line and the body.
 fn request_bytes(method: &str, url: &str, headers: usize, body: usize) -> u64 {
     let host = origin_of(url).split("://").nth(1).unwrap_or("").len();
     let target = url.len().saturating_sub(origin_of(url).len()).max(1);
-    (method.len() + target + 11 + 60 + host + headers + 2 + body) as u64
+    let length = if body > 0 {
+        "Content-Length: \r\n".len() + body.to_string().len()
+    } else {
+        0
+    };
+    let line = method.len() + 1 + target + " HTTP/1.1\r\n".len();
+    (line + "Host: \r\n".len() + host + length + headers + 2 + body) as u64
 }
 
 /// Redirects a request that follows them follows at most.
@@ -576,6 +582,51 @@ mod tests {
         assert_eq!(port_of("http://h"), 80);
         assert_eq!(port_of("https://[::1]:9/x"), 9);
         assert_eq!(port_of("https://[::1]/x"), 443);
+    }
+
+    /// The bytes a plain-http server sees and sends for one exchange, against the estimate
+    /// the byte budget counts.
+    #[test]
+    fn the_counted_bytes_are_those_on_the_socket_within_a_few() {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/v1/poll?x=1",
+            listener.local_addr().unwrap().port()
+        );
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nX-Etag: \"abc\"\r\n\r\nhello world";
+        let server = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let (mut seen, mut length) = (0usize, 0usize);
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                seen += line.len();
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            r.read_exact(&mut body).unwrap();
+            (&conn).write_all(answer).unwrap();
+            seen + length
+        });
+        let req = post(&url, vec![b'x'; 300], 10).header("X-Svc-Status", "abcdef");
+        let estimate = req.sent_bytes(&url);
+        let resp = req.send().unwrap();
+        let head = received_head_bytes(&resp.lazy);
+        assert_eq!(resp.read_body(1000).unwrap(), b"hello world");
+        let sent = server.join().unwrap() as u64;
+        assert!(
+            estimate.abs_diff(sent) <= 8,
+            "estimated {estimate} bytes sent, the server read {sent}"
+        );
+        assert_eq!(head + 11, answer.len() as u64, "received");
     }
 
     #[test]
