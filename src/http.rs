@@ -12,7 +12,39 @@
 //! - Keepalive: a request that may wait long on a quiet connection (a held poll) asks for
 //!   TCP keepalive ([`Request::keepalive`]), so that a connection a NAT dropped without a
 //!   reset is found in minutes, not at the request's deadline ([`KeepAlive`]).
+//! - Traffic: the bytes of every exchange at the HTTP layer are counted ([`take_traffic`]),
+//!   for the byte budget (`update::budget`).
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// HTTP-layer bytes sent and received by this process since the last [`take_traffic`]:
+/// request line, headers and body as sent (the headers minreq adds, `Host` and
+/// `Content-Length`, reckoned), status line, headers and body as received. TLS records and
+/// handshakes, TCP and IP headers are not counted.
+static TRAFFIC: AtomicU64 = AtomicU64::new(0);
+
+/// The bytes counted since the last call (see [`TRAFFIC`]), and the count started again.
+pub(crate) fn take_traffic() -> u64 {
+    TRAFFIC.swap(0, Ordering::Relaxed)
+}
+
+fn count(bytes: u64) {
+    TRAFFIC.fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// The bytes of a request as it goes out: `METHOD target HTTP/1.1`, the headers minreq adds
+/// (`Host`, and `Content-Length` with a body), ours, the blank line and the body.
+fn request_bytes(method: &str, url: &str, headers: usize, body: usize) -> u64 {
+    let host = origin_of(url).split("://").nth(1).unwrap_or("").len();
+    let target = url.len().saturating_sub(origin_of(url).len()).max(1);
+    let length = if body > 0 {
+        "Content-Length: \r\n".len() + body.to_string().len()
+    } else {
+        0
+    };
+    let line = method.len() + 1 + target + " HTTP/1.1\r\n".len();
+    (line + "Host: \r\n".len() + host + length + headers + 2 + body) as u64
+}
 
 /// Redirects a request that follows them follows at most.
 pub(crate) const MAX_REDIRECTS: usize = 5;
@@ -153,6 +185,30 @@ impl Request {
             .with_max_status_line_length(MAX_STATUS_LINE)
     }
 
+    /// This request's bytes to `url` at the HTTP layer (see [`TRAFFIC`]).
+    fn sent_bytes(&self, url: &str) -> u64 {
+        let method = match (&self.post, self.put) {
+            (Some(_), true) => "PUT",
+            (Some(_), false) => "POST",
+            (None, _) => "GET",
+        };
+        let own = self
+            .identity
+            .iter()
+            .filter(|id| origin_of(url) == id.origin)
+            .flat_map(|id| id.headers.iter());
+        let headers: usize = self
+            .headers
+            .iter()
+            .chain(own)
+            .map(|(k, v)| k.len() + v.len() + 4)
+            .sum::<usize>()
+            + "User-Agent".len()
+            + USER_AGENT.len()
+            + 4;
+        request_bytes(method, url, headers, self.post.as_ref().map_or(0, Vec::len))
+    }
+
     pub(crate) fn send(self) -> Result<Response, HttpError> {
         use_ring();
         let mut current = self.url.clone();
@@ -166,7 +222,9 @@ impl Request {
                 .and_then(|k| Armer::start(port_of(&current), k, self.timeout_secs));
             let sent = self.build(&current).send_lazy();
             drop(armer);
+            // A request that got no answer is not counted: most never left (no connection).
             let lazy = sent.map_err(|e| HttpError::Network(network_text(&e)))?;
+            count(self.sent_bytes(&current) + received_head_bytes(&lazy));
             let resp = Response { lazy, _wait: wait };
             if !self.follow || !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
                 return Ok(resp);
@@ -410,6 +468,16 @@ fn network_text(e: &minreq::Error) -> String {
     }
 }
 
+/// An answer's status line (`HTTP/1.1 200 OK`), its headers and the blank line.
+fn received_head_bytes(lazy: &minreq::ResponseLazy) -> u64 {
+    let headers: usize = lazy
+        .headers
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 4)
+        .sum();
+    (13 + lazy.reason_phrase.len() + 2 + headers + 2) as u64
+}
+
 /// An answer whose body has not been read yet.
 pub(crate) struct Response {
     lazy: minreq::ResponseLazy,
@@ -447,10 +515,9 @@ impl Response {
         if (100..200).contains(&status) || status == 204 || status == 304 {
             return Ok(body);
         }
-        self.lazy
-            .take(cap.saturating_add(1))
-            .read_to_end(&mut body)
-            .map_err(|e| HttpError::Network(format!("reading the answer: {e}")))?;
+        let read = self.lazy.take(cap.saturating_add(1)).read_to_end(&mut body);
+        count(body.len() as u64);
+        read.map_err(|e| HttpError::Network(format!("reading the answer: {e}")))?;
         if body.len() as u64 > cap {
             return Err(HttpError::TooLarge(cap));
         }
@@ -461,7 +528,9 @@ impl Response {
 /// The body as a stream (downloads), for the caller to cap.
 impl Read for Response {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.lazy.read(buf)
+        let n = self.lazy.read(buf)?;
+        count(n as u64);
+        Ok(n)
     }
 }
 
@@ -513,6 +582,51 @@ mod tests {
         assert_eq!(port_of("http://h"), 80);
         assert_eq!(port_of("https://[::1]:9/x"), 9);
         assert_eq!(port_of("https://[::1]/x"), 443);
+    }
+
+    /// The bytes a plain-http server sees and sends for one exchange, against the estimate
+    /// the byte budget counts.
+    #[test]
+    fn the_counted_bytes_are_those_on_the_socket_within_a_few() {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/v1/poll?x=1",
+            listener.local_addr().unwrap().port()
+        );
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nX-Etag: \"abc\"\r\n\r\nhello world";
+        let server = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let (mut seen, mut length) = (0usize, 0usize);
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                seen += line.len();
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            r.read_exact(&mut body).unwrap();
+            (&conn).write_all(answer).unwrap();
+            seen + length
+        });
+        let req = post(&url, vec![b'x'; 300], 10).header("X-Svc-Status", "abcdef");
+        let estimate = req.sent_bytes(&url);
+        let resp = req.send().unwrap();
+        let head = received_head_bytes(&resp.lazy);
+        assert_eq!(resp.read_body(1000).unwrap(), b"hello world");
+        let sent = server.join().unwrap() as u64;
+        assert!(
+            estimate.abs_diff(sent) <= 8,
+            "estimated {estimate} bytes sent, the server read {sent}"
+        );
+        assert_eq!(head + 11, answer.len() as u64, "received");
     }
 
     #[test]

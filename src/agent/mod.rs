@@ -214,6 +214,7 @@ impl Agent {
         updater.set_delta_fallback(crate::update::DeltaFallback::from_setting(
             &agent.agent.updates.delta_fallback,
         ));
+        updater.set_budget(budget_gate(paths, Some(cfg)));
         let targets = &self.cached.targets;
         let hold = self.cached.hold.is_some();
         let clock = updates::Clock::read();
@@ -304,6 +305,11 @@ impl Agent {
             self.poll_once();
         }
         self.report_status_change();
+        // This pass's HTTP bytes (its poll, its status report) into the budget's count.
+        crate::update::budget::account(
+            budget_gate(&self.paths, self.config.as_ref()).as_ref(),
+            &crate::update::budget::SystemClock,
+        );
         self.step_updates();
         self.step_os();
         if self.restart_server_requested {
@@ -397,6 +403,9 @@ impl Agent {
             subsystems,
             versions: observed.versions.records.clone(),
             os: self.os.status(),
+            budget: crate::update::budget::status(
+                budget_gate(paths, self.config.as_ref()).as_ref(),
+            ),
         }
     }
 
@@ -444,6 +453,21 @@ impl Agent {
 /// Reads what the report shows from outside the agent's memory (`status::Observed`): the
 /// version records once (`update::read_state`), svc-server's link and process, and on the
 /// hawkBit backend its consent file.
+/// The byte budget the config sets (`svc-agent.updates.budget`); `None`: off.
+fn budget_gate(
+    paths: &Paths,
+    config: Option<&MachineConfig>,
+) -> Option<crate::update::budget::Gate> {
+    let b = config?.agent.agent.updates.budget?;
+    crate::update::budget::Gate::new(
+        paths,
+        crate::update::budget::Limits {
+            day_bytes: b.day_bytes,
+            month_bytes: b.month_bytes,
+        },
+    )
+}
+
 fn observe(
     paths: &Paths,
     server: &svc_server::ServerManager,

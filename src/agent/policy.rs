@@ -52,6 +52,16 @@ pub(crate) fn desired(
     }
 }
 
+/// Whether `desired` is what the config pinned: a `pin_url`, or the offer of the version
+/// `pin_version` names. The byte budget never holds a pin.
+pub(crate) fn pinned(vc: &VersionControl, desired: &Desired) -> bool {
+    match (vc.choice(), desired) {
+        (VersionChoice::Url(_), Desired::InstallUrl(_)) => true,
+        (VersionChoice::Version(p), Desired::Install(t)) => same_version(p, &t.version),
+        _ => false,
+    }
+}
+
 fn parse_version(v: &str) -> Option<semver::Version> {
     semver::Version::parse(v.trim().trim_start_matches('v')).ok()
 }
@@ -330,5 +340,27 @@ mod tests {
             first_contact_wait(now + s(60), now + s(60), now + s(60)),
             None
         );
+    }
+
+    #[test]
+    fn a_pin_is_the_pinned_url_or_the_offer_of_the_pinned_version() {
+        let pinned_version = VersionControl {
+            pin_version: "2.0.0".into(),
+            ..Default::default()
+        };
+        assert!(pinned(&pinned_version, &Desired::Install(target("2.0.0"))));
+        assert!(pinned(&pinned_version, &Desired::Install(target("v2.0.0"))));
+        assert!(!pinned(&pinned_version, &Desired::Install(target("2.1.0"))));
+        let channel = VersionControl::default();
+        assert!(!pinned(&channel, &Desired::Install(target("2.0.0"))));
+        let url = VersionControl {
+            pin_url: "https://cdn.example/x".into(),
+            ..Default::default()
+        };
+        assert!(pinned(
+            &url,
+            &Desired::InstallUrl("https://cdn.example/x".into())
+        ));
+        assert!(!pinned(&url, &Desired::Keep));
     }
 }

@@ -82,6 +82,9 @@ pub(crate) struct StatusReport {
     /// The OS image (booted slot, version, previous, offered, bad), once OS images are in play.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<crate::osimage::OsStatus>,
+    /// The byte budget's limits and the downloads it holds (and until when), when it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::update::budget::BudgetStatus>,
 }
 
 pub(crate) fn path(paths: &crate::paths::Paths) -> std::path::PathBuf {

@@ -191,14 +191,22 @@ impl Updater for DaemonUpdater {
         self.engine.opts.delta_fallback = rule;
     }
 
+    fn set_budget(&mut self, gate: Option<crate::update::budget::Gate>) {
+        self.engine.opts.download.budget = gate;
+    }
+
     /// A worker thread per download; it wakes the loop when done.
     fn start_stage(
         &self,
         kind: Kind,
         desired: &Desired,
+        pinned: bool,
     ) -> Result<Receiver<StageResult>, UpdateError> {
         let (tx, rx) = channel();
-        let worker = self.clone();
+        let mut worker = self.clone();
+        if let Some(gate) = worker.engine.opts.download.budget.as_mut() {
+            gate.exempt = pinned;
+        }
         let desired = desired.clone();
         std::thread::Builder::new()
             .name(format!("update-{kind}"))

@@ -386,7 +386,8 @@ fn cmd_apply_delta(rest: &[String]) -> Result<i32, UsageError> {
             Ok(EXIT_OK)
         }
         Err(e) => {
-            eprintln!("svc-agent apply-delta: {e}");
+            let bad = if e.is_refusal() { "bad delta: " } else { "" };
+            eprintln!("svc-agent apply-delta: {bad}{e}");
             Ok(1)
         }
     }

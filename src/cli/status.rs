@@ -248,6 +248,18 @@ fn render(r: &StatusReport, live: Live, now: u64) -> String {
         out += &line;
         out.push('\n');
     }
+    if let Some(b) = &r.budget {
+        for (name, w) in &b.waiting {
+            out += &format!(
+                "    Byte budget: {name} {} waits until {} (in {}): it needs {} bytes, {} are left\n",
+                w.version,
+                utc(w.until),
+                human_duration(w.until.saturating_sub(now)),
+                w.bytes,
+                w.left
+            );
+        }
+    }
     for (name, v) in &r.subsystems {
         for line in subsystem_lines(v) {
             out += &format!("    {name}: {line}\n");
@@ -338,7 +350,9 @@ mod tests {
                 "agent-provisioning": {"state": "idle", "reason": "no Wi-Fi device"}
             },
             "versions": {"svc-server": {"current": "1.2.3", "previous": "1.2.2",
-                                        "target": "1.2.3", "bad": ["1.3.0"]}}
+                                        "target": "1.2.3", "bad": ["1.3.0"]}},
+            "budget": {"day_limit": 1000, "month_limit": null, "waiting": {"svc-agent":
+                {"version": "2.0.0", "bytes": 3_000, "left": 40, "until": 86_400}}}
         }))
         .unwrap()
     }
@@ -372,6 +386,10 @@ mod tests {
         );
         assert!(
             out.contains("    agent-provisioning: idle (no Wi-Fi device)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    Byte budget: svc-agent 2.0.0 waits until 1970-01-02 00:00:00 UTC (in 23h 42min): it needs 3000 bytes, 40 are left\n"),
             "{out}"
         );
         assert!(!out.contains('{'), "raw JSON in the human status: {out}");

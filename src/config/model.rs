@@ -171,7 +171,10 @@ pub struct AgentSection {
 pub struct UpdateSettings {
     /// When an offer's deltas cannot be used: `full` downloads the full artifact (logged,
     /// and in the status with why), `never` downloads nothing.
+    /// `budget` downloads the full artifact only within the byte budget.
     pub delta_fallback: String,
+    /// The byte budget per UTC day and month; `None`: off (the default).
+    pub budget: Option<BudgetSettings>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -180,9 +183,17 @@ impl Default for UpdateSettings {
     fn default() -> Self {
         UpdateSettings {
             delta_fallback: "full".into(),
+            budget: None,
             extra: Map::new(),
         }
     }
+}
+
+/// `svc-agent.updates.budget`: at least one of the two (docs/updates.md, *The byte budget*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BudgetSettings {
+    pub day_bytes: Option<u64>,
+    pub month_bytes: Option<u64>,
 }
 
 /// `svc-agent.logs`: the shipping policy. Levels are `error`, `warn`, `info`, `debug`.

@@ -1029,19 +1029,7 @@ fn agent(o: &Obj<'_>, lists: NetworkLists<'_>, r: &mut Report) -> AgentConfig {
             a.agent.logs = log_settings(&l, r);
         }
         if let Some(u) = s.object("updates", r) {
-            if let Some(rule) = u.string("delta_fallback", false, r) {
-                if ["full", "never"].contains(&rule.as_str()) {
-                    a.agent.updates.delta_fallback = rule;
-                } else {
-                    r.error(
-                        &u.at("delta_fallback"),
-                        format!(
-                            "delta_fallback {rule:?} is not known: expected \"full\" or \"never\""
-                        ),
-                    );
-                }
-            }
-            a.agent.updates.extra = u.extra(&["delta_fallback"], r);
+            a.agent.updates = update_settings(&u, r);
         }
         a.agent.extra = s.extra(
             &[
@@ -1276,6 +1264,44 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
 
 /// `svc-agent.logs`: levels by name, a wait bounded to a day (a line older than that is
 /// news to nobody, and the queue's cap bounds what waits anyway).
+/// `svc-agent.updates`: the delta fall-back rule and the byte budget (docs/updates.md).
+fn update_settings(u: &Obj<'_>, r: &mut Report) -> UpdateSettings {
+    let mut s = UpdateSettings::default();
+    if let Some(b) = u.object("budget", r) {
+        let budget = BudgetSettings {
+            day_bytes: b.uint("day_bytes", r),
+            month_bytes: b.uint("month_bytes", r),
+        };
+        b.extra(&["day_bytes", "month_bytes"], r);
+        if budget.day_bytes.is_none() && budget.month_bytes.is_none() {
+            r.error(
+                &u.at("budget"),
+                "a budget names day_bytes, month_bytes or both (omit it for no budget)",
+            );
+        } else {
+            s.budget = Some(budget);
+        }
+    }
+    if let Some(rule) = u.string("delta_fallback", false, r) {
+        match rule.as_str() {
+            "full" | "never" => s.delta_fallback = rule,
+            "budget" if s.budget.is_some() => s.delta_fallback = rule,
+            "budget" => r.error(
+                &u.at("delta_fallback"),
+                "delta_fallback \"budget\" needs a budget (svc-agent.updates.budget with day_bytes or month_bytes)",
+            ),
+            _ => r.error(
+                &u.at("delta_fallback"),
+                format!(
+                    "delta_fallback {rule:?} is not known: expected \"full\", \"budget\" or \"never\""
+                ),
+            ),
+        }
+    }
+    s.extra = u.extra(&["delta_fallback", "budget"], r);
+    s
+}
+
 fn log_settings(o: &Obj<'_>, r: &mut Report) -> LogSettings {
     let mut s = LogSettings::default();
     for key in ["level", "urgent_level"] {

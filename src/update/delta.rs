@@ -28,28 +28,127 @@ use std::path::PathBuf;
 /// The first bytes of every delta.
 pub const MAGIC: &[u8; 8] = b"SVCDLT01";
 
-/// Why a delta could not be applied: the delta's fault (its bytes), or ours (I/O).
+/// Why a delta was not used. The delta's own bytes (format, corruption, truncation, a
+/// record reaching outside the files), the offer's description of it, the running binary it
+/// needs, the vendor's rule, or our I/O. Callers decide on the variant
+/// ([`DeltaError::is_refusal`]); the text is for the log and the status.
 #[derive(Debug)]
 pub enum DeltaError {
-    /// Not a delta of this format, corrupted, truncated, or one that would make something
-    /// else than the announced file (longer, shorter, reading outside the old file).
-    Bad(String),
+    /// Shorter than the 16-byte header.
+    NoHeader,
+    /// Not `SVCDLT01`.
+    NotThisFormat,
+    /// The header's size is not the target's.
+    SizeDiffers {
+        announced: u64,
+        target: u64,
+    },
+    /// The compressed stream ends early (a truncated download).
+    StreamEndsEarly,
+    /// The compressed stream is corrupted (miniz_oxide's word for how).
+    Corrupted(String),
+    /// Bytes after the end of the compressed stream.
+    TrailingBytes,
+    /// A record would write past the target's size.
+    TooLong {
+        limit: u64,
+    },
+    /// A record would read past the end of the running binary.
+    ReadsPastOld,
+    /// A record would seek outside the running binary.
+    SeeksOutside,
+    /// The stream ends inside a record.
+    EndsInRecord,
+    /// The whole made another size than the target's.
+    MadeOtherSize {
+        made: u64,
+        target: u64,
+    },
+    /// The offer's sha256 of the delta is not 64 hex digits.
+    BadSha256(String),
+    /// The delta announces as many bytes as the full artifact or more.
+    NotSmaller {
+        from: String,
+        size: u64,
+        full: u64,
+    },
+    /// Its server answered 304 to an unconditional request.
+    NotModified,
+    /// The target names no size and sha256 to check a result against.
+    TargetUnhashed,
+    /// Nothing of that name runs to apply a delta to.
+    NothingRuns {
+        name: String,
+    },
+    /// No delta offered is from the running binary.
+    NoneFromRunning {
+        offered: usize,
+        name: String,
+        running: String,
+    },
+    /// No delta could be used and the vendor's rule (`delta_fallback`) forbids the full
+    /// download; `miss` is what happened to the deltas.
+    NoFallback {
+        miss: Box<Miss>,
+    },
     Io(String, io::Error),
 }
 
 impl std::fmt::Display for DeltaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use DeltaError::*;
         match self {
-            DeltaError::Bad(m) => write!(f, "bad delta: {m}"),
-            DeltaError::Io(c, e) => write!(f, "{c}: {e}"),
+            NoHeader => f.write_str("shorter than its 16-byte header"),
+            NotThisFormat => f.write_str("not an svc-delta-v1 file (magic SVCDLT01)"),
+            SizeDiffers { announced, target } => write!(
+                f,
+                "it makes a file of {announced} bytes, the target has {target}"
+            ),
+            StreamEndsEarly => f.write_str("truncated: its compressed stream ends early"),
+            Corrupted(how) => write!(f, "corrupted compressed stream ({how})"),
+            TrailingBytes => f.write_str("bytes after the end of its compressed stream"),
+            TooLong { limit } => write!(f, "it makes more than the target's {limit} bytes"),
+            ReadsPastOld => f.write_str("it reads past the end of the running binary"),
+            SeeksOutside => f.write_str("it seeks outside the running binary"),
+            EndsInRecord => f.write_str("truncated: it ends inside a record"),
+            MadeOtherSize { made, target } => {
+                write!(f, "it makes {made} bytes, the target has {target}")
+            }
+            BadSha256(s) => write!(f, "delta sha256 {s:?} is not 64 hex digits"),
+            NotSmaller { from, size, full } => write!(
+                f,
+                "the delta from {from} announces {size} bytes, not less than the full artifact's {full}"
+            ),
+            NotModified => f.write_str("the delta's server answered 304 to an unconditional request"),
+            TargetUnhashed => f.write_str(
+                "the target names no size and sha256 to check a delta's result against",
+            ),
+            NothingRuns { name } => write!(f, "no {name} runs yet to apply a delta to"),
+            NoneFromRunning {
+                offered,
+                name,
+                running,
+            } => write!(
+                f,
+                "none of the {offered} deltas offered is from the running {name} (sha256 {running})"
+            ),
+            NoFallback { miss } => write!(
+                f,
+                "no usable delta and the vendor's rule forbids the full download: {miss}"
+            ),
+            Io(c, e) => write!(f, "{c}: {e}"),
         }
     }
 }
 
 impl std::error::Error for DeltaError {}
 
-fn bad(m: impl Into<String>) -> DeltaError {
-    DeltaError::Bad(m.into())
+impl DeltaError {
+    /// A refusal of the delta (its bytes, its description) or of the offer by the rule,
+    /// which trying again cannot change; not an I/O fault.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, DeltaError::Io(..))
+    }
 }
 
 /// Makes a delta from `old` to `new` (svc-release; never on a device).
@@ -82,15 +181,16 @@ pub fn apply(
     let mut header = [0u8; 16];
     patch
         .read_exact(&mut header)
-        .map_err(|_| bad("shorter than its 16-byte header"))?;
+        .map_err(|_| DeltaError::NoHeader)?;
     if &header[..8] != MAGIC {
-        return Err(bad("not an svc-delta-v1 file (magic SVCDLT01)"));
+        return Err(DeltaError::NotThisFormat);
     }
     let announced = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
     if announced != size {
-        return Err(bad(format!(
-            "it makes a file of {announced} bytes, the target has {size}"
-        )));
+        return Err(DeltaError::SizeDiffers {
+            announced,
+            target: size,
+        });
     }
     let mut sink = Patcher {
         old,
@@ -125,14 +225,14 @@ pub fn apply(
             Ok(MZStatus::StreamEnd) => break,
             Ok(_) => {}
             Err(MZError::Buf) if eof && r.bytes_written == 0 => {
-                return Err(bad("truncated: its compressed stream ends early"))
+                return Err(DeltaError::StreamEndsEarly)
             }
             Err(MZError::Buf) => {}
-            Err(e) => return Err(bad(format!("corrupted compressed stream ({e:?})"))),
+            Err(e) => return Err(DeltaError::Corrupted(format!("{e:?}"))),
         }
     }
     if start < end || (!eof && patch.read(&mut inbuf[..1]).map_or(true, |n| n > 0)) {
-        return Err(bad("bytes after the end of its compressed stream"));
+        return Err(DeltaError::TrailingBytes);
     }
     sink.finish()
 }
@@ -214,17 +314,14 @@ impl Patcher<'_> {
             .and_then(|t| t.checked_add(self.written))
             .filter(|t| *t <= self.limit);
         if total.is_none() {
-            return Err(bad(format!(
-                "it makes more than the target's {} bytes",
-                self.limit
-            )));
+            return Err(DeltaError::TooLong { limit: self.limit });
         }
         if self
             .oldpos
             .checked_add(mix)
             .map_or(true, |e| e > self.old.len() as u64)
         {
-            return Err(bad("it reads past the end of the running binary"));
+            return Err(DeltaError::ReadsPastOld);
         }
         self.mix_left = mix;
         self.copy_left = copy;
@@ -237,7 +334,7 @@ impl Patcher<'_> {
     fn seek_old(&mut self) -> Result<(), DeltaError> {
         let pos = i128::from(self.oldpos) + i128::from(self.seek);
         if pos < 0 || pos > self.old.len() as i128 {
-            return Err(bad("it seeks outside the running binary"));
+            return Err(DeltaError::SeeksOutside);
         }
         self.oldpos = pos as u64;
         self.seek = 0;
@@ -254,13 +351,13 @@ impl Patcher<'_> {
 
     fn finish(self) -> Result<Applied, DeltaError> {
         if self.have != 0 || self.mix_left != 0 || self.copy_left != 0 {
-            return Err(bad("truncated: it ends inside a record"));
+            return Err(DeltaError::EndsInRecord);
         }
         if self.written != self.limit {
-            return Err(bad(format!(
-                "it makes {} bytes, the target has {}",
-                self.written, self.limit
-            )));
+            return Err(DeltaError::MadeOtherSize {
+                made: self.written,
+                target: self.limit,
+            });
         }
         Ok(Applied {
             size: self.written,
@@ -283,7 +380,7 @@ pub fn apply_files(
         File::open(patch).map_err(|e| DeltaError::Io(format!("opening {}", patch.display()), e))?;
     let mut header = [0u8; 16];
     p.read_exact(&mut header)
-        .map_err(|_| bad("shorter than its 16-byte header"))?;
+        .map_err(|_| DeltaError::NoHeader)?;
     let size = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
     let mut o = io::BufWriter::new(
         File::create(out).map_err(|e| DeltaError::Io(format!("creating {}", out.display()), e))?,
@@ -300,9 +397,9 @@ const MAX_OLD: u64 = 256 * 1024 * 1024;
 
 /// Why the engine did not obtain a target by delta.
 #[derive(Debug)]
-pub(crate) enum Miss {
+pub enum Miss {
     /// No delta fits (none from the running binary, no size or hash to check against).
-    Unusable(String),
+    Unusable(DeltaError),
     /// The delta was tried and failed: a refusal (its bytes) or a fault (network, disk).
     Failed(UpdateError),
 }
@@ -310,7 +407,7 @@ pub(crate) enum Miss {
 impl std::fmt::Display for Miss {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Miss::Unusable(m) => f.write_str(m),
+            Miss::Unusable(e) => write!(f, "{e}"),
             Miss::Failed(e) => write!(f, "the delta failed: {e}"),
         }
     }
@@ -328,18 +425,15 @@ pub(crate) fn obtain(
     opts: &DownloadOptions,
 ) -> Result<(PathBuf, String), Miss> {
     let (Some(size), Some(want)) = (a.size, a.sha256.as_deref()) else {
-        return Err(Miss::Unusable(
-            "the target names no size and sha256 to check a delta's result against".into(),
-        ));
+        return Err(Miss::Unusable(DeltaError::TargetUnhashed));
     };
     let running = paths.bin_dir().join(&a.name);
     let old = match super::verify::read_bounded(&running, MAX_OLD) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Miss::Unusable(format!(
-                "no {} runs yet to apply a delta to",
-                a.name
-            )))
+            return Err(Miss::Unusable(DeltaError::NothingRuns {
+                name: a.name.clone(),
+            }))
         }
         Err(e) => {
             return Err(Miss::Failed(io_err(format!(
@@ -353,26 +447,24 @@ pub(crate) fn obtain(
         .iter()
         .find(|d| d.from.eq_ignore_ascii_case(&running_sha))
     else {
-        return Err(Miss::Unusable(format!(
-            "none of the {} deltas offered is from the running {} (sha256 {running_sha})",
-            deltas.len(),
-            a.name
-        )));
+        return Err(Miss::Unusable(DeltaError::NoneFromRunning {
+            offered: deltas.len(),
+            name: a.name.clone(),
+            running: running_sha,
+        }));
     };
-    let refuse = |m: String| Miss::Failed(UpdateError::BadArtifact(m));
+    let refuse = |e: DeltaError| Miss::Failed(UpdateError::Delta(e));
     if !crate::encoding::is_sha256_hex(&d.sha256) {
-        return Err(refuse(format!(
-            "delta sha256 {:?} is not 64 hex digits",
-            d.sha256
-        )));
+        return Err(refuse(DeltaError::BadSha256(d.sha256.clone())));
     }
     if d.size >= size {
         // Never more on the wire than the full artifact: a "delta" that large is refused
         // before a byte of it is fetched.
-        return Err(refuse(format!(
-            "the delta from {running_sha} announces {} bytes, not less than the full artifact's {size}",
-            d.size
-        )));
+        return Err(refuse(DeltaError::NotSmaller {
+            from: running_sha,
+            size: d.size,
+            full: size,
+        }));
     }
     let delta_part = paths
         .cache_dir()
@@ -388,9 +480,7 @@ pub(crate) fn obtain(
         download::fetch_into(delta_part.clone(), &delta_art, opts, None).map_err(Miss::Failed)?;
     let Fetched::Complete { part, sha256, .. } = fetched else {
         download::discard(&delta_part);
-        return Err(refuse(
-            "the delta's server answered 304 to an unconditional request".into(),
-        ));
+        return Err(refuse(DeltaError::NotModified));
     };
     if !sha256.eq_ignore_ascii_case(&d.sha256) {
         download::discard(&part);
@@ -444,8 +534,8 @@ fn apply_into(old: &[u8], delta: &Path, out: &Path, size: u64) -> Result<Applied
         .map_err(io_err(format!("creating {}", out.display())))?;
     let mut w = io::BufWriter::with_capacity(64 * 1024, file);
     let applied = apply(old, &mut input, &mut w, size).map_err(|e| match e {
-        DeltaError::Bad(m) => UpdateError::BadArtifact(format!("delta: {m}")),
         DeltaError::Io(c, err) => UpdateError::Io { context: c, err },
+        refused => UpdateError::Delta(refused),
     })?;
     let file = w
         .into_inner()
@@ -529,10 +619,11 @@ mod tests {
             d
         };
         let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
+        assert!(matches!(e, DeltaError::TooLong { limit: 10 }), "{e}");
         assert!(e.to_string().contains("more than the target"), "{e}");
         let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
-        assert!(e.to_string().contains("past the end"), "{e}");
+        assert!(matches!(e, DeltaError::ReadsPastOld), "{e}");
         let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
-        assert!(e.to_string().contains("outside"), "{e}");
+        assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
     }
 }

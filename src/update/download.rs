@@ -53,6 +53,9 @@ pub struct DownloadOptions {
     /// Told `(bytes so far, total)` with each progress line (at most once per
     /// `progress_interval`): a backend's progress report (hawkBit's feedback, issue 46).
     pub on_progress: Option<ProgressHook>,
+    /// The byte budget (`budget`): a download over http(s) whose remaining announced bytes
+    /// do not fit waits (`UpdateError::OverBudget`) before its first request. `None`: off.
+    pub budget: Option<super::budget::Gate>,
 }
 
 /// See [`DownloadOptions::on_progress`]. It runs on the download's thread, between chunks.
@@ -78,6 +81,7 @@ impl Default for DownloadOptions {
             free_space_margin: 16 * 1024 * 1024,
             file_root: None,
             on_progress: None,
+            budget: None,
         }
     }
 }
@@ -246,6 +250,11 @@ pub(crate) fn fetch_into(
     // A part that already holds every announced byte (crash after the download) needs no
     // request; verification decides whether it is good.
     let complete = a.size.is_some_and(|s| s > 0 && s == job.offset);
+    if let (Some(gate), Origin::Http { .. }, false) = (&opts.budget, &source, complete) {
+        // What a resumed download still needs; a file:// source costs no network byte.
+        let need = a.size.map_or(0, |s| s.saturating_sub(job.offset));
+        super::budget::admit(gate, &super::budget::SystemClock, &a.name, &a.version, need)?;
+    }
     if !complete && job.attempts(&source, conditional)? == AttemptEnd::NotModified {
         discard(&job.part);
         return Ok(Fetched::NotModified);

@@ -23,6 +23,7 @@ use std::time::Duration;
 use crate::paths::Paths;
 
 pub(crate) mod activate;
+pub mod budget;
 pub mod cache;
 pub mod delta;
 pub(crate) mod download;
@@ -148,6 +149,9 @@ pub enum UpdateError {
     BadArtifact(String),
     /// An SWUpdate image's `sw-description` is refused (where and why).
     SwDescription(swu::DescriptionError),
+    /// A delta refused (its bytes, its description), or no usable one where the vendor's
+    /// rule forbids the full download.
+    Delta(delta::DeltaError),
     /// The version was rolled back and is not retried until the app offers another.
     MarkedBad {
         name: String,
@@ -207,6 +211,17 @@ pub enum UpdateError {
         err: std::io::Error,
     },
     Record(String),
+    /// The byte budget holds the download until `until` (unix time, the start of the next
+    /// period), `wait_secs` from when it was decided: `needed` bytes do not fit the `left`
+    /// ones. Nothing was downloaded; not a refusal, the same offer goes then.
+    OverBudget {
+        name: String,
+        version: String,
+        needed: u64,
+        left: u64,
+        until: u64,
+        wait_secs: u64,
+    },
 }
 
 impl UpdateError {
@@ -230,7 +245,7 @@ impl UpdateError {
                 | NotElf(_)
                 | WrongArch { .. }
                 | VersionCheck(_)
-        )
+        ) || matches!(self, Delta(e) if e.is_refusal())
     }
 
     /// The downloaded bytes are not what the server described (its hash or size): a fault
@@ -252,6 +267,7 @@ impl fmt::Display for UpdateError {
         match self {
             BadArtifact(m) => write!(f, "bad artifact: {m}"),
             SwDescription(e) => write!(f, "bad artifact: swu: {e}"),
+            Delta(e) => write!(f, "bad artifact: delta: {e}"),
             MarkedBad { name, version } => write!(
                 f,
                 "{name} {version} was rolled back as bad; not retried until another version is offered"
@@ -297,6 +313,18 @@ impl fmt::Display for UpdateError {
             NoPrevious(n) => write!(f, "no previous version of {n} to roll back to"),
             Io { context, err } => write!(f, "{context}: {err}"),
             Record(m) => write!(f, "version record: {m}"),
+            OverBudget {
+                name,
+                version,
+                needed,
+                left,
+                until,
+                ..
+            } => write!(
+                f,
+                "{name} {version} waits for the byte budget: it needs {needed} bytes, {left} are left until {}",
+                crate::logging::format_timestamp_ms(until.saturating_mul(1000))
+            ),
         }
     }
 }
@@ -373,15 +401,20 @@ pub enum DeltaFallback {
     /// Download the full artifact instead (logged, and in the status with the reason).
     #[default]
     Full,
+    /// Download the full artifact only when it fits the byte budget now; when it does
+    /// not, nothing is downloaded until the next period (or a usable delta). Valid only
+    /// with a budget set.
+    Budget,
     /// Download nothing: the offer is refused until a usable delta comes.
     Never,
 }
 
 impl DeltaFallback {
-    /// The config's word for it (validated there: `full` or `never`).
+    /// The config's word for it (validated there: `full`, `budget` or `never`).
     pub(crate) fn from_setting(word: &str) -> DeltaFallback {
         match word {
             "never" => DeltaFallback::Never,
+            "budget" => DeltaFallback::Budget,
             _ => DeltaFallback::Full,
         }
     }
@@ -552,36 +585,52 @@ impl Engine {
         a: &Artifact,
         deltas: &[crate::protocol::Delta],
     ) -> Result<Option<(PathBuf, String)>, UpdateError> {
-        let why = match delta::obtain(&self.paths, a, deltas, &self.opts.download) {
+        let miss = match delta::obtain(&self.paths, a, deltas, &self.opts.download) {
             Ok(got) => {
                 self.note_delta(a, "applied", None);
                 return Ok(Some(got));
             }
             Err(delta::Miss::Failed(e)) if !e.is_refusal() => return Err(e),
-            Err(miss) => miss.to_string(),
+            Err(miss) => miss,
         };
+        let why = miss.to_string();
+        let budget = self.opts.download.budget.is_some();
         match self.opts.delta_fallback {
-            DeltaFallback::Full => {
+            // Within the budget: the full download is under the budget as every download
+            // is, and waits when it does not fit (`budget::admit`).
+            DeltaFallback::Full | DeltaFallback::Budget
+                if self.opts.delta_fallback == DeltaFallback::Full || budget =>
+            {
+                let within = if budget {
+                    " (within the byte budget)"
+                } else {
+                    ""
+                };
                 crate::warn!(
                     SUB,
-                    "{} {}: falling back to the full download: {why}",
+                    "{} {}: falling back to the full download{within}: {why}",
                     a.name,
                     a.version
                 );
                 self.note_delta(a, "full-download", Some(why));
                 Ok(None)
             }
-            DeltaFallback::Never => {
+            rule => {
+                let rule = if rule == DeltaFallback::Never {
+                    "delta_fallback is never"
+                } else {
+                    "delta_fallback is budget and no budget is set"
+                };
                 crate::error!(
                     SUB,
-                    "{} {}: not downloaded (delta_fallback is never): {why}",
+                    "{} {}: not downloaded ({rule}): {why}",
                     a.name,
                     a.version
                 );
-                self.note_delta(a, "refused", Some(why.clone()));
-                Err(UpdateError::BadArtifact(format!(
-                    "no usable delta and the vendor's rule forbids the full download: {why}"
-                )))
+                self.note_delta(a, "refused", Some(why));
+                Err(UpdateError::Delta(delta::DeltaError::NoFallback {
+                    miss: Box::new(miss),
+                }))
             }
         }
     }
@@ -690,7 +739,12 @@ impl Engine {
             (Some(p), Some(v)) if p.url == a.url && &p.version == v => Some(p.clone()),
             _ => None,
         };
-        let fetched = download::fetch(&self.paths, a, &self.opts.download, conditional.as_ref())?;
+        // A pin is counted by the byte budget, never held by it.
+        let mut opts = self.opts.download.clone();
+        if let Some(gate) = opts.budget.as_mut() {
+            gate.exempt = true;
+        }
+        let fetched = download::fetch(&self.paths, a, &opts, conditional.as_ref())?;
         let (part, sha, validators) = match fetched {
             Fetched::NotModified => {
                 let version = active.unwrap_or_default();

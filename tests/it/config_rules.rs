@@ -53,6 +53,31 @@ fn set(v: &mut Value, pointer: &str, new: Value) {
 
 /// (pointer to change, new value or null to remove, expected error path, message substring)
 const CASES: &[(&str, &str, &str, &str)] = &[
+    // the byte budget and the delta fall-back rule (issue 44)
+    (
+        "/agent/svc-agent/updates",
+        r#"{"delta_fallback": "budget"}"#,
+        "/agent/svc-agent/updates/delta_fallback",
+        "needs a budget",
+    ),
+    (
+        "/agent/svc-agent/updates",
+        r#"{"delta_fallback": "sometimes"}"#,
+        "/agent/svc-agent/updates/delta_fallback",
+        "expected \"full\", \"budget\" or \"never\"",
+    ),
+    (
+        "/agent/svc-agent/updates",
+        r#"{"budget": {}}"#,
+        "/agent/svc-agent/updates/budget",
+        "names day_bytes, month_bytes or both",
+    ),
+    (
+        "/agent/svc-agent/updates",
+        r#"{"budget": {"day_bytes": -1, "month_bytes": 1000}}"#,
+        "/agent/svc-agent/updates/budget/day_bytes",
+        "expected an integer",
+    ),
     // the hawkBit backend
     (
         "/agent/svc-agent/hawkbit",
@@ -1118,6 +1143,22 @@ fn schema_and_validator_agree_on_the_decided_cases() {
         (
             "/agent/svc-server/pin_url",
             json!("https://a\u{1}b/"),
+            false,
+        ),
+        (
+            "/agent/svc-agent/updates",
+            json!({"delta_fallback": "budget", "budget": {"month_bytes": 5_000_000}}),
+            true,
+        ),
+        (
+            "/agent/svc-agent/updates",
+            json!({"delta_fallback": "budget", "budget": null}),
+            false,
+        ),
+        ("/agent/svc-agent/updates", json!({"budget": {}}), false),
+        (
+            "/agent/svc-agent/updates",
+            json!({"budget": {"day_bytes": 4294967296u64}}),
             false,
         ),
         // start == end: a whole day (24 hours from start), valid for both.

@@ -32,6 +32,7 @@ mod update_support;
 mod agent_file;
 mod agent_https;
 mod app_conformance;
+mod budget;
 mod cli_tools;
 mod config_rules;
 mod data_partition;

@@ -6,7 +6,8 @@
 use crate::common::https::{Behavior, HttpsServer};
 use crate::update_support::*;
 use svc::protocol::Delta;
-use svc::update::{DeltaFallback, Engine, Kind, Staging, VersionRecords};
+use svc::update::delta::{DeltaError, Miss};
+use svc::update::{DeltaFallback, Engine, Kind, Staging, UpdateError, VersionRecords};
 
 const NAME: &str = "svc-server";
 
@@ -126,6 +127,13 @@ fn a_delta_from_another_binary_is_not_downloaded() {
         .stage(std::slice::from_ref(&d), DeltaFallback::Never)
         .unwrap_err();
     assert!(
+        matches!(
+            miss_of(&e),
+            Miss::Unusable(DeltaError::NoneFromRunning { offered: 1, .. })
+        ),
+        "{e:?}"
+    );
+    assert!(
         e.to_string()
             .contains("none of the 1 deltas offered is from the running"),
         "{e}"
@@ -144,14 +152,29 @@ fn a_delta_from_another_binary_is_not_downloaded() {
     f.activate_and_check();
 }
 
+/// What happened to the deltas when the rule `never` refused the offer: the typed error.
+fn miss_of(e: &UpdateError) -> &Miss {
+    match e {
+        UpdateError::Delta(DeltaError::NoFallback { miss }) => miss,
+        other => panic!("not the rule's refusal of a missed delta: {other:?}"),
+    }
+}
+
 /// Each bad delta: refused under `never` (nothing installed, no full download), the full
-/// artifact under `full`.
-fn refused_then_full(test: &str, bad: impl Fn(&Fixture) -> Delta, why: &str) {
+/// artifact under `full`. `is` tells the error's variant; `why` is in its text.
+fn refused_then_full(
+    test: &str,
+    bad: impl Fn(&Fixture) -> Delta,
+    is: fn(&Miss) -> bool,
+    why: &str,
+) {
     let f = setup(test);
     let d = bad(&f);
     let e = f
         .stage(std::slice::from_ref(&d), DeltaFallback::Never)
         .unwrap_err();
+    assert!(e.is_refusal(), "{test}: {e}");
+    assert!(is(miss_of(&e)), "{test}: {e:?}");
     assert!(e.to_string().contains(why), "{test}: {e}");
     assert_eq!(f.requests("/full"), 0, "{test}: the rule is never");
     if test == "huge" {
@@ -183,6 +206,13 @@ fn a_corrupted_delta_is_refused() {
             }
             f.serve_delta(d, &f.old)
         },
+        // Flipped bits: the stream refused, or a result of other bytes.
+        |m| {
+            matches!(
+                m,
+                Miss::Failed(UpdateError::Delta(_) | UpdateError::ShaMismatch { .. })
+            )
+        },
         "delta",
     );
 }
@@ -198,6 +228,7 @@ fn a_delta_that_makes_other_bytes_is_refused() {
             wrong[n - 1] ^= 1;
             f.serve_delta(svc::update::delta::make(&f.old, &wrong).unwrap(), &f.old)
         },
+        |m| matches!(m, Miss::Failed(UpdateError::ShaMismatch { .. })),
         "sha256 mismatch",
     );
 }
@@ -209,6 +240,14 @@ fn a_truncated_delta_is_refused() {
         |f| {
             let d = svc::update::delta::make(&f.old, &f.new).unwrap();
             f.serve_delta(d[..d.len() / 2].to_vec(), &f.old)
+        },
+        |m| {
+            matches!(
+                m,
+                Miss::Failed(UpdateError::Delta(
+                    DeltaError::StreamEndsEarly | DeltaError::EndsInRecord
+                ))
+            )
         },
         "truncated",
     );
@@ -224,6 +263,12 @@ fn a_huge_delta_is_refused_before_a_byte_of_it() {
                 size: f.new.len() as u64 + 1,
                 ..d
             }
+        },
+        |m| {
+            matches!(
+                m,
+                Miss::Failed(UpdateError::Delta(DeltaError::NotSmaller { .. }))
+            )
         },
         "not less than the full artifact",
     );
@@ -241,6 +286,7 @@ fn a_delta_whose_bytes_are_not_the_announced_ones_is_refused() {
                 ..d
             }
         },
+        |m| matches!(m, Miss::Failed(UpdateError::ShaMismatch { .. })),
         "sha256 mismatch",
     );
 }

@@ -30,13 +30,18 @@ pub(crate) trait Updater: Send {
     /// The vendor's rule for offers whose deltas cannot be used (the config's
     /// `svc-agent.updates.delta_fallback`); a backend without deltas ignores it.
     fn set_delta_fallback(&mut self, _rule: crate::update::DeltaFallback) {}
+    /// The byte budget (the config's `svc-agent.updates.budget`); off: `None`.
+    fn set_budget(&mut self, _gate: Option<crate::update::budget::Gate>) {}
     /// Starts downloading and verifying what `desired` names, off the caller's thread; the
     /// result arrives on the receiver: a complete, checked file, or `None` for nothing new
-    /// (already active, or a pinned URL answered 304 Not Modified).
+    /// (already active, or a pinned URL answered 304 Not Modified). `pinned`: the config's
+    /// `pin_version` or `pin_url` named it (`policy::pinned`), so the byte budget counts it
+    /// and never holds it.
     fn start_stage(
         &self,
         kind: Kind,
         desired: &Desired,
+        pinned: bool,
     ) -> Result<Receiver<StageResult>, UpdateError>;
     /// Makes `staged` the active version atomically (link swap + version record).
     fn activate(&mut self, staged: &Staged) -> Result<(), UpdateError>;
@@ -121,7 +126,8 @@ pub(crate) struct Track {
     /// Whether a probation left by an earlier run was looked for.
     probation_resumed: bool,
     waiting_logged: Option<RestartGate>,
-    last_failure: Option<(Desired, Instant)>,
+    /// The download that failed, when, and how long until it is tried again.
+    last_failure: Option<(Desired, Instant, Duration)>,
     /// When a pinned URL was last checked (conditionally) for a new build.
     last_pin_check: Option<Instant>,
     /// The older offer last refused (logged once, not on every poll).
@@ -143,6 +149,10 @@ pub(crate) enum Step {
 
 /// A failed download is retried after this long (a new offer is tried at once).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(600);
+/// A download the byte budget holds is asked again when its period ends, and at least this
+/// often (a config that raised the budget, a clock set forward): a read of `budget.json` on
+/// a worker, nothing downloaded.
+const RETRY_OVER_BUDGET: Duration = RETRY_AFTER_FAILURE;
 /// A pinned URL that is installed is re-checked this often with a conditional request
 /// (ETag / Last-Modified), so a rebuilt file at the same URL is picked up without
 /// downloading the unchanged one again.
@@ -167,8 +177,16 @@ impl Track {
         Desired::InstallUrl(url.to_string())
     }
 
-    /// Starts, follows or finishes the download of what `desired` names.
-    fn download(&mut self, kind: Kind, desired: Desired, updater: &dyn Updater, now: Instant) {
+    /// Starts, follows or finishes the download of what `desired` names (`pinned`: see
+    /// [`Updater::start_stage`]).
+    fn download(
+        &mut self,
+        kind: Kind,
+        desired: Desired,
+        pinned: bool,
+        updater: &dyn Updater,
+        now: Instant,
+    ) {
         let name = kind.name();
         if let Desired::RefuseOlder { offered, current } = &desired {
             if self.refused_logged.as_ref() != Some(offered) {
@@ -205,9 +223,18 @@ impl Track {
                         );
                         self.staged = Some(staged);
                     }
+                    Err(UpdateError::OverBudget {
+                        until, wait_secs, ..
+                    }) => {
+                        // Logged once by the budget, when the wait began; asked again a
+                        // second after the period ends.
+                        crate::debug!("update", "{name}: the byte budget holds it until {until}");
+                        let after = Duration::from_secs(wait_secs.saturating_add(1));
+                        self.last_failure = Some((desired, now, after.min(RETRY_OVER_BUDGET)));
+                    }
                     Err(e) => {
                         crate::error!("update", "{name} update failed: {e}");
-                        self.last_failure = Some((desired, now));
+                        self.last_failure = Some((desired, now, RETRY_AFTER_FAILURE));
                     }
                 }
                 return;
@@ -222,12 +249,12 @@ impl Track {
         {
             return;
         }
-        if let Some((d, at)) = &self.last_failure {
-            if d == &desired && now.saturating_duration_since(*at) < RETRY_AFTER_FAILURE {
+        if let Some((d, at, after)) = &self.last_failure {
+            if d == &desired && now.saturating_duration_since(*at) < *after {
                 return;
             }
         }
-        match updater.start_stage(kind, &desired) {
+        match updater.start_stage(kind, &desired, pinned) {
             Ok(rx) => self.job = Some((desired, rx)),
             Err(e) => crate::error!("update", "cannot start the {name} download: {e}"),
         }
@@ -251,7 +278,8 @@ pub(crate) fn step_server(track: &mut Track, updater: &mut dyn Updater, f: &Serv
     }
     let desired = desired(&f.facts, f.facts.state.current.as_deref());
     let desired = track.with_pin_recheck(f.facts.vc, desired, now);
-    track.download(Kind::Server, desired, updater, now);
+    let pinned = policy::pinned(f.facts.vc, &desired);
+    track.download(Kind::Server, desired, pinned, updater, now);
     let (step, activating) = track.activate_server(updater, f);
     if !activating {
         if let Some(version) = track.unended.take() {
@@ -396,7 +424,8 @@ pub(crate) fn step_agent(track: &mut Track, updater: &mut dyn Updater, f: &Facts
     let current = f.state.current.as_deref().or(Some(env!("SVC_VERSION")));
     let desired = desired(f, current);
     let desired = track.with_pin_recheck(f.vc, desired, f.clock.now);
-    track.download(Kind::Agent, desired, updater, f.clock.now);
+    let pinned = policy::pinned(f.vc, &desired);
+    track.download(Kind::Agent, desired, pinned, updater, f.clock.now);
     if f.hold {
         // Staged, kept for when the update server lets it be installed.
         return false;

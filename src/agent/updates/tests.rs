@@ -13,11 +13,23 @@ struct FakeUpdater {
     /// Calls on the updater since the count was last reset.
     calls: Arc<Mutex<u32>>,
     fail_stage: bool,
+    /// Every stage is held by the byte budget this many seconds.
+    over_budget: Option<u64>,
 }
 
 impl FakeUpdater {
     fn stage(&self, kind: Kind, d: &Desired) -> StageResult {
         self.log.lock().unwrap().push(format!("stage {kind} {d:?}"));
+        if let Some(wait_secs) = self.over_budget {
+            return Err(UpdateError::OverBudget {
+                name: kind.name().into(),
+                version: "2.0.0".into(),
+                needed: 10,
+                left: 1,
+                until: 1_000_000 + wait_secs,
+                wait_secs,
+            });
+        }
         if self.fail_stage {
             return Err(UpdateError::ShaMismatch {
                 expected: "00".into(),
@@ -52,7 +64,12 @@ impl FakeUpdater {
 
 impl Updater for FakeUpdater {
     /// Stages at once, on the caller's thread: the result is waiting for the next step.
-    fn start_stage(&self, kind: Kind, d: &Desired) -> Result<Receiver<StageResult>, UpdateError> {
+    fn start_stage(
+        &self,
+        kind: Kind,
+        d: &Desired,
+        _pinned: bool,
+    ) -> Result<Receiver<StageResult>, UpdateError> {
         self.called();
         let (tx, rx) = std::sync::mpsc::channel();
         let _ = tx.send(self.stage(kind, d));
@@ -420,6 +437,40 @@ fn a_failed_download_is_retried_once_the_pause_has_passed() {
         2,
         "not retried after the pause"
     );
+}
+
+#[test]
+fn a_download_the_budget_holds_is_asked_again_when_its_period_ends_or_every_pause() {
+    for (wait, again) in [
+        (30, Duration::from_secs(31)),
+        (12 * 3600, RETRY_AFTER_FAILURE),
+    ] {
+        let mut fake = FakeUpdater {
+            over_budget: Some(wait),
+            ..Default::default()
+        };
+        let mut track = Track::default();
+        let start = clk();
+        let at = |after: Duration| World {
+            clock: Clock {
+                now: start.now + after,
+                ..start
+            },
+            ..world()
+        };
+        let tries = |fake: &FakeUpdater| fake.log.lock().unwrap().len();
+        step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
+        step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
+        step(
+            &mut track,
+            &mut fake,
+            "2.0.0",
+            at(again - Duration::from_secs(1)),
+        );
+        assert_eq!(tries(&fake), 1, "{wait}: asked again before its time");
+        step(&mut track, &mut fake, "2.0.0", at(again));
+        assert_eq!(tries(&fake), 2, "{wait}: not asked again at {again:?}");
+    }
 }
 
 #[test]
