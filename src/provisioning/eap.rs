@@ -106,6 +106,98 @@ pub(crate) fn keyfile_sections(eap: &Eap, files: &Files, esc: fn(&str) -> String
     k
 }
 
+/// wpa_supplicant's events that say why 802.1X failed. None carries a secret; the
+/// certificates it sends (`CTRL-EVENT-EAP-PEER-CERT`) and all else are dropped.
+const TOLD: &[&str] = &[
+    "CTRL-EVENT-EAP-TLS-CERT-ERROR",
+    "CTRL-EVENT-EAP-STATUS",
+    "CTRL-EVENT-EAP-FAILURE",
+];
+/// At most this many events are kept, each cut to `MAX_EVENT` bytes (the server's
+/// certificate names what it likes in its subject).
+const MAX_EVENTS: usize = 8;
+const MAX_EVENT: usize = 160;
+
+/// Listens to wpa_supplicant (the Wi-Fi interface's control socket) while NetworkManager
+/// activates a network, and keeps the events that say why 802.1X failed.
+pub(crate) struct Watch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Watch {
+    /// `None` when there is no wpa_supplicant to listen to (then nmcli's words are all).
+    pub(crate) fn start(ctrl_dir: &Path, sys_net: &Path) -> Option<Watch> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::Duration;
+        let ifname = super::dpp::find_interface(ctrl_dir, sys_net)?;
+        let mut ctrl = super::wpactrl::Ctrl::open(&ctrl_dir.join(ifname)).ok()?;
+        let attached = ctrl.request("ATTACH", Duration::from_secs(2)).ok()?;
+        if attached.trim() != "OK" {
+            return None;
+        }
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("eap-watch".into())
+            .spawn(move || {
+                let mut told = Vec::new();
+                // After the stop, what is already queued is still read (short waits).
+                let mut last_look = false;
+                loop {
+                    let wait = if last_look { 20 } else { 200 };
+                    match ctrl.event(Duration::from_millis(wait)) {
+                        Ok(Some(ev)) => {
+                            if let Some(t) = told_event(&ev) {
+                                if told.len() < MAX_EVENTS {
+                                    told.push(t);
+                                }
+                            }
+                            continue;
+                        }
+                        Ok(None) if last_look => break,
+                        Ok(None) => {}
+                        Err(_) => break,
+                    }
+                    last_look = stopped.load(Ordering::SeqCst);
+                }
+                let _ = ctrl.request("DETACH", Duration::from_secs(1));
+                told
+            })
+            .ok()?;
+        Some(Watch { stop, thread })
+    }
+
+    /// Stops listening; the events kept, in order.
+    pub(crate) fn finish(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// The event if it is one that tells why 802.1X failed (an EAP-STATUS only for a TLS
+/// alert), printable and cut short; the server certificate's subject is left out.
+fn told_event(ev: &str) -> Option<String> {
+    if !TOLD.iter().any(|t| ev.starts_with(t)) {
+        return None;
+    }
+    if ev.starts_with("CTRL-EVENT-EAP-STATUS") && !ev.contains("TLS alert") {
+        return None;
+    }
+    let ev = match (ev.find(" subject='"), ev.rfind(" err='")) {
+        (Some(s), Some(e)) if s < e => format!("{}{}", &ev[..s], &ev[e..]),
+        _ => ev.to_string(),
+    };
+    let mut t: String = ev
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    while t.len() > MAX_EVENT {
+        t.pop();
+    }
+    Some(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +402,89 @@ mod tests {
         assert!(check_identity("a\nb").is_err() && check_identity("").is_err());
         assert!(check_password(&"p".repeat(257)).is_err());
         assert!(parse_method("leap").unwrap_err().contains("\"leap\""));
+    }
+
+    /// A stand-in wpa_supplicant on `path` that sends `events` after ATTACH and stops at
+    /// DETACH.
+    fn stand_in_supplicant(path: &Path, events: Vec<String>) -> std::thread::JoinHandle<()> {
+        let _ = std::fs::remove_file(path);
+        let server = std::os::unix::net::UnixDatagram::bind(path).unwrap();
+        std::thread::spawn(move || {
+            let mut b = [0u8; 4096];
+            loop {
+                let (n, from) = server.recv_from(&mut b).unwrap();
+                server.send_to_addr(b"OK\n", &from).unwrap();
+                match &b[..n] {
+                    b"ATTACH" => {
+                        for e in &events {
+                            let ev = format!("<3>{e}");
+                            server.send_to_addr(ev.as_bytes(), &from).unwrap();
+                        }
+                    }
+                    b"DETACH" => return,
+                    _ => {}
+                }
+            }
+        })
+    }
+
+    /// Seen in the lab (prov-eap): nmcli fails an untrusted RADIUS certificate and an
+    /// expired client certificate with "Secrets were required, but not provided", as it
+    /// fails a wrong password, so the status blamed the password for all three. With
+    /// wpa_supplicant's events each gets its own reason, and the server's certificate
+    /// subject (its text is the server's choice) stays out of the error.
+    #[test]
+    fn each_802_1x_failure_gets_its_own_reason_from_wpa_supplicant() {
+        let dir = std::env::temp_dir().join(format!("svc-eap-why-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ctrl")).unwrap();
+        std::fs::create_dir_all(dir.join("net/wlan0/phy80211")).unwrap();
+        let prog = dir.join("nmcli");
+        std::fs::write(
+            &prog,
+            "#!/bin/sh\necho 'Error: Connection activation failed: Secrets were required, but not provided' >&2\nexit 4\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut nm = Nmcli::new(dir.join("conns"), dir.join("eap"));
+        nm.program = prog;
+        nm.wpa_ctrl_dir = dir.join("ctrl");
+        nm.sys_net = dir.join("net");
+        let cases = [
+            (
+                vec![
+                    "CTRL-EVENT-EAP-PEER-CERT depth=0 subject='/CN=radius' hash=ab cert=3082".to_string(),
+                    "CTRL-EVENT-EAP-TLS-CERT-ERROR reason=1 depth=1 subject='/CN=evil\u{1b}[2J err='evil' err='unable to get local issuer certificate'".to_string(),
+                    "CTRL-EVENT-EAP-STATUS status='local TLS alert' parameter='unknown CA'".to_string(),
+                    "CTRL-EVENT-EAP-FAILURE EAP authentication failed".to_string(),
+                ],
+                "server's certificate is not trusted",
+            ),
+            (
+                vec![
+                    "CTRL-EVENT-EAP-STATUS status='accept proposed method' parameter='TLS'".to_string(),
+                    "CTRL-EVENT-EAP-STATUS status='remote TLS alert' parameter='certificate expired'".to_string(),
+                    "CTRL-EVENT-EAP-FAILURE EAP authentication failed".to_string(),
+                ],
+                "client certificate: it has expired",
+            ),
+            (
+                vec!["CTRL-EVENT-EAP-FAILURE EAP authentication failed".to_string()],
+                "802.1X user name or password",
+            ),
+        ];
+        for (events, want) in cases {
+            let t = stand_in_supplicant(&dir.join("ctrl/wlan0"), events);
+            let err = nm.up("net-corp").expect_err("nmcli failed").to_string();
+            t.join().unwrap();
+            let why = crate::provisioning::nm::failure_reason(&err);
+            assert!(why.contains(want), "{why} <- {err}");
+            assert!(!err.contains("evil") && !err.contains("cert=3082"), "{err}");
+        }
+        // No wpa_supplicant: nmcli's words, as before.
+        std::fs::remove_file(dir.join("ctrl/wlan0")).unwrap();
+        let err = nm.up("net-corp").expect_err("nmcli failed").to_string();
+        assert!(crate::provisioning::nm::failure_reason(&err).contains("refused the credentials"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
