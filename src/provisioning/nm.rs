@@ -209,8 +209,12 @@ pub(crate) fn failure_reason(err: &str) -> &'static str {
     // wpa_supplicant's events (`eap::Watch`) first: nmcli's own words are the same for all.
     if e.contains("eap-tls-cert-error") || e.contains("local tls alert") {
         "the server's certificate is not trusted (not signed by ca_cert, or its name does not match domain)"
-    } else if e.contains("remote tls alert") && e.contains("expired") {
-        "the network refused the client certificate: it has expired"
+    } else if e.contains("remote tls alert") && e.contains("expired")
+        || e.contains("client certificate expired")
+    {
+        "the client certificate has expired (the network refuses it)"
+    } else if e.contains("client certificate not valid yet") {
+        "the client certificate is not valid yet (is the clock right?)"
     } else if e.contains("remote tls alert") {
         "the network refused the client certificate"
     } else if e.contains("eap-failure") || e.contains("password for '802-1x") {
@@ -329,8 +333,15 @@ impl NetworkBackend for Nmcli {
         let r = self.run(&["-w", "60", "connection", "up", "id", id]);
         let events = watch.map(super::eap::Watch::finish).unwrap_or_default();
         match r {
-            Err(NmError::Nmcli { args, mut stderr }) if !events.is_empty() => {
-                stderr.push_str(&format!("; wpa_supplicant: {}", events.join("; ")));
+            Err(NmError::Nmcli { args, mut stderr }) => {
+                if !events.is_empty() {
+                    stderr.push_str(&format!("; wpa_supplicant: {}", events.join("; ")));
+                }
+                if let Some(why) =
+                    super::eap::client_cert_problem(&self.eap_dir, id, crate::agent::unix_now())
+                {
+                    stderr.push_str(&format!("; {why}"));
+                }
                 Err(NmError::Nmcli { args, stderr })
             }
             r => r,
