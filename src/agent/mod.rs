@@ -377,6 +377,9 @@ impl Agent {
             .observed
             .get_or_insert_with(|| observe(paths, server, managed, backend));
         let mut subsystems = self.subsystems.clone();
+        if let Some(p) = subsystems.get_mut("agent-provisioning") {
+            self.provisioning.live(p);
+        }
         if let Backend::Hawkbit(h) = backend {
             subsystems.insert(
                 "hawkbit".into(),

@@ -17,6 +17,8 @@ pub(crate) struct Runner {
     wifi: Option<bool>,
     /// Set by the daemon after each poll: the management app answered.
     pub app_reachable: Arc<AtomicBool>,
+    /// The running service's networks that failed, and why (`live`).
+    failures: service::NetworkFailures,
 }
 
 impl Runner {
@@ -82,10 +84,15 @@ impl Runner {
             settings.clone(),
             Arc::clone(&self.app_reachable),
         );
+        // A new service, a new view: the old one's failures are not this one's.
+        self.failures = service::NetworkFailures::default();
+        let failures = Arc::clone(&self.failures);
         let spawned = std::thread::Builder::new()
             .name("provisioning".into())
             .spawn(move || {
-                service::Service::new(paths2, settings2, Some(reach)).run(&stop2, false);
+                service::Service::new(paths2, settings2, Some(reach))
+                    .with_failures(failures)
+                    .run(&stop2, false);
             });
         match spawned {
             Ok(_) => {
@@ -100,10 +107,71 @@ impl Runner {
         }
     }
 
+    /// The live part of the subsystem's status: while the service runs, `networks`, each
+    /// known network whose last activation failed with the reason in words (a wrong
+    /// password, an untrusted server certificate...), so that it is seen without the log.
+    pub(crate) fn live(&self, entry: &mut Value) {
+        let Some(obj) = entry.as_object_mut() else {
+            return;
+        };
+        if self.running.is_none() {
+            obj.remove("networks");
+            return;
+        }
+        let failed = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let nets: serde_json::Map<String, Value> = failed
+            .into_iter()
+            .map(|(id, why)| (id, json!({"state": "failed", "reason": why})))
+            .collect();
+        obj.insert("networks".into(), Value::Object(nets));
+    }
+
     pub(crate) fn stop(&mut self) {
         if let Some((stop, _)) = self.running.take() {
             stop.store(true, Ordering::SeqCst);
             crate::info!("provisioning", "state: stopped");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Before, a vendor's network that failed (a wrong 802.1X password, an untrusted server
+    /// certificate) showed why only in the log: the status said "running".
+    #[test]
+    fn the_status_names_each_failed_network_and_why_while_the_service_runs() {
+        let mut r = Runner::default();
+        let mut entry = json!({"state": "running"});
+        r.live(&mut entry);
+        assert_eq!(entry.get("networks"), None, "nothing runs: no networks");
+        r.running = Some((Arc::new(AtomicBool::new(false)), Default::default()));
+        r.failures.lock().unwrap().extend([
+            (
+                "net-corp".to_string(),
+                "802.1X authentication failed".to_string(),
+            ),
+            (
+                "net-lab".to_string(),
+                "the network is not in range".to_string(),
+            ),
+        ]);
+        r.live(&mut entry);
+        assert_eq!(
+            entry["networks"],
+            json!({"net-corp": {"state": "failed", "reason": "802.1X authentication failed"},
+                   "net-lab": {"state": "failed", "reason": "the network is not in range"}})
+        );
+        r.failures.lock().unwrap().clear();
+        r.live(&mut entry);
+        assert_eq!(
+            entry["networks"],
+            json!({}),
+            "came up since: no longer listed"
+        );
+        r.stop();
+        r.live(&mut entry);
+        assert_eq!(entry.get("networks"), None);
     }
 }

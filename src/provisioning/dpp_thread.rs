@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// wpa_supplicant's per-interface control sockets (Debian's `wpa_supplicant.service`, the one
 /// NetworkManager uses: `-O DIR=/run/wpa_supplicant`).
-const WPA_CTRL_DIR: &str = "/run/wpa_supplicant";
+pub(crate) const WPA_CTRL_DIR: &str = "/run/wpa_supplicant";
 /// How long one look at the enrollee's events lasts; the thread checks `want`/`stop` between.
 const DPP_POLL: Duration = Duration::from_secs(2);
 /// A failed start is retried this often (wpa_supplicant not up yet, the radio an AP...).

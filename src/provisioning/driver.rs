@@ -29,8 +29,9 @@ pub(crate) struct Provisioning<B: NetworkBackend> {
     held_since: Option<u64>,
     /// When NetworkManager was last seen activating a connection in this offline period.
     nm_seen_connecting: Option<u64>,
-    /// The last failed activation: the profile and NetworkManager's words.
-    last_failure: Option<(String, String)>,
+    /// Per profile, NetworkManager's words for its last failed activation; removed when it
+    /// comes up or is forgotten (so at most one entry per known network).
+    failures: Vec<(String, String)>,
 }
 
 /// How long a due hotspot waits, per offline period, for a connection NetworkManager is
@@ -70,7 +71,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             failed_net: None,
             held_since: None,
             nm_seen_connecting: None,
-            last_failure: None,
+            failures: Vec::new(),
         }
         .with_known_from_settings()
     }
@@ -230,7 +231,7 @@ impl<B: NetworkBackend> Provisioning<B> {
         for id in order {
             match self.backend.up(&id) {
                 Ok(()) => {
-                    self.last_failure.take_if(|(f, _)| *f == id);
+                    self.failures.retain(|(f, _)| *f != id);
                     if (self.probe)(&self.settings) {
                         crate::info!("provisioning", "state: online through {id:?}");
                         return true;
@@ -242,7 +243,8 @@ impl<B: NetworkBackend> Provisioning<B> {
                 }
                 Err(e) => {
                     crate::info!("provisioning", "{id:?} not available: {e}");
-                    self.last_failure = Some((id.clone(), e.to_string()));
+                    self.failures.retain(|(f, _)| *f != id);
+                    self.failures.push((id.clone(), e.to_string()));
                 }
             }
         }
@@ -380,6 +382,7 @@ impl<B: NetworkBackend> Provisioning<B> {
     /// Removes a profile from NetworkManager and from the networks tried.
     fn forget(&mut self, id: &str) {
         self.known.retain(|(_, k)| k != id);
+        self.failures.retain(|(f, _)| f != id);
         if let Err(e) = self.backend.delete(id) {
             crate::warn!("provisioning", "removing network {id:?}: {e}");
         }
@@ -388,10 +391,19 @@ impl<B: NetworkBackend> Provisioning<B> {
     /// Why the profile `id` last failed to come up, in words for the status (`None`: it
     /// came up, without internet, or was never tried).
     pub(crate) fn failure(&self, id: &str) -> Option<&'static str> {
-        self.last_failure
-            .as_ref()
-            .filter(|(f, _)| f == id)
+        self.failures
+            .iter()
+            .find(|(f, _)| f == id)
             .map(|(_, e)| super::nm::failure_reason(e))
+    }
+
+    /// Every profile whose last activation failed, with the reason in words (the status's
+    /// `networks`), in the order they failed.
+    pub(crate) fn failures(&self) -> Vec<(String, &'static str)> {
+        self.failures
+            .iter()
+            .map(|(id, e)| (id.clone(), super::nm::failure_reason(e)))
+            .collect()
     }
 
     pub(crate) fn status(&self) -> &State {
@@ -714,6 +726,92 @@ mod tests {
         let why = p.failure("user-corp").expect("a reason");
         assert!(why.contains("user name or password"), "{why}");
         assert_eq!(p.failure("user-other"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Roaming through a vendor's 802.1X networks: each that fails keeps its own reason
+    /// (before, only the last failure was kept, so the status could name one network at
+    /// most), in the order tried; one that comes up later drops out of the list.
+    #[test]
+    fn each_failed_network_keeps_its_own_reason_until_it_comes_up() {
+        struct PerNetwork(Rc<RefCell<Vec<(String, String)>>>);
+        impl NetworkBackend for PerNetwork {
+            fn save_wifi(&mut self, _p: &WifiProfile) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn up(&mut self, id: &str) -> Result<(), NmError> {
+                match self.0.borrow().iter().find(|(f, _)| f == id) {
+                    Some((_, err)) => Err(NmError::Nmcli {
+                        args: format!("-w 60 connection up id {id}"),
+                        stderr: err.clone(),
+                    }),
+                    None => Ok(()),
+                }
+            }
+            fn down(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn delete(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+            fn disable(&mut self, _id: &str) -> Result<(), NmError> {
+                Ok(())
+            }
+        }
+        let (dir, mut settings, _) = fixture("svc-prov-each-why");
+        // Configured (credentials present): roaming, no hotspot before the offline timeout.
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(dir.join("etc/svc.json"), "{}").unwrap();
+        settings.roaming_mode = true;
+        settings.offline_timeout_secs = 10_000;
+        settings.networks = ["pw", "rogue", "gone"]
+            .iter()
+            .enumerate()
+            .map(|(i, ssid)| crate::config::model::Network {
+                net_type: "wifi".into(),
+                ssid: (*ssid).into(),
+                psk: None,
+                priority: 30 - i as i32,
+                hidden: false,
+                eap: None,
+                extra: Default::default(),
+            })
+            .collect();
+        let errors = Rc::new(RefCell::new(vec![
+            (
+                "net-pw".to_string(),
+                "Error: Connection activation failed: Secrets were required, but not provided"
+                    .to_string(),
+            ),
+            (
+                "net-rogue".to_string(),
+                "Error: Connection activation failed: 802.1X supplicant failed".to_string(),
+            ),
+            (
+                "net-gone".to_string(),
+                "Error: Connection activation failed: No network with SSID 'gone' found."
+                    .to_string(),
+            ),
+        ]));
+        let mut p = Provisioning::new(
+            Paths::new(&dir),
+            PerNetwork(Rc::clone(&errors)),
+            settings,
+            0,
+        )
+        .with_probe(Box::new(|_| false));
+        p.tick(2);
+        let failed = p.failures();
+        let ids: Vec<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["net-pw", "net-rogue", "net-gone"]);
+        assert!(failed[0].1.contains("user name or password"), "{failed:?}");
+        assert!(failed[1].1.contains("certificate"), "{failed:?}");
+        assert!(failed[2].1.contains("not in range"), "{failed:?}");
+        // The rogue AP is gone and the real one answers: it comes up, its failure goes.
+        errors.borrow_mut().retain(|(id, _)| id != "net-rogue");
+        p.tick(2 + 30);
+        let ids: Vec<String> = p.failures().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["net-pw", "net-gone"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -206,7 +206,20 @@ pub(crate) fn id_from_keyfile_name(name: &str) -> Option<String> {
 /// supplicant's own events name the certificate problem.
 pub(crate) fn failure_reason(err: &str) -> &'static str {
     let e = err.to_ascii_lowercase();
-    if e.contains("secrets were required") || e.contains("no-secrets") {
+    // wpa_supplicant's events (`eap::Watch`) first: nmcli's own words are the same for all.
+    if e.contains("eap-tls-cert-error") || e.contains("local tls alert") {
+        "the server's certificate is not trusted (not signed by ca_cert, or its name does not match domain)"
+    } else if e.contains("remote tls alert") && e.contains("expired")
+        || e.contains("client certificate expired")
+    {
+        "the client certificate has expired (the network refuses it)"
+    } else if e.contains("client certificate not valid yet") {
+        "the client certificate is not valid yet (is the clock right?)"
+    } else if e.contains("remote tls alert") {
+        "the network refused the client certificate"
+    } else if e.contains("eap-failure") || e.contains("password for '802-1x") {
+        "the network refused the 802.1X user name or password"
+    } else if e.contains("secrets were required") || e.contains("no-secrets") {
         "the network refused the credentials (a wrong pass key, or the 802.1X user name or password)"
     } else if e.contains("supplicant failed") || e.contains("supplicant-failed") {
         "802.1X authentication failed (the server's certificate not trusted by ca_cert or domain, or the client certificate refused or expired)"
@@ -263,6 +276,9 @@ pub(crate) struct Nmcli {
     pub eap_dir: PathBuf,
     /// `nmcli`, or a stand-in in tests.
     pub program: PathBuf,
+    /// wpa_supplicant's control sockets and the kernel's interfaces (`eap::Watch`).
+    pub wpa_ctrl_dir: PathBuf,
+    pub sys_net: PathBuf,
 }
 
 impl Nmcli {
@@ -271,6 +287,8 @@ impl Nmcli {
             connections_dir,
             eap_dir,
             program: PathBuf::from("nmcli"),
+            wpa_ctrl_dir: PathBuf::from(super::dpp_thread::WPA_CTRL_DIR),
+            sys_net: PathBuf::from("/sys/class/net"),
         }
     }
 
@@ -308,7 +326,26 @@ impl NetworkBackend for Nmcli {
         self.run(&["connection", "load", &file.to_string_lossy()])
     }
     fn up(&mut self, id: &str) -> Result<(), NmError> {
-        self.run(&["-w", "60", "connection", "up", "id", id])
+        // nmcli says "Secrets were required" for a wrong 802.1X password, an untrusted
+        // server certificate and an expired client certificate alike: wpa_supplicant's
+        // events during the activation tell them apart (`failure_reason`).
+        let watch = super::eap::Watch::start(&self.wpa_ctrl_dir, &self.sys_net);
+        let r = self.run(&["-w", "60", "connection", "up", "id", id]);
+        let events = watch.map(super::eap::Watch::finish).unwrap_or_default();
+        match r {
+            Err(NmError::Nmcli { args, mut stderr }) => {
+                if !events.is_empty() {
+                    stderr.push_str(&format!("; wpa_supplicant: {}", events.join("; ")));
+                }
+                if let Some(why) =
+                    super::eap::client_cert_problem(&self.eap_dir, id, crate::agent::unix_now())
+                {
+                    stderr.push_str(&format!("; {why}"));
+                }
+                Err(NmError::Nmcli { args, stderr })
+            }
+            r => r,
+        }
     }
     fn down(&mut self, id: &str) -> Result<(), NmError> {
         self.run(&["connection", "down", "id", id])

@@ -20,6 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_secs(2);
+
+/// The known networks whose last activation failed, each with why in words (profile id,
+/// reason): shared with whoever reports the status (the daemon's `networks`).
+pub(crate) type NetworkFailures = Arc<Mutex<Vec<(String, String)>>>;
 const PORTAL_PORT: u16 = 80;
 
 /// The running service.
@@ -45,6 +49,8 @@ pub(crate) struct Service {
     /// What stood in the hotspot's way at the last look (`conflicts::check`), and when.
     conflicts: Vec<String>,
     conflicts_checked: Option<Instant>,
+    /// Where the failures are shown (`with_failures`); the driver's are copied there each tick.
+    failures: NetworkFailures,
 }
 
 /// While the hotspot is up, the ports it needs are looked at this often (a DNS or DHCP
@@ -113,6 +119,27 @@ impl Service {
             user_network_joined: false,
             conflicts: Vec::new(),
             conflicts_checked: None,
+            failures: NetworkFailures::default(),
+        }
+    }
+
+    /// Shows the networks that failed, and why, in `view` (kept up to date each tick).
+    pub(crate) fn with_failures(mut self, view: NetworkFailures) -> Self {
+        self.failures = view;
+        self
+    }
+
+    fn publish_failures(&self) {
+        let now: Vec<(String, String)> = self
+            .driver
+            .failures()
+            .into_iter()
+            .map(|(id, why)| (id, why.to_string()))
+            .collect();
+        if let Ok(mut v) = self.failures.lock() {
+            if *v != now {
+                *v = now;
+            }
         }
     }
 
@@ -143,6 +170,7 @@ impl Service {
             self.refresh_visible();
             self.driver.tick(self.now());
             self.handle_portal_messages();
+            self.publish_failures();
             self.forced
                 .store(self.driver.status().forced, Ordering::SeqCst);
             self.follow_mode();

@@ -105,11 +105,19 @@ wpa_key_mgmt=WPA-PSK
 rsn_pairwise=CCMP
 wpa_passphrase=$psk
 CONF
+    lab_ap_start "$ns" "$ifc" "$ssid" "$net" "${6:-}"
+}
+
+# lab_ap_start NETNS IFACE SSID NET [internet]: starts the access point of /tmp/ap-NETNS.conf
+# (hostapd) with lab_ap's address, DHCP and "internet" (lab_ap; an enterprise AP writes
+# its own configuration first).
+lab_ap_start() {
+    local ns="$1" ifc="$2" ssid="$3" net="$4"
     ip netns exec "$ns" ip addr add "$net.1/24" dev "$ifc"
     ip netns exec "$ns" hostapd -B -P "/run/ap-$ns.pid" "/tmp/ap-$ns.conf" > "/tmp/ap-$ns.log"
     ip netns exec "$ns" dnsmasq --conf-file=/dev/null --port=0 --interface="$ifc" --bind-interfaces \
         --dhcp-range="$net.10,$net.50,1h" --dhcp-option=3,"$net.1" --pid-file="/run/dhcp-$ns.pid"
-    if [ "${6:-}" = internet ]; then
+    if [ "${5:-}" = internet ]; then
         ip netns exec "$ns" ip addr add 192.168.200.1/32 dev lo
         mkdir -p "/tmp/www-$ns" && echo "online via $ssid" > "/tmp/www-$ns/index.html"
         ip netns exec "$ns" python3 -m http.server 8080 --bind 192.168.200.1 --directory "/tmp/www-$ns" \
