@@ -337,9 +337,11 @@ impl NetworkBackend for Nmcli {
                 if !events.is_empty() {
                     stderr.push_str(&format!("; wpa_supplicant: {}", events.join("; ")));
                 }
-                if let Some(why) =
-                    super::eap::client_cert_problem(&self.eap_dir, id, crate::agent::unix_now())
-                {
+                if let Some(why) = super::eap::client_cert_problem(
+                    &self.eap_dir,
+                    id,
+                    crate::logging::now_ms() / 1000,
+                ) {
                     stderr.push_str(&format!("; {why}"));
                 }
                 Err(NmError::Nmcli { args, stderr })
