@@ -58,8 +58,8 @@ d = [d for d in json.load(sys.stdin)['devices'] if d['id'] == '$ID'] or [{'last_
 print(d[0]['last_state'], d[0].get('sw_version'), (d[0].get('assigned_software') or {}).get('version'))"
 }
 n=0
-until set -- $(dev) && [ "${2:-None}" != None ]; do
-	n=$((n + 1)); [ $n -lt 240 ] || { echo "the device never registered: $*" >&2; exit 1; }
+until dev | { read -r _ version _ && [ "$version" != None ]; }; do
+	n=$((n + 1)); [ $n -lt 240 ] || { echo "the device never registered: $(dev)" >&2; exit 1; }
 	sleep 0.5
 done
 curl -fsS -X PUT "$S/api/v1/devices" -H "Authorization: Bearer $T" \
@@ -70,12 +70,14 @@ curl -fsS -X PUT "$S/api/v1/devices" -H "Authorization: Bearer $T" \
 #    saves the state and the new version one after the other: done when both are there.
 n=0
 while :; do
-	set -- $(dev)
-	case "$1" in
-	Finished) [ "$2" != "$3" ] || { echo "rolled out: $1 $2"; break; } ;;
-	Error) echo "failed: $*" >&2; exit 1 ;;
+	read -r state version assigned <<-EOF
+	$(dev)
+	EOF
+	case "$state" in
+	Finished) [ "$version" != "$assigned" ] || { echo "rolled out: $state $version"; break; } ;;
+	Error) echo "failed: $state $version" >&2; exit 1 ;;
 	esac
-	n=$((n + 1)); [ $n -lt 2400 ] || { echo "not finished: $*" >&2; exit 1; }
+	n=$((n + 1)); [ $n -lt 2400 ] || { echo "not finished: $state $version" >&2; exit 1; }
 	sleep 0.5
 done
 curl -fsS "$S/api/v1/devices/$ID/log" -H "Authorization: Bearer $T" | json '["log"]'

@@ -53,7 +53,7 @@ eap_ap expired wlan3 lab-eap-expired 192.168.73 server
 eap_ap tls wlan4 lab-eap-tls 192.168.74 server internet
 eap_ap peap wlan5 lab-eap-peap 192.168.75 server internet
 
-mkdir -p -m 0700 /var/lib/lab/mgmt
+install -d -m 0700 /var/lib/lab/mgmt
 lab_credentials /var/lib/lab/mgmt
 lab_no_ethernet
 ( umask 077

@@ -90,6 +90,6 @@ done
 lab_check "the hotspot is down" sh -c '! iw dev wlan0 info | grep -q "type AP"'
 kill "$prov"; wait "$prov" || true
 grep -c "state: hotspot" /tmp/provision.log | sed 's/^/hotspot starts: /'
-sorted=($(printf '%s\n' "${backs[@]}" | sort -n))
+mapfile -t sorted < <(printf '%s\n' "${backs[@]}" | sort -n)
 lab_log "figure: ${#backs[@]} flaps ($hotspot_flaps with the hotspot up), 0 strandings; time back p50 ${sorted[$(( ${#sorted[@]} / 2 ))]} ms, max ${sorted[-1]} ms (bound ${bound} s); hotspot after a return at most ${hotspot_max} ms (bound ${hotspot_bound} s)"
 lab_log "figure: times back (ms): ${backs[*]}"
