@@ -352,6 +352,28 @@ lab_rauc_reboot() {
     lab_powercut
 }
 
+# lab_rauc_powercut_now: the power cut while RAUC writes slot B. lab_powercut's global sync
+# would wait for RAUC's own writes (hundreds of MB under TCG) and could let the install end
+# first; this one makes only the journal durable (the scenario's own files are synced by
+# name), then asks for the cut.
+lab_rauc_powercut_now() {
+    journalctl --sync 2>/dev/null || true
+    lab_log "power cut requested while RAUC writes"
+    console "@@POWERCUT@@"
+    sleep infinity
+}
+
+# lab_rauc_slot_b_written_mib: MiB written to slot B's disk since boot (the block layer's count).
+lab_rauc_slot_b_written_mib() {
+    echo $(( $(awk '{print $7}' "/sys/block/${LAB_SLOT_B_DEV#/dev/}/stat") / 2048 ))
+}
+
+# lab_rauc_shipped_once PID MGMT: the agent process PID's start line reached MGMT's log file
+# exactly once (the log queue lost nothing and sent nothing twice).
+lab_rauc_shipped_once() {
+    [ "$(grep -o "starting (pid $1," "$2/logs.jsonl" 2>/dev/null | wc -l)" = 1 ]
+}
+
 # lab_rauc_slot_field SLOT KEY: a field of `rauc status --output-format=json` for slot SLOT
 # (rootfs.0|rootfs.1): boot_status, state, bundle version (KEY bundle.version), or of the
 # system (SLOT "": booted (its device), boot_primary (a slot name), compatible).

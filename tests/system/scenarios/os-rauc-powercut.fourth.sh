@@ -1,0 +1,27 @@
+#!/bin/bash
+# Slot B again after the cut in its first boot: the gate starts over, the app is back, the
+# gate passes, RAUC marks rootfs.1 good, the status reports 2.0.0-lab; the lines every agent
+# process queued (slot A before the first cut and after it, slot B's first boot) arrived once.
+set -euo pipefail
+. "$LAB/lab-lib.sh"
+app=$LAB_RAUC_APP
+lab_data_mounted
+lab_check "booted slot B again ($LAB_SLOT_B_DEV)" lab_booted_from b "$LAB_SLOT_B_DEV"
+mv "$app.held" "$app"
+lab_wait 180 "svc-agent.service active on slot B" systemctl is-active --quiet svc-agent.service
+lab_wait 400 "the gate passed, slot marked good" sh -c \
+    'journalctl -b -u svc-agent -o cat | grep -q "OS 2.0.0-lab passed its health gate: slot rootfs.1 marked good"'
+journalctl -b -u svc-agent -o short-unix --no-pager | grep -E 'OS ' || true
+lab_check "the gate began again on this boot" sh -c \
+    'journalctl -b -u svc-agent -o cat | grep -q "its health gate begins"'
+lab_check "RAUC: booted rootfs.1" test "$(lab_rauc_slot_field rootfs.1 state)" = booted
+lab_check "RAUC: rootfs.1 is good" test "$(lab_rauc_slot_field rootfs.1 boot_status)" = good
+lab_wait 120 "the status reports OS 2.0.0-lab on rootfs.1" python3 -c "
+import json, sys
+o = json.load(open('$app/status.json')).get('os') or {}
+print(o); sys.exit(0 if o.get('version') == '2.0.0-lab' and o.get('booted_slot') == 'rootfs.1' and o.get('state') == 'idle' else 1)"
+for p in main after final; do
+    lab_wait 300 "the $p phase's agent's queued lines arrived once" \
+        lab_rauc_shipped_once "$(cat /data/lab/pid-$p)" "$app"
+done
+lab_check "svc-server runs on slot B" pgrep -f 'svc-server --config'
