@@ -368,10 +368,11 @@ lab_rauc_slot_b_written_mib() {
     echo $(( $(awk '{print $7}' "/sys/block/${LAB_SLOT_B_DEV#/dev/}/stat") / 2048 ))
 }
 
-# lab_rauc_shipped_once PID MGMT: the agent process PID's start line reached MGMT's log file
-# exactly once (the log queue lost nothing and sent nothing twice).
+# lab_rauc_shipped_once PID MGMT: the agent process PID's start line reached MGMT's log files
+# (logs.jsonl, and logs.jsonl.1 when a scenario moved one aside) exactly once: the log queue
+# lost nothing and sent nothing twice.
 lab_rauc_shipped_once() {
-    [ "$(grep -o "starting (pid $1," "$2/logs.jsonl" 2>/dev/null | wc -l)" = 1 ]
+    [ "$(cat "$2"/logs.jsonl "$2"/logs.jsonl.1 2>/dev/null | grep -o "starting (pid $1," | wc -l)" = 1 ]
 }
 
 # lab_rauc_slot_field SLOT KEY: a field of `rauc status --output-format=json` for slot SLOT

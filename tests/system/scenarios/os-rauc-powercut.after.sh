@@ -22,6 +22,13 @@ journalctl -b -u svc-agent -o short-unix --no-pager | grep -E 'OS |rebooting' ||
 lab_check "RAUC made slot B primary" test "$(/usr/lib/lab/rauc-lab-boot get-primary)" = b
 lab_check "RAUC: rootfs.1 holds bundle 2.0.0-lab" test "$(lab_rauc_slot_field rootfs.1 bundle.version)" = 2.0.0-lab
 systemctl show -p MainPID --value svc-agent.service > /data/lab/pid-after
-mv "$app" "$app.held"      # the app away: the gate on slot B cannot pass before the next cut
+# The app away for slot B's first boot (the gate cannot pass before the next cut): its answer
+# gone, its log file a folder (the lines stay queued). Not the directory itself: the agent
+# makes it again to write its status. The agent is stopped first (its reboot is asked for
+# already), so that no append races the swap.
+lab_check "stop the agent for the swap" systemctl stop svc-agent.service
+mv "$app/poll.json" "$app/poll.json.held"
+mv "$app/logs.jsonl" "$app/logs.jsonl.1"
+mkdir "$app/logs.jsonl"
 sync
 lab_rauc_reboot

@@ -7,7 +7,8 @@ set -euo pipefail
 app=$LAB_RAUC_APP
 lab_data_mounted
 lab_check "booted slot B again ($LAB_SLOT_B_DEV)" lab_booted_from b "$LAB_SLOT_B_DEV"
-mv "$app.held" "$app"
+rmdir "$app/logs.jsonl"
+mv "$app/poll.json.held" "$app/poll.json"
 lab_wait 180 "svc-agent.service active on slot B" systemctl is-active --quiet svc-agent.service
 lab_wait 400 "the gate passed, slot marked good" sh -c \
     'journalctl -b -u svc-agent -o cat | grep -q "OS 2.0.0-lab passed its health gate: slot rootfs.1 marked good"'
