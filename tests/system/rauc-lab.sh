@@ -17,7 +17,8 @@
 #   Everything else goes to systemd's systemctl.
 # - Bundles made with the real `rauc bundle` from the lab's own slot image (the guest image with
 #   the overlay written in by debugfs, shrunk with resize2fs -M), signed by the test key
-#   (and a copy signed by another key, `rauc resign`).
+#   (and a copy signed by another key, `rauc resign`), and one of the same image with a mistake
+#   of its own that svc-server refuses (rauc_lab_bad_overlay: os-rauc-bad-gate).
 # All of it is cached in $LAB_CACHE/rauc-<key>/, the key covering the image, this file, the
 # packages and the agent binary (the slot image carries the image's agent).
 
