@@ -368,11 +368,21 @@ lab_rauc_slot_b_written_mib() {
     echo $(( $(awk '{print $7}' "/sys/block/${LAB_SLOT_B_DEV#/dev/}/stat") / 2048 ))
 }
 
-# lab_rauc_shipped_once PID MGMT: the agent process PID's start line reached MGMT's log files
-# (logs.jsonl, and logs.jsonl.1 when a scenario moved one aside) exactly once: the log queue
-# lost nothing and sent nothing twice.
-lab_rauc_shipped_once() {
-    [ "$(cat "$2"/logs.jsonl "$2"/logs.jsonl.1 2>/dev/null | grep -o "starting (pid $1," | wc -l)" = 1 ]
+# lab_rauc_shipped MGMT TEXT N: N shipped lines in MGMT's log files (logs.jsonl.1, moved aside
+# by a scenario, then logs.jsonl) contain TEXT.
+lab_rauc_shipped() {
+    [ "$(cat "$1"/logs.jsonl.1 "$1"/logs.jsonl 2>/dev/null | grep -c "$2")" -ge "$3" ]
+}
+
+# lab_rauc_log_whole MGMT: every line the agent queued and shipped so far arrived exactly once
+# and in order: the queue's ids run 1, 2, ... N without a gap or a repeat (pids repeat across
+# boots of a deterministic guest; the ids do not).
+lab_rauc_log_whole() {
+    cat "$1"/logs.jsonl.1 "$1"/logs.jsonl 2>/dev/null | python3 -c '
+import json, sys
+ids = [json.loads(l)["id"] for l in sys.stdin if l.strip()]
+print(f"{len(ids)} lines shipped, ids {ids[:1]}..{ids[-1:]}")
+sys.exit(0 if ids == list(range(1, len(ids) + 1)) else 1)'
 }
 
 # lab_rauc_slot_field SLOT KEY: a field of `rauc status --output-format=json` for slot SLOT

@@ -16,12 +16,12 @@ rmdir "$app/logs.jsonl"   # the app takes logs again
 lab_wait 180 "svc-agent.service active on slot A" systemctl is-active --quiet svc-agent.service
 lab_wait 120 "the agent reports the interrupted install" sh -c \
     'journalctl -b -u svc-agent -o cat | grep -q "OS 2.0.0-lab: the install was interrupted"'
-lab_wait 300 "the main phase's queued lines arrived once" lab_rauc_shipped_once "$(cat /data/lab/pid-main)" "$app"
+lab_wait 300 "the main phase's queued lines arrived" lab_rauc_shipped "$app" "starting (pid $(cat /data/lab/pid-main)," 1
+lab_check "every line shipped so far arrived once, in order" lab_rauc_log_whole "$app"
 lab_wait 900 "installed again, the agent asked for the reboot into the new slot" lab_rauc_reboot_asked
 journalctl -b -u svc-agent -o short-unix --no-pager | grep -E 'OS |rebooting' || true
 lab_check "RAUC made slot B primary" test "$(/usr/lib/lab/rauc-lab-boot get-primary)" = b
 lab_check "RAUC: rootfs.1 holds bundle 2.0.0-lab" test "$(lab_rauc_slot_field rootfs.1 bundle.version)" = 2.0.0-lab
-systemctl show -p MainPID --value svc-agent.service > /data/lab/pid-after
 # The app away for slot B's first boot (the gate cannot pass before the next cut): its answer
 # gone, its log file a folder (the lines stay queued). Not the directory itself: the agent
 # makes it again to write its status. The agent is stopped first (its reboot is asked for

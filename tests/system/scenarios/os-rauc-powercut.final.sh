@@ -9,7 +9,6 @@ lab_check "slot B runs OS 2.0.0-lab" test "$(cat /etc/lab-os-version)" = 2.0.0-l
 lab_wait 180 "svc-agent.service active on slot B" systemctl is-active --quiet svc-agent.service
 lab_wait 300 "the gate began" sh -c \
     'journalctl -b -u svc-agent -o cat | grep -q "OS 2.0.0-lab booted from slot rootfs.1: its health gate begins"'
-systemctl show -p MainPID --value svc-agent.service > /data/lab/pid-final
 lab_check "the gate has not passed (the app is away)" sh -c \
     '! journalctl -b -u svc-agent -o cat | grep -q "passed its health gate"'
 lab_check "the agent's state: the gate" grep -qi '"gate"' /data/svc/os.json

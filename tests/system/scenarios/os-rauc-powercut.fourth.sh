@@ -21,8 +21,8 @@ lab_wait 120 "the status reports OS 2.0.0-lab on rootfs.1" python3 -c "
 import json, sys
 o = json.load(open('$app/status.json')).get('os') or {}
 print(o); sys.exit(0 if o.get('version') == '2.0.0-lab' and o.get('booted_slot') == 'rootfs.1' and o.get('state') == 'idle' else 1)"
-for p in main after final; do
-    lab_wait 300 "the $p phase's agent's queued lines arrived once" \
-        lab_rauc_shipped_once "$(cat /data/lab/pid-$p)" "$app"
-done
+lab_wait 300 "slot B's first boot's queued lines arrived (its gate began twice)" \
+    lab_rauc_shipped "$app" "its health gate begins" 2
+lab_wait 300 "this boot's gate result shipped" lab_rauc_shipped "$app" "passed its health gate" 1
+lab_check "every queued line of the four boots arrived once, in order" lab_rauc_log_whole "$app"
 lab_check "svc-server runs on slot B" pgrep -f 'svc-server --config'

@@ -6,7 +6,8 @@
 # loader kept slot A, the agent reports the interrupted install and installs again, the queued
 # lines arrive; the app is taken away and the machine reboots into slot B. Final phase: the
 # first boot of slot B, the power cut while the gate waits for the app. Fourth phase: slot B
-# again, the app back, the gate passes, marked good, reported; every queued line arrived once.
+# again, the app back, the gate passes, marked good, reported; every queued line arrived once,
+# in order (lab_rauc_log_whole).
 # lab-timeout: 1200
 # lab-needs: data-disk
 # lab-data-size: 1G
