@@ -378,7 +378,8 @@ lab_rauc_shipped() {
 # and in order: the queue's ids run 1, 2, ... N without a gap or a repeat (pids repeat across
 # boots of a deterministic guest; the ids do not).
 lab_rauc_log_whole() {
-    cat "$1"/logs.jsonl.1 "$1"/logs.jsonl 2>/dev/null | python3 -c '
+    # Each file only if it is there: a missing one would fail the pipe (pipefail).
+    { [ ! -f "$1/logs.jsonl.1" ] || cat "$1/logs.jsonl.1"; [ ! -f "$1/logs.jsonl" ] || cat "$1/logs.jsonl"; } | python3 -c '
 import json, sys
 ids = [json.loads(l)["id"] for l in sys.stdin if l.strip()]
 print(f"{len(ids)} lines shipped, ids {ids[:1]}..{ids[-1:]}")
