@@ -30,7 +30,7 @@ else
     scenarios=()
     for f in "$root"/tests/system/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after|*.final) continue ;; esac
+        case "$b" in *.host|*.after|*.final|*.fourth) continue ;; esac
         scenarios+=("$b")
         grep -q -E '^# lab-arches:.* arm64( |$)' "$f" && scenarios+=("arm64:$b")
     done
@@ -48,6 +48,7 @@ weight() {
     w="${w:-480}"
     [ -f "${f%.sh}.after.sh" ] && w=$((w + 1000))
     [ -f "${f%.sh}.final.sh" ] && w=$((w + 1000))
+    [ -f "${f%.sh}.fourth.sh" ] && w=$((w + 1000))
     # The arm64 machine weighs as the amd64 one: with kpti=0 (run.sh) its install-sh took as
     # many CPU seconds as amd64's (BENCHMARKS.md, "arm64 beside x86_64").
     echo "$w"

@@ -350,6 +350,12 @@ impl Connection {
             Instant::now() + next_poll(Ok(interval), &mut self.backoff, &mut self.jitter);
     }
 
+    /// The next poll no later than `within` from now (the OS gate waits for the app); a
+    /// sooner one stays.
+    pub(super) fn poll_within(&mut self, within: Duration) {
+        self.next_poll = self.next_poll.min(Instant::now() + within);
+    }
+
     /// A failed poll: backoff, said in the log when the error is new.
     pub(super) fn failed(&mut self, e: &ProtocolError) {
         let wait = next_poll(Err(e.retry()), &mut self.backoff, &mut self.jitter);

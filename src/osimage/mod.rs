@@ -404,6 +404,15 @@ impl Default for GatePolicy {
     }
 }
 
+impl GatePolicy {
+    /// While the gate waits for the app, a poll is tried at least this often: the poll
+    /// backoff alone (doubling to 300 s) could outlast the deadline and fail a healthy OS
+    /// whose app came back (#43).
+    pub(crate) fn app_poll_every(&self) -> Duration {
+        (self.deadline / 20).max(Duration::from_secs(1))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum GateVerdict {
     Waiting,
@@ -921,5 +930,20 @@ mod tests {
         t.target.size = Some(1);
         t.target.sha256 = None;
         assert!(matches!(artifact_of(&t), Err(OsError::BadOffer(_))));
+    }
+
+    /// The gate's poll floor: a twentieth of the deadline, never under 1 s.
+    #[test]
+    fn the_gate_polls_the_app_at_least_every_twentieth_of_its_deadline() {
+        let p = |secs| GatePolicy {
+            deadline: Duration::from_secs(secs),
+            ..GatePolicy::default()
+        };
+        assert_eq!(
+            GatePolicy::default().app_poll_every(),
+            Duration::from_secs(45)
+        );
+        assert_eq!(p(150).app_poll_every(), Duration::from_millis(7500));
+        assert_eq!(p(5).app_poll_every(), Duration::from_secs(1));
     }
 }

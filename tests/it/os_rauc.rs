@@ -604,6 +604,52 @@ fn power_cuts_during_the_install_and_the_first_boot_converge() {
     );
 }
 
+/// The app is away as the new slot boots and comes back late in the gate: the agent's poll
+/// backoff (doubling to 300 s) must not outlast the deadline and roll back a healthy OS whose
+/// app is reachable again (#43).
+#[test]
+fn an_app_back_late_in_the_gate_is_reached_before_its_deadline() {
+    let mut m = Machine::new("os-gate-app-late", true);
+    let b = good("2.0");
+    m.offer("2.0", &b, &b, None);
+    m.start(&[]);
+    m.wait_reboots(1);
+    // The app away for the new slot's boot: every poll fails, the backoff grows.
+    let (answer, away) = (m.sb.app.join("poll.json"), m.sb.app.join("poll.json.away"));
+    std::fs::rename(&answer, &away).unwrap();
+    m.boot(false, &[("SVC_AGENT_OS_GATE_SECS", "200")]);
+    let os_json = m.sb.root.join("opt/svc/os.json");
+    let mut since = 0;
+    wait_for("the gate on the new slot (os.json)", 120, || {
+        let v: Value = std::fs::read(&os_json)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        since = v["phase"]["since"].as_u64().unwrap_or(0);
+        v["phase"]["name"] == "gate"
+    });
+    // The input: the app returns 180 s into the 200 s gate, when the backoff's next try may
+    // be minutes away (the fix polls at least every 10 s here).
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    wait_for("180 s of the gate to pass", 300, || now() >= since + 180);
+    std::fs::rename(&away, &answer).unwrap();
+    wait_for("the gate's verdict", 200, || {
+        m.reboots() >= 2 || m.os()["version"] == "2.0"
+    });
+    assert_eq!(
+        m.reboots(),
+        1,
+        "rolled back although the app was back within the gate: {}",
+        m.logs()
+    );
+    assert!(m.logs().contains("passed its health gate"), "{}", m.logs());
+}
+
 /// Bad input, each refused with a clear error, the old slot untouched, no reboot.
 #[test]
 fn a_bundle_for_another_compatible_or_another_rauc_key_is_refused_by_rauc() {

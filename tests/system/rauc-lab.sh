@@ -17,7 +17,8 @@
 #   Everything else goes to systemd's systemctl.
 # - Bundles made with the real `rauc bundle` from the lab's own slot image (the guest image with
 #   the overlay written in by debugfs, shrunk with resize2fs -M), signed by the test key
-#   (and a copy signed by another key, `rauc resign`).
+#   (and a copy signed by another key, `rauc resign`), and one of the same image with a mistake
+#   of its own that svc-server refuses (rauc_lab_bad_overlay: os-rauc-bad-gate).
 # All of it is cached in $LAB_CACHE/rauc-<key>/, the key covering the image, this file, the
 # packages and the agent binary (the slot image carries the image's agent).
 
@@ -193,6 +194,28 @@ EOF
     rm -rf "$dir"
 }
 
+# rauc_lab_image_bundle OVERLAY VERSION OUT: the slot image of OVERLAY (rauc_lab_slot_image) as
+# a bundle (rauc_lab_bundle); the image is removed once bundled. Every bundle is made this way.
+rauc_lab_image_bundle() {
+    rauc_lab_slot_image "$1" "$2" "$3.ext4"
+    rauc_lab_bundle "$3.ext4" "$2" "$3"
+    rm -f "$3.ext4"
+}
+
+# rauc_lab_bad_overlay OVERLAY OUT: OVERLAY as an image whose svc-server fails the health gate.
+# svc-server lives on the data partition (both slots run the same build), so what breaks it
+# must be the image's: a unit drop-in that hands it a machine id it refuses, as an image built
+# with a wrong setting would. The real svc-server then exits at every start (usage, exit 2)
+# while the agent runs; slot A, without the drop-in, runs the same build fine.
+rauc_lab_bad_overlay() {
+    cp -a "$1" "$2"
+    cat > "$2/etc/systemd/system/svc-agent.service.d/lab-bad-os.conf" <<'EOF'
+# os-rauc-bad-gate (tests/system/rauc-lab.sh): this image's mistake, which svc-server refuses.
+[Service]
+Environment=SVC_MACHINE_ID=..
+EOF
+}
+
 # rauc_lab_release: svc-release ($LAB_SVC_RELEASE, else built here).
 rauc_lab_release() {
     local repo
@@ -204,7 +227,8 @@ rauc_lab_release() {
 
 # rauc_lab_prepare AGENT: builds (once) and sets RAUC_LAB to the cache folder: keys/
 # (ca = the keyring's, other = a key RAUC does not know), vendor.key(.pub), overlay/, and
-# bundles good.raucb (2.0.0-lab), bad-gate.raucb, other-key.raucb.
+# bundles good.raucb (2.0.0-lab), bad-gate.raucb (2.0.1-lab: svc-server fails the gate there,
+# rauc_lab_bad_overlay), other-key.raucb (good.raucb signed by the other key).
 rauc_lab_prepare() {
     local agent="$1" here repo key
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -228,9 +252,10 @@ rauc_lab_prepare() {
     "$(rauc_lab_release)" keygen "$t/vendor.key" > /dev/null
     rauc_lab_overlay "$t/overlay" "$agent" "$t/vendor.key.pub"
     local s=$SECONDS
-    rauc_lab_slot_image "$t/overlay" 2.0.0-lab "$t/slot-good.ext4"
-    rauc_lab_bundle "$t/slot-good.ext4" 2.0.0-lab "$t/good.raucb"
-    rm -f "$t/slot-good.ext4"
+    rauc_lab_image_bundle "$t/overlay" 2.0.0-lab "$t/good.raucb"
+    rauc_lab_bad_overlay "$t/overlay" "$t/overlay-bad"
+    rauc_lab_image_bundle "$t/overlay-bad" 2.0.1-lab "$t/bad-gate.raucb"
+    rm -rf "$t/overlay-bad"
     rauc resign --cert "$RAUC_LAB_KEYS/other.cert.pem" --key "$RAUC_LAB_KEYS/other.key.pem" \
         --keyring "$RAUC_LAB_KEYS/ca.cert.pem" --signing-keyring "$RAUC_LAB_KEYS/other.cert.pem" \
         "$t/good.raucb" "$t/other-key.raucb" >&2
@@ -241,7 +266,7 @@ rauc_lab_prepare() {
 }
 
 # rauc_lab_share BUNDLE OS_VERSION: the overlay to /lab/share/rauc/overlay and the management
-# directory /lab/share/app: svc-server under test and bundle BUNDLE (good, other-key) as OS
+# directory /lab/share/app: svc-server under test and bundle BUNDLE (good, bad-gate, other-key) as OS
 # OS_VERSION, published by svc-release with the vendor key.
 rauc_lab_share() {
     mkdir -p "$LAB_SHARE/rauc" "$LAB_SHARE/app"

@@ -18,6 +18,8 @@
 #                    again and runs <name>.after.sh.
 #   <name>.final.sh  a third boot: the after phase too ends with @@POWERCUT@@, the harness boots
 #                    again and runs <name>.final.sh (phase "final").
+#   <name>.fourth.sh a fourth boot: the final phase too ends with @@POWERCUT@@ (two cuts after
+#                    a reboot, e.g. os-rauc-powercut), then <name>.fourth.sh (phase "fourth").
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
@@ -88,7 +90,7 @@ else
     scenarios=()
     for f in "$here"/scenarios/*.sh; do
         b="$(basename "$f" .sh)"
-        case "$b" in *.host|*.after|*.final) continue ;; esac
+        case "$b" in *.host|*.after|*.final|*.fourth) continue ;; esac
         scenarios+=("$b")
     done
 fi
@@ -294,7 +296,7 @@ field() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1 || true; }
 
 report_failure() {
     local work="$1" ph
-    for ph in main after final; do
+    for ph in main after final fourth; do
         [ -d "$work/out/$ph" ] || [ -f "$work/console-$ph.log" ] || continue
         echo "---- $ph: scenario log"
         cat "$work/out/$ph/log.txt" 2>/dev/null || echo "(none on the lab disk)"
@@ -330,6 +332,7 @@ for name in "${scenarios[@]}"; do
     fi
     after="$sdir/$name.after.sh"; powercut=0; [ -f "$after" ] && powercut=1
     final="$sdir/$name.final.sh"; third=0; [ "$powercut" = 1 ] && [ -f "$final" ] && third=1
+    fourth="$sdir/$name.fourth.sh"; four=0; [ "$third" = 1 ] && [ -f "$fourth" ] && four=1
     hook="$sdir/$name.host.sh"
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
     [ "$LAB_ARCH" = amd64 ] || limit=$((limit * 2))
@@ -343,6 +346,7 @@ for name in "${scenarios[@]}"; do
     cp "$script" "$stage/scenario.sh"
     [ "$powercut" = 1 ] && cp "$after" "$stage/after.sh"
     [ "$third" = 1 ] && cp "$final" "$stage/final.sh"
+    [ "$four" = 1 ] && cp "$fourth" "$stage/fourth.sh"
     cp "$LAB_AGENT" "$stage/bin/svc-agent"; cp "$LAB_SERVER" "$stage/bin/svc-server"
     echo "$name" > "$stage/name"
     od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$stage/run-id"
@@ -399,7 +403,7 @@ for name in "${scenarios[@]}"; do
         if grep -q '^# lab-needs: slot-b' "$script"; then
             qemu-img create -q -f qcow2 -b "$image/base.img" -F raw "$work/root-b.qcow2"
         fi
-        slot_now=a; final_result=""
+        slot_now=a; final_result=""; fourth_result=""
         how=booting; [ -n "$state" ] && how="restoring the saved guest"
         log "$name: $how (main phase, limit ${limit}s)"
         boot "$work" main "$limit" "$powercut" a "$state"; main_result=$boot_result; main_wall=$boot_wall
@@ -411,7 +415,12 @@ for name in "${scenarios[@]}"; do
             if [ "$third" = 1 ] && [ "$after_result" = powercut ]; then
                 slot_now="$(next_slot after)"
                 log "$name: power cut after ${boot_wall}s; booting again (final phase, slot $slot_now)"
-                boot "$work" final "$limit" 0 "$slot_now"; final_result=$boot_result
+                boot "$work" final "$limit" "$four" "$slot_now"; final_result=$boot_result
+                if [ "$four" = 1 ] && [ "$final_result" = powercut ]; then
+                    slot_now="$(next_slot final)"
+                    log "$name: power cut after ${boot_wall}s; booting again (fourth phase, slot $slot_now)"
+                    boot "$work" fourth "$limit" 0 "$slot_now"; fourth_result=$boot_result
+                fi
             fi
         fi
         # rdump refuses an existing target folder: $work/out is made by it.
@@ -428,7 +437,13 @@ for name in "${scenarios[@]}"; do
             elif [ "$third" = 1 ] && [ "$after_result" != powercut ] && [ "$rc_after" != 0 ]; then reason="after phase rc=$rc_after"
             elif [ "$third" = 1 ] && [ "$after_result" != powercut ]; then reason="after phase passed but never asked for the power cut"
             elif [ "$third" = 1 ] && [ "$final_result" = timeout ]; then reason="final phase timed out after ${limit}s"
-            elif [ "$third" = 1 ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
+            elif [ "$four" = 1 ] && [ "$final_result" != powercut ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
+                reason="final phase rc=$(cat "$work/out/final/rc" 2>/dev/null || echo none)"
+            elif [ "$four" = 1 ] && [ "$final_result" != powercut ]; then reason="final phase passed but never asked for the power cut"
+            elif [ "$four" = 1 ] && [ "$fourth_result" = timeout ]; then reason="fourth phase timed out after ${limit}s"
+            elif [ "$four" = 1 ] && [ "$(cat "$work/out/fourth/rc" 2>/dev/null || echo none)" != 0 ]; then
+                reason="fourth phase rc=$(cat "$work/out/fourth/rc" 2>/dev/null || echo none)"
+            elif [ "$four" = 0 ] && [ "$third" = 1 ] && [ "$(cat "$work/out/final/rc" 2>/dev/null || echo none)" != 0 ]; then
                 reason="final phase rc=$(cat "$work/out/final/rc" 2>/dev/null || echo none)"
             fi
         else
@@ -445,7 +460,7 @@ for name in "${scenarios[@]}"; do
     kill_host_pids "$work"
 
     detail=""
-    for ph in main after final; do
+    for ph in main after final fourth; do
         [ -f "$work/console-$ph.log" ] || continue
         # Boot time: the guest's uptime when the runner started (from the console, which
         # survives a power cut); scenario time from the lab disk when the phase finished.
@@ -466,7 +481,7 @@ for name in "${scenarios[@]}"; do
     else
         echo "FAIL $shown$name: $reason ($detail)"
         # The check that failed, first: a CI log may keep only the head of what follows.
-        for ph in main after final; do
+        for ph in main after final fourth; do
             f="$(grep -ahm1 'LAB-FAIL' "$work/out/$ph/log.txt" "$work/console-$ph.log" 2>/dev/null | head -n1 || true)"
             if [ -n "$f" ]; then echo "  $ph: $f"; fi
         done

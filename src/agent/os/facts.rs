@@ -74,5 +74,11 @@ impl crate::agent::Agent {
                 .and_then(|c| c.agent.syscfg.attributes.upgrades.upgrade_type),
         };
         self.os.step(&self.paths, facts);
+        if let Some(w) = self
+            .os
+            .gate_poll_within(self.tuning.os_gate, self.cached.last_contact)
+        {
+            self.conn.poll_within(w);
+        }
     }
 }

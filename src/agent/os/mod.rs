@@ -88,6 +88,21 @@ impl OsTrack {
         })
     }
 
+    /// While the gate waits for the app (not reached since the gate began): the longest the
+    /// next poll may wait (`GatePolicy::app_poll_every`).
+    pub(crate) fn gate_poll_within(
+        &self,
+        gate: osimage::GatePolicy,
+        last_contact: Option<u64>,
+    ) -> Option<Duration> {
+        match self.state.as_ref()?.phase {
+            Phase::Gate { since, .. } if !last_contact.is_some_and(|t| t >= since) => {
+                Some(gate.app_poll_every())
+            }
+            _ => None,
+        }
+    }
+
     /// Nothing offered, nothing running, the state at rest and read: a step would change
     /// nothing, so the loop need not gather its facts (files, the clock) on every pass.
     pub(crate) fn at_rest(&self, offered: bool) -> bool {

@@ -2,7 +2,7 @@
 # Runs inside the guest (started by lab.service through /usr/local/sbin/lab-boot), from the
 # lab disk mounted at /lab. Runs one phase of one scenario and leaves its results in
 # /lab/out/<phase>/: rc, log.txt, journal.txt, state.txt, timing.txt. The phase comes from
-# the kernel command line (svc.lab.phase=main|after|final), set by the harness.
+# the kernel command line (svc.lab.phase=main|after|final|fourth), set by the harness.
 set -u
 phase="$(sed -n 's/.*svc\.lab\.phase=\([a-z]*\).*/\1/p' /proc/cmdline)"
 phase="${phase:-main}"
@@ -17,6 +17,7 @@ export PATH="/lab/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 script=/lab/scenario.sh
 [ "$phase" = after ] && script=/lab/after.sh
 [ "$phase" = final ] && script=/lab/final.sh
+[ "$phase" = fourth ] && script=/lab/fourth.sh
 up_start="$(cut -d' ' -f1 /proc/uptime)"
 console "@@LAB-START@@ $name $phase uptime=$up_start"
 

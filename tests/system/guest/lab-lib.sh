@@ -360,6 +360,40 @@ lab_rauc_reboot() {
     lab_powercut
 }
 
+# lab_rauc_powercut_now: the power cut while RAUC writes slot B. lab_powercut's global sync
+# would wait for RAUC's own writes (hundreds of MB under TCG) and could let the install end
+# first; this one makes only the journal durable (the scenario's own files are synced by
+# name), then asks for the cut.
+lab_rauc_powercut_now() {
+    journalctl --sync 2>/dev/null || true
+    lab_log "power cut requested while RAUC writes"
+    console "@@POWERCUT@@"
+    sleep infinity
+}
+
+# lab_rauc_slot_b_written_mib: MiB written to slot B's disk since boot (the block layer's count).
+lab_rauc_slot_b_written_mib() {
+    echo $(( $(awk '{print $7}' "/sys/block/${LAB_SLOT_B_DEV#/dev/}/stat") / 2048 ))
+}
+
+# lab_rauc_shipped MGMT TEXT N: N shipped lines in MGMT's log files (logs.jsonl.1, moved aside
+# by a scenario, then logs.jsonl) contain TEXT.
+lab_rauc_shipped() {
+    [ "$(cat "$1"/logs.jsonl.1 "$1"/logs.jsonl 2>/dev/null | grep -c "$2")" -ge "$3" ]
+}
+
+# lab_rauc_log_whole MGMT: every line the agent queued and shipped so far arrived exactly once
+# and in order: the queue's ids run 1, 2, ... N without a gap or a repeat (pids repeat across
+# boots of a deterministic guest; the ids do not).
+lab_rauc_log_whole() {
+    # Each file only if it is there: a missing one would fail the pipe (pipefail).
+    { [ ! -f "$1/logs.jsonl.1" ] || cat "$1/logs.jsonl.1"; [ ! -f "$1/logs.jsonl" ] || cat "$1/logs.jsonl"; } | python3 -c '
+import json, sys
+ids = [json.loads(l)["id"] for l in sys.stdin if l.strip()]
+print(f"{len(ids)} lines shipped, ids {ids[:1]}..{ids[-1:]}")
+sys.exit(0 if ids == list(range(1, len(ids) + 1)) else 1)'
+}
+
 # lab_rauc_slot_field SLOT KEY: a field of `rauc status --output-format=json` for slot SLOT
 # (rootfs.0|rootfs.1): boot_status, state, bundle version (KEY bundle.version), or of the
 # system (SLOT "": booted (its device), boot_primary (a slot name), compatible).
