@@ -157,6 +157,17 @@ fn world() -> World<'static> {
     }
 }
 
+/// The default world, `after` past the clock `start`.
+fn world_at(start: &Clock, after: Duration) -> World<'static> {
+    World {
+        clock: Clock {
+            now: start.now + after,
+            ..*start
+        },
+        ..world()
+    }
+}
+
 /// One svc-server step as the loop takes it: the state read first, then the step.
 fn step(track: &mut Track, fake: &mut FakeUpdater, offered: &str, w: World) -> Step {
     let state = fake.state();
@@ -410,13 +421,7 @@ fn a_failed_download_is_retried_once_the_pause_has_passed() {
     };
     let mut track = Track::default();
     let start = clk();
-    let at = |after: Duration| World {
-        clock: Clock {
-            now: start.now + after,
-            ..start
-        },
-        ..world()
-    };
+    let at = |after: Duration| world_at(&start, after);
     // The failure is seen on the step after the one that started the download.
     step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
     step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
@@ -451,13 +456,7 @@ fn a_download_the_budget_holds_is_asked_again_when_its_period_ends_or_every_paus
         };
         let mut track = Track::default();
         let start = clk();
-        let at = |after: Duration| World {
-            clock: Clock {
-                now: start.now + after,
-                ..start
-            },
-            ..world()
-        };
+        let at = |after: Duration| world_at(&start, after);
         let tries = |fake: &FakeUpdater| fake.log.lock().unwrap().len();
         step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
         step(&mut track, &mut fake, "2.0.0", at(Duration::ZERO));
