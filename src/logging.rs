@@ -304,6 +304,18 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm, the
+/// inverse of [`civil_from_days`]).
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[macro_export]
 macro_rules! error { ($sub:expr, $($arg:tt)*) => { $crate::logging::log($crate::logging::Level::Error, $sub, &format!($($arg)*)) } }
 #[macro_export]

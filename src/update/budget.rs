@@ -29,9 +29,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn unix_now(&self) -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+        crate::logging::now_ms() / 1000
     }
 }
 
@@ -119,20 +117,8 @@ pub fn period(unix: u64) -> Period {
         day: format!("{y:04}-{m:02}-{d:02}"),
         month: format!("{y:04}-{m:02}"),
         next_day: (days as u64 + 1) * 86_400,
-        next_month: days_from_civil(ny, nm, 1).max(0) as u64 * 86_400,
+        next_month: crate::logging::days_from_civil(ny, nm, 1).max(0) as u64 * 86_400,
     }
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm, the inverse of
-/// `logging::civil_from_days`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// One reader-writer of the file in this process at a time (the loop counts, a download
@@ -216,18 +202,27 @@ pub(crate) fn account(gate: Option<&Gate>, clock: &dyn Clock) {
         // Most passes move nothing: no read, no write (a wait's end is `admit`'s).
         return;
     }
+    let now = clock.unix_now();
+    update(gate, now, bytes, |l| {
+        // A wait whose period ended is decided again by the next try; one whose offer went
+        // away is not shown for longer than its period.
+        l.waiting.retain(|_, w| w.until > now);
+    });
+}
+
+/// The ledger under the lock, its periods rolled to `now` and `bytes` added, handed to
+/// `decide`; written back when anything changed.
+fn update<T>(gate: &Gate, now: u64, bytes: u64, decide: impl FnOnce(&mut Ledger) -> T) -> T {
     let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut l = load(&gate.file);
     let before = l.clone();
-    let now = clock.unix_now();
     l.roll(&period(now));
     l.add(bytes);
-    // A wait whose period ended is decided again by the next try; one whose offer went
-    // away is not shown for longer than its period.
-    l.waiting.retain(|_, w| w.until > now);
+    let out = decide(&mut l);
     if l != before {
         save(&gate.file, &l);
     }
+    out
 }
 
 /// Whether a download of `name` `version` that still needs `need` bytes may start now.
@@ -241,14 +236,9 @@ pub(crate) fn admit(
     need: u64,
 ) -> Result<(), UpdateError> {
     let bytes = crate::http::take_traffic();
-    let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut l = load(&gate.file);
-    let before = l.clone();
     let now = clock.unix_now();
     let p = period(now);
-    l.roll(&p);
-    l.add(bytes);
-    let verdict = match l.fits(gate.limits, &p, need) {
+    update(gate, now, bytes, |l| match l.fits(gate.limits, &p, need) {
         Err((left, until)) if !gate.exempt => {
             let wait = Wait {
                 version: version.to_string(),
@@ -291,11 +281,7 @@ pub(crate) fn admit(
             }
             Ok(())
         }
-    };
-    if l != before {
-        save(&gate.file, &l);
-    }
-    verdict
+    })
 }
 
 /// What the status report shows of the budget: its limits and the downloads it holds. The
@@ -379,7 +365,7 @@ mod tests {
         assert_eq!(dec.next_month, 1_798_761_600); // 2027-01-01
         for d in [-800_000i64, -1, 0, 59, 60, 19_000, 400_000] {
             let (y, m, dd) = crate::logging::civil_from_days(d);
-            assert_eq!(days_from_civil(y, m, dd), d);
+            assert_eq!(crate::logging::days_from_civil(y, m, dd), d);
         }
     }
 
