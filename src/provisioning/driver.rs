@@ -469,6 +469,41 @@ mod tests {
         (dir, settings, FakeNetwork::default())
     }
 
+    /// A network whose activations of the listed profiles fail with NetworkManager's words
+    /// (the rest come up); the list may change while a test runs.
+    struct Refusing(Rc<RefCell<Vec<(String, String)>>>);
+    impl Refusing {
+        fn new(refused: &[(&str, &str)]) -> Refusing {
+            let list = refused
+                .iter()
+                .map(|(id, e)| (id.to_string(), e.to_string()));
+            Refusing(Rc::new(RefCell::new(list.collect())))
+        }
+    }
+    impl NetworkBackend for Refusing {
+        fn save_wifi(&mut self, _p: &WifiProfile) -> Result<(), NmError> {
+            Ok(())
+        }
+        fn up(&mut self, id: &str) -> Result<(), NmError> {
+            match self.0.borrow().iter().find(|(f, _)| f == id) {
+                Some((_, err)) => Err(NmError::Nmcli {
+                    args: format!("-w 60 connection up id {id}"),
+                    stderr: err.clone(),
+                }),
+                None => Ok(()),
+            }
+        }
+        fn down(&mut self, _id: &str) -> Result<(), NmError> {
+            Ok(())
+        }
+        fn delete(&mut self, _id: &str) -> Result<(), NmError> {
+            Ok(())
+        }
+        fn disable(&mut self, _id: &str) -> Result<(), NmError> {
+            Ok(())
+        }
+    }
+
     /// comitup #74/#46: a hotspot raised while NetworkManager still joins a known network
     /// cuts the join short. The hotspot waits while it connects, and only up to a bound.
     #[test]
@@ -688,29 +723,12 @@ mod tests {
     /// NetworkManager's terms mapped to words; no secret in them.
     #[test]
     fn a_failed_join_names_its_reason() {
-        struct Refusing;
-        impl NetworkBackend for Refusing {
-            fn save_wifi(&mut self, _p: &WifiProfile) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn up(&mut self, id: &str) -> Result<(), NmError> {
-                Err(NmError::Nmcli {
-                    args: format!("-w 60 connection up id {id}"),
-                    stderr: "Error: Connection activation failed: Secrets were required, but not provided".into(),
-                })
-            }
-            fn down(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn delete(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn disable(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-        }
         let (dir, settings, _) = fixture("svc-prov-why");
-        let mut p = Provisioning::new(Paths::new(&dir), Refusing, settings, 0)
+        let refusing = Refusing::new(&[(
+            "user-corp",
+            "Error: Connection activation failed: Secrets were required, but not provided",
+        )]);
+        let mut p = Provisioning::new(Paths::new(&dir), refusing, settings, 0)
             .with_probe(Box::new(|_| false));
         let profile = WifiProfile {
             id: "user-corp".into(),
@@ -734,30 +752,6 @@ mod tests {
     /// most), in the order tried; one that comes up later drops out of the list.
     #[test]
     fn each_failed_network_keeps_its_own_reason_until_it_comes_up() {
-        struct PerNetwork(Rc<RefCell<Vec<(String, String)>>>);
-        impl NetworkBackend for PerNetwork {
-            fn save_wifi(&mut self, _p: &WifiProfile) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn up(&mut self, id: &str) -> Result<(), NmError> {
-                match self.0.borrow().iter().find(|(f, _)| f == id) {
-                    Some((_, err)) => Err(NmError::Nmcli {
-                        args: format!("-w 60 connection up id {id}"),
-                        stderr: err.clone(),
-                    }),
-                    None => Ok(()),
-                }
-            }
-            fn down(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn delete(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-            fn disable(&mut self, _id: &str) -> Result<(), NmError> {
-                Ok(())
-            }
-        }
         let (dir, mut settings, _) = fixture("svc-prov-each-why");
         // Configured (credentials present): roaming, no hotspot before the offline timeout.
         std::fs::create_dir_all(dir.join("etc")).unwrap();
@@ -777,29 +771,23 @@ mod tests {
                 extra: Default::default(),
             })
             .collect();
-        let errors = Rc::new(RefCell::new(vec![
+        let refusing = Refusing::new(&[
             (
-                "net-pw".to_string(),
-                "Error: Connection activation failed: Secrets were required, but not provided"
-                    .to_string(),
+                "net-pw",
+                "Error: Connection activation failed: Secrets were required, but not provided",
             ),
             (
-                "net-rogue".to_string(),
-                "Error: Connection activation failed: 802.1X supplicant failed".to_string(),
+                "net-rogue",
+                "Error: Connection activation failed: 802.1X supplicant failed",
             ),
             (
-                "net-gone".to_string(),
-                "Error: Connection activation failed: No network with SSID 'gone' found."
-                    .to_string(),
+                "net-gone",
+                "Error: Connection activation failed: No network with SSID 'gone' found.",
             ),
-        ]));
-        let mut p = Provisioning::new(
-            Paths::new(&dir),
-            PerNetwork(Rc::clone(&errors)),
-            settings,
-            0,
-        )
-        .with_probe(Box::new(|_| false));
+        ]);
+        let errors = Rc::clone(&refusing.0);
+        let mut p = Provisioning::new(Paths::new(&dir), refusing, settings, 0)
+            .with_probe(Box::new(|_| false));
         p.tick(2);
         let failed = p.failures();
         let ids: Vec<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();
