@@ -595,12 +595,16 @@ impl Engine {
         };
         let why = miss.to_string();
         let budget = self.opts.download.budget.is_some();
-        match self.opts.delta_fallback {
-            // Within the budget: the full download is under the budget as every download
-            // is, and waits when it does not fit (`budget::admit`).
-            DeltaFallback::Full | DeltaFallback::Budget
-                if self.opts.delta_fallback == DeltaFallback::Full || budget =>
-            {
+        // Within the budget: the full download is under the budget as every download is,
+        // and waits when it does not fit (`budget::admit`).
+        let refused = match self.opts.delta_fallback {
+            DeltaFallback::Full => None,
+            DeltaFallback::Budget if budget => None,
+            DeltaFallback::Budget => Some("delta_fallback is budget and no budget is set"),
+            DeltaFallback::Never => Some("delta_fallback is never"),
+        };
+        match refused {
+            None => {
                 let within = if budget {
                     " (within the byte budget)"
                 } else {
@@ -615,12 +619,7 @@ impl Engine {
                 self.note_delta(a, "full-download", Some(why));
                 Ok(None)
             }
-            rule => {
-                let rule = if rule == DeltaFallback::Never {
-                    "delta_fallback is never"
-                } else {
-                    "delta_fallback is budget and no budget is set"
-                };
+            Some(rule) => {
                 crate::error!(
                     SUB,
                     "{} {}: not downloaded ({rule}): {why}",
