@@ -143,3 +143,24 @@ host_guest_debs() {
         cd "$dir" && apt-get "${opts[@]}" download "$@" >&2
     ) 8>"$st.lock"
 }
+
+# host_cache_once DIR FUNCTION [ARG...]: DIR, made once by `FUNCTION ARG... TMP` into a
+# temporary folder beside it and moved in whole with a `complete` mark, then shared. The hooks
+# of scenarios that run side by side wait for the one that makes it: a folder replaced while
+# another hook reads it hands that hook two different files under one name.
+host_cache_once() {
+    local dir="$1"; shift
+    [ -f "$dir/complete" ] && return 0
+    (
+        flock 7
+        [ -f "$dir/complete" ] && exit 0
+        t="$(mktemp -d "$dir.XXXXXX")"
+        trap 'rm -rf "$t"' EXIT
+        chmod 755 "$t"
+        "$@" "$t"
+        touch "$t/complete"
+        rm -rf "$dir"
+        mv "$t" "$dir"
+        trap - EXIT
+    ) 7>"$dir.lock"
+}

@@ -22,6 +22,8 @@
 # All of it is cached in $LAB_CACHE/rauc-<key>/, the key covering the image, this file, the
 # packages and the agent binary (the slot image carries the image's agent).
 
+. "$(dirname "${BASH_SOURCE[0]}")/host-lib.sh"
+
 RAUC_LAB_PKGS=(rauc libjson-glib-1.0-0)
 RAUC_LAB_COMPATIBLE=svc-lab-amd64
 
@@ -237,11 +239,13 @@ rauc_lab_prepare() {
     key="$( (echo "$RAUC_LAB_IMAGE"; cat "${BASH_SOURCE[0]}" "$repo/dist/svc-agent.service" \
         "$repo/dist/svc-agent-data-partition.conf.in" "$agent") | sha256sum | cut -c1-16)"
     RAUC_LAB="$LAB_CACHE/rauc-$key"
-    [ -f "$RAUC_LAB/complete" ] && return 0
+    host_cache_once "$RAUC_LAB" rauc_lab_build "$agent"
+}
+
+# rauc_lab_build AGENT DIR: rauc_lab_prepare's folder, made in DIR.
+rauc_lab_build() {
+    local agent="$1" t="$2" k
     command -v rauc > /dev/null || { echo "rauc not installed (scripts/lab-prereqs.sh)" >&2; return 1; }
-    local t
-    t="$(mktemp -d "$LAB_CACHE/rauc-$key.XXXXXX")"
-    chmod 755 "$t"
     RAUC_LAB_DEBS="$t/debs"; RAUC_LAB_KEYS="$t/keys"
     mkdir -p "$RAUC_LAB_DEBS" "$RAUC_LAB_KEYS" "$t/overlay"
     (cd "$RAUC_LAB_DEBS" && apt-get download "${RAUC_LAB_PKGS[@]}") >&2
@@ -260,9 +264,6 @@ rauc_lab_prepare() {
         --keyring "$RAUC_LAB_KEYS/ca.cert.pem" --signing-keyring "$RAUC_LAB_KEYS/other.cert.pem" \
         "$t/good.raucb" "$t/other-key.raucb" >&2
     echo "bundles_s=$((SECONDS - s))" > "$t/timings.txt"
-    touch "$t/complete"
-    rm -rf "$RAUC_LAB"
-    mv "$t" "$RAUC_LAB" 2>/dev/null || { rm -rf "$t"; }
 }
 
 # rauc_lab_share BUNDLE OS_VERSION: the overlay to /lab/share/rauc/overlay and the management

@@ -9,14 +9,8 @@ set -euo pipefail
 . "$(dirname "$0")/../host-lib.sh"
 pkgs=(bluez bluez-test-tools libasound2 libasound2-data libdw1)
 cache="${LAB_CACHE:?}/debs-bluez"
-if [ ! -f "$cache/complete" ]; then
-    tmp="$(mktemp -d "${LAB_CACHE}/debs-bluez.XXXXXX")"
-    chmod 755 "$tmp"
-    (cd "$tmp" && apt-get download "${pkgs[@]}") >&2
-    rm -rf "$cache"
-    touch "$tmp/complete"
-    mv "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"   # another run may have won the race
-fi
+fetch() { (cd "$1" && apt-get download "${pkgs[@]}") >&2; }
+host_cache_once "$cache" fetch
 mkdir -p "$LAB_SHARE/debs"
 cp "$cache"/*.deb "$LAB_SHARE/debs/"
 [ "$(ls "$LAB_SHARE/debs" | wc -l)" = "${#pkgs[@]}" ] || { echo "prov-ble: expected ${#pkgs[@]} packages" >&2; exit 1; }
