@@ -124,12 +124,15 @@ pub(crate) enum Feedback {
     Success,
     /// A target was rolled back or refused: why, and what runs now.
     Failure(String),
+    /// `proceeding`, nothing fetched: a wait the agent names (the byte budget's, and until
+    /// when). Sent once per wait, not recorded (the action has not moved on).
+    Waiting(String),
 }
 
 impl Feedback {
     pub(crate) fn stage(&self) -> Stage {
         match self {
-            Feedback::Proceeding { .. } => Stage::Proceeding,
+            Feedback::Proceeding { .. } | Feedback::Waiting(_) => Stage::Proceeding,
             Feedback::Downloaded => Stage::Downloaded,
             Feedback::Success | Feedback::Failure(_) => Stage::Closed,
         }
@@ -157,6 +160,7 @@ impl Feedback {
                 None,
             ),
             Feedback::Failure(why) => ("closed", "failure", why.clone(), None),
+            Feedback::Waiting(why) => ("proceeding", "none", why.clone(), None),
         };
         let mut result = serde_json::json!({ "finished": finished });
         if let Some((cnt, of)) = progress {
