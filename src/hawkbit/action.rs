@@ -399,6 +399,13 @@ mod tests {
         let d = Feedback::Proceeding { cnt: 1, of: 2 }.document("7");
         assert_eq!(d["status"]["execution"], "proceeding");
         assert_eq!(d["status"]["result"]["progress"]["of"], 2);
+        let d = Feedback::Waiting("waiting for the byte budget until t".into()).document("7");
+        assert_eq!(d["status"]["execution"], "proceeding");
+        assert_eq!(d["status"]["result"]["finished"], "none");
+        assert_eq!(
+            d["status"]["details"][0],
+            "waiting for the byte budget until t"
+        );
         let d = Feedback::Failure("x".into()).document("7");
         assert_eq!(d["status"]["result"]["finished"], "failure");
         assert_eq!(d["status"]["details"][0], "x");

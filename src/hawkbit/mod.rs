@@ -1044,6 +1044,10 @@ impl Transport for HawkbitTransport {
             Some(link) => self.cancel(link)?,
             None => false,
         };
+        if canceled || base.deployment.is_none() {
+            // No deployment to wait for any more: the next poll may use the ETag again.
+            self.swu_waits = false;
+        }
         let mut answer = match &base.deployment {
             Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
             _ => PollAnswer::default(),
