@@ -351,3 +351,39 @@ fn a_swu_image_over_the_budget_waits_and_the_next_period_resumes_it() {
     );
     terminate(&mut agent);
 }
+
+/// hawkBit's binary chunks go through the engine's own downloads: held the same way, and
+/// the action stays `proceeding` (never `failure`) while it waits.
+#[test]
+fn a_hawkbit_binary_chunk_over_the_budget_waits_and_its_action_is_no_failure() {
+    let ddi = DdiServer::start();
+    let sb = hawkbit_daemon::machine("budget-hb-chunk", &ddi);
+    let cfg = json!({"agent": {"svc-agent": {
+        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
+                    "controller_id": CONTROLLER, "auth": "target-token"},
+        "updates": {"budget": {"day_bytes": LIMIT}}}}});
+    hawkbit_daemon::on_hawkbit(&sb, &ddi, &cfg);
+    let body = fake_binary("svc-server", "2.0.0", "hang", 50_000);
+    ddi.deploy(
+        "82",
+        &format!("[{}]", ddi.chunk("svc-server", "2.0.0", &body)),
+    );
+    let start = now();
+    set_ledger(&sb, start, LIMIT - body.len() as u64 / 2);
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("the budget's wait in the status", 120, || {
+        sb.status()["budget"]["waiting"]["svc-server"]["until"]
+            == json!(budget::period(start).next_day)
+    });
+    let polls = ddi_requests(&ddi, "/controller/v1/");
+    wait_for("3 more polls", 60, || {
+        ddi_requests(&ddi, "/controller/v1/") >= polls + 3
+    });
+    assert_eq!(ddi_requests(&ddi, "/artifacts/"), 0, "nothing downloaded");
+    let steps = ddi.feedback_steps();
+    assert!(
+        steps.iter().all(|s| s == "proceeding/none"),
+        "only proceeding while it waits: {steps:?}"
+    );
+    terminate(&mut agent);
+}
