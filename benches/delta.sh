@@ -13,9 +13,10 @@
 # aarch64: the device side runs on this x86_64 host through qemu-aarch64-static (binfmt), so
 # its time and peak RSS are the emulator's (qemu-user's own memory included), not a board's.
 #
-# The source trees are `git archive HEAD` copies under target/delta-bench/ (the work tree is
-# not touched); all build into this tree's target folder, so only svc's own units (and, for
-# `dep`, the updated crate and those above it) are compiled again. Needs the dist
+# The source tree is a `git archive HEAD` copy under target/delta-bench/ARCH/src (the work tree
+# is not touched), made afresh for each build; all build into this tree's target folder, so
+# only svc's own units (and, for `dep`, the updated crate and those above it) are compiled
+# again. Needs the dist
 # prerequisites of scripts/build-static.sh, and crates.io for the updated crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,10 @@ export CARGO_TARGET_DIR="$root/target"
 out="$CARGO_TARGET_DIR/$arch-unknown-linux-musl/dist"
 
 build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run in it
-    local name="$1" version="$2" change="${3:-}" src="$work/src-$1"
+    # One source folder for all three (each extracted afresh): the aarch64 build's linker is a
+    # path in it (scripts/build-static.sh), and another path would compile every dependency
+    # again. The dep build's Cargo.lock is kept as dep.Cargo.lock.
+    local name="$1" version="$2" change="${3:-}" src="$work/src"
     # Built once (9 min each on two busy cores); DELTA_BENCH_REBUILD=1 builds them again.
     if [ -x "$work/$name/svc-agent" ] && [ -z "${DELTA_BENCH_REBUILD:-}" ]; then
         return 0
@@ -38,12 +42,13 @@ build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run
     # The release stamp's version differs too, as between two real releases.
     (cd "$src" && SVC_BUILD_VERSION="$version" bash scripts/build-static.sh "$arch" --profile dist >/dev/null)
     cp "$out/svc-agent" "$out/svc-server" "$work/$name/"
+    cp "$src/Cargo.lock" "$work/$name/Cargo.lock"
     git rev-parse HEAD >"$work/$name/.head"
 }
 build old 0.1.0
 build new 0.1.1 "sed -i 's/is damaged ({e}); downloading again/is damaged ({e}); fetching it again/' src/update/mod.rs"
 build dep 0.1.1 "cargo update --quiet -p rustls-pki-types --precise 1.16.0"
-grep -q '^version = "1.16.0"' <(grep -A1 '^name = "rustls-pki-types"' "$work/src-dep/Cargo.lock") \
+grep -q '^version = "1.16.0"' <(grep -A1 '^name = "rustls-pki-types"' "$work/dep/Cargo.lock") \
     || { echo "delta.sh: the dep build's Cargo.lock does not name rustls-pki-types 1.16.0" >&2; exit 1; }
 
 # The device's side: `old`'s own dist agent (it is the one that applies the delta).
