@@ -24,13 +24,15 @@ arch="${1:-x86_64}"
 root="$PWD"
 work="$root/target/delta-bench/$arch"
 mkdir -p "$work"
-export CARGO_TARGET_DIR="$root/target"
+# DELTA_BENCH_TARGET: another target folder for the builds (two architectures side by side:
+# scripts/build-static.sh builds one at a time per folder); svc-release is this tree's.
+export CARGO_TARGET_DIR="${DELTA_BENCH_TARGET:-$root/target}"
 out="$CARGO_TARGET_DIR/$arch-unknown-linux-musl/dist"
 
 build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run in it
     # One source folder for all three (each extracted afresh): the aarch64 build's linker is a
-    # path in it (scripts/build-static.sh), and another path would compile every dependency
-    # again. The dep build's Cargo.lock is kept as dep.Cargo.lock.
+    # path in it (scripts/build-static.sh), so one path lets the three share what they can.
+    # Each build's Cargo.lock is kept beside its binaries.
     local name="$1" version="$2" change="${3:-}" src="$work/src"
     # Built once (9 min each on two busy cores); DELTA_BENCH_REBUILD=1 builds them again.
     if [ -x "$work/$name/svc-agent" ] && [ -z "${DELTA_BENCH_REBUILD:-}" ]; then
@@ -53,8 +55,8 @@ grep -q '^version = "1.16.0"' <(grep -A1 '^name = "rustls-pki-types"' "$work/dep
 
 # The device's side: `old`'s own dist agent (it is the one that applies the delta).
 agent="$work/old/svc-agent"
-tool="$CARGO_TARGET_DIR/debug/svc-release"
-cargo build --quiet --bin svc-release
+tool="$root/target/debug/svc-release"
+CARGO_TARGET_DIR="$root/target" cargo build --quiet --bin svc-release
 echo "$arch svc-agent dist with delta support: $(stat -c %s "$agent") B (ceiling 4194304)"
 for change in new dep; do
     for bin in svc-agent svc-server; do
