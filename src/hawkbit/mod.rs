@@ -242,7 +242,8 @@ impl HawkbitTransport {
                 cache.join(format!("{name}-{version}")).is_file()
             }
         };
-        let Some(fb) = action::due(&rec, &versions, &staged) else {
+        let os = crate::osimage::OsState::load(&self.paths);
+        let Some(fb) = action::due(&rec, &versions, &os, &staged) else {
             return;
         };
         match self.send_feedback(&rec.id, &fb) {
