@@ -195,6 +195,11 @@ fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool
 /// through its health gate, active while installed in the other slot, rebooting or in the
 /// gate. `Err`: the failure's wording (a refusal, or the rollback the old slot's agent saw).
 fn os_state_of(os: &OsState, version: &str) -> Result<(bool, bool), String> {
+    // A failed gate marks the version bad on the new slot, before the reboot back: the
+    // failure is the old slot's agent's to tell, once the rollback is done (phase idle).
+    if matches!(&os.phase, Phase::RollingBack { version: v, .. } if v == version) {
+        return Ok((false, true));
+    }
     if os.bad.iter().any(|b| b == version) {
         let why = os.last_result.as_deref().unwrap_or("failed");
         let running = os.version.as_deref().unwrap_or("of the booted slot");
@@ -459,6 +464,23 @@ mod tests {
         assert_eq!(super::due(&r, &v, &gate, &none), Some(Feedback::Downloaded));
         let passed = os(Phase::Idle, "2.0");
         assert_eq!(super::due(&r, &v, &passed, &none), Some(Feedback::Success));
+        let rolling = os(
+            Phase::RollingBack {
+                version: "2.0".into(),
+                slot: "rootfs.1".into(),
+                from_slot: "rootfs.0".into(),
+                why: "svc-server crashed 3 times".into(),
+                reboots: 1,
+            },
+            "1.0",
+        );
+        let mut rolling_bad = rolling.clone();
+        rolling_bad.bad = vec!["2.0".into()];
+        assert_eq!(
+            super::due(&r, &v, &rolling_bad, &none),
+            Some(Feedback::Downloaded),
+            "the failing slot tells nothing final: the old slot's agent does"
+        );
         let mut rolled = os(Phase::Idle, "1.0");
         rolled.bad = vec!["2.0".into()];
         rolled.last_result = Some("rolled back: svc-server crashed 3 times".into());

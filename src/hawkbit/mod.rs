@@ -337,9 +337,14 @@ impl HawkbitTransport {
         // holds no polls on another), so "active" cannot change until the answer is applied.
         let rec = action::load(&self.paths).filter(|r| r.id == stop);
         let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        // An OS image, once taken, runs to its end: its download and RAUC's write of the
+        // other slot happen off the loop and are not withdrawn half-way (a slot written
+        // and made primary would be booted all the same).
         let active = rec.as_ref().is_some_and(|r| {
             r.targets.iter().any(|(name, version)| {
-                versions.get(name).and_then(|v| v.current.as_deref()) == Some(version.as_str())
+                name == ddi::CHUNK_OS
+                    || versions.get(name).and_then(|v| v.current.as_deref())
+                        == Some(version.as_str())
             })
         });
         let (execution, finished, why) = if active {
