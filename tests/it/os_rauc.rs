@@ -41,9 +41,12 @@ pub(crate) struct Fake {
     pub(crate) epoch: u32,
     /// `GetPrimary` fails (a boot loader backend without `get-primary`).
     pub(crate) no_primary: bool,
-    /// What a real bundle (squashfs, `hsqs`) holds, as (compatible, version, key): the
-    /// stand-in reads no squashfs (hawkBit tests upload real `rauc bundle` output).
-    pub(crate) real: Option<(String, String, String)>,
+    /// A real bundle (squashfs, `hsqs`: `rauc bundle`'s output, for the gooseBit test): its
+    /// manifest is read with `unsquashfs`; this is the key the stand-in's keyring takes it
+    /// as signed by (it checks no CMS).
+    pub(crate) real_key: Option<String>,
+    /// The machine's compatible string, when not `COMPATIBLE`.
+    pub(crate) compatible: Option<String>,
 }
 
 struct Installer {
@@ -80,10 +83,17 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
         return 1;
     }
     let bytes = std::fs::read(source).unwrap_or_default();
-    let text = match (&f.real, bytes.starts_with(b"hsqs")) {
-        (Some((c, v, k)), true) => format!("compatible={c}\nversion={v}\nkey={k}\n"),
+    let text = match (&f.real_key, bytes.starts_with(b"hsqs")) {
+        (Some(key), true) => {
+            let out = Command::new("unsquashfs")
+                .args(["-cat", &source, "manifest.raucm"])
+                .output()
+                .expect("unsquashfs (squashfs-tools) is needed");
+            format!("{}\nkey={key}\n", String::from_utf8_lossy(&out.stdout))
+        }
         _ => String::from_utf8_lossy(&bytes).to_string(),
     };
+    let compatible = f.compatible.clone().unwrap_or(COMPATIBLE.into());
     let field = |k: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{k}=")))
@@ -92,9 +102,9 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     };
     let err = if let Some(e) = f.fail.clone() {
         Some(e)
-    } else if field("compatible") != COMPATIBLE {
+    } else if field("compatible") != compatible {
         Some(format!(
-            "Compatible mismatch: Expected '{COMPATIBLE}' but bundle manifest has '{}'",
+            "Compatible mismatch: Expected '{compatible}' but bundle manifest has '{}'",
             field("compatible")
         ))
     } else if field("key") != "lab" {
@@ -209,7 +219,8 @@ impl Installer {
 
     #[zbus(property)]
     fn compatible(&self) -> String {
-        COMPATIBLE.into()
+        let f = self.fake.lock().unwrap();
+        f.compatible.clone().unwrap_or(COMPATIBLE.into())
     }
 
     #[zbus(property)]
