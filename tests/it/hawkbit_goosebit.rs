@@ -1033,3 +1033,49 @@ fn goosebit_rauc_bundle_is_closed_success_only_after_the_health_gate() {
     assert_eq!(m.os()["version"], "2.0.0");
     assert_eq!(m.os()["booted_slot"], "rootfs.1");
 }
+
+/// Issue 43: a RAUC bundle whose svc-server fails the health gate on the new slot: rolled
+/// back, and gooseBit hears `closed` + `failure` with why from the old slot's agent.
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn goosebit_rauc_bundle_failing_its_gate_is_told_failure_after_the_rollback() {
+    use crate::os_rauc::{config, install_server, Machine, CRASHING_SERVER};
+    let venv = venv();
+    let fleet = Fleet::start(&venv, "rauc-bad-gate", usize::MAX);
+    let mut m = Machine::new("gb-rauc-bad-gate", true);
+    let mut cfg = config();
+    cfg["agent"]["svc-agent"] = json!({"hawkbit": fleet.hawkbit_section()});
+    crate::hawkbit_daemon::cache_config(&m.sb, &cfg, "goosebit-ignores-this-token");
+    let compatible = svc::update::this_target();
+    {
+        let mut f = m.fake();
+        f.real_key = Some("lab".into());
+        f.compatible = Some(compatible.into());
+    }
+    m.start(&[]);
+    wait_for("the device registered with gooseBit", 120, || {
+        fleet.api.device()["id"] == DEVICE
+    });
+    fleet
+        .api
+        .publish(&rauc_bundle(&fleet.vendor.dir, "2.0.1", compatible));
+    m.wait_reboots(1);
+    install_server(&m.sb, CRASHING_SERVER);
+    m.boot(false, &[]);
+    m.wait_reboots(2);
+    assert_ne!(
+        fleet.api.device()["last_state"],
+        "Error",
+        "{}",
+        fleet.api.log()
+    );
+    install_server(&m.sb, FAKE_SERVER);
+    m.boot(false, &[]);
+    fleet.api.wait_for("last_state", "Error", 300);
+    let log = fleet
+        .api
+        .wait_for_log(&["OS 2.0.1: rolled back", "svc-server crashed"], 60);
+    assert!(!log.contains("running and through probation"), "{log}");
+    assert_eq!(m.os()["booted_slot"], "rootfs.0");
+    assert_eq!(m.fake().installs.len(), 1);
+}
