@@ -391,17 +391,20 @@ fn app_updater(paths: &Paths, creds: &Credentials) -> Box<dyn Updater> {
     )
 }
 
+/// hawkBit's transport, its engine, and its origin (server URL and token header).
+type HawkbitBackend = (
+    Box<dyn Transport>,
+    Box<dyn Updater>,
+    (String, crate::http::Identity),
+);
+
 /// The hawkBit transport and the engine that downloads with its token (to the server's
 /// origin only); `None` when the token file cannot be used (said in the log: the machine
 /// then keeps its management app, if it has one, so it stays reachable).
 fn hawkbit_backend(
     paths: &Paths,
     settings: &crate::config::model::HawkbitSettings,
-) -> Option<(
-    Box<dyn Transport>,
-    Box<dyn Updater>,
-    (String, crate::http::Identity),
-)> {
+) -> Option<HawkbitBackend> {
     match crate::hawkbit::HawkbitTransport::connect(paths, settings) {
         Ok(t) => {
             info!(

@@ -86,7 +86,7 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     let text = match (&f.real_key, bytes.starts_with(b"hsqs")) {
         (Some(key), true) => {
             let out = Command::new("unsquashfs")
-                .args(["-cat", &source, "manifest.raucm"])
+                .args(["-cat", source, "manifest.raucm"])
                 .output()
                 .expect("unsquashfs (squashfs-tools) is needed");
             format!("{}\nkey={key}\n", String::from_utf8_lossy(&out.stdout))
