@@ -290,3 +290,40 @@ fn an_offer_while_an_install_runs_waits_for_it() {
     m.wait_reboots(1);
     assert_eq!(m.fake().versions[1].as_deref(), Some("2.0"));
 }
+
+/// Power cuts during RAUC's write and during the new slot's first boot (its gate): the
+/// action outlives both on disk, the server never hears anything final before the gate
+/// passes, and then hears `closed` + `success` once.
+#[test]
+fn power_cuts_during_the_install_and_the_gate_end_in_one_success() {
+    let ddi = DdiServer::start();
+    let mut m = machine("hb-os-cuts", &ddi);
+    m.fake().hold = true;
+    let b = good("2.0");
+    deploy(&ddi, "49", "2.0", &b, &b);
+    m.start(&[]);
+    wait_for("RAUC to be installing", 120, || {
+        m.fake().installs.len() == 1
+    });
+    m.wait_os("the install under way", |o| o["state"] == "installing");
+    // Cut 1: during the install. The old slot boots; the install is asked for again.
+    m.boot(false, &[]);
+    m.wait_reboots(1);
+    assert_eq!(m.fake().installs.len(), 2);
+    // Cut 2: the new slot's first boot, inside its gate (svc-server's probation is long).
+    m.boot(false, &[("SVC_AGENT_PROBATION_SECS", "3600")]);
+    m.wait_os("the gate on the new slot", |o| o["state"] == "gate");
+    wait_ddi_polls(&ddi, 2);
+    assert!(closed(&ddi, "49").is_none(), "{:?}", steps(&ddi, "49"));
+    m.boot(false, &[]);
+    let (finished, details) = wait_closed(&m, &ddi, "49");
+    assert_eq!(finished, "success", "{details}; {}", m.logs());
+    assert_eq!(m.fake().booted, 1);
+    wait_ddi_polls(&ddi, 2);
+    let s = steps(&ddi, "49");
+    assert_eq!(
+        s.iter().filter(|x| x.starts_with("closed")).count(),
+        1,
+        "{s:?}"
+    );
+}
