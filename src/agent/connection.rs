@@ -215,6 +215,13 @@ impl Connection {
         true
     }
 
+    /// The byte budget for the transport's own downloads (hawkBit's `.swu` images).
+    pub(super) fn set_budget(&mut self, gate: Option<crate::update::budget::Gate>) {
+        if let Some(t) = self.transport.as_mut() {
+            t.set_budget(gate);
+        }
+    }
+
     pub(super) fn backend(&self) -> &Backend {
         &self.backend
     }

@@ -457,7 +457,7 @@ impl Agent {
 /// version records once (`update::read_state`), svc-server's link and process, and on the
 /// hawkBit backend its consent file.
 /// The byte budget the config sets (`svc-agent.updates.budget`); `None`: off.
-fn budget_gate(
+pub(super) fn budget_gate(
     paths: &Paths,
     config: Option<&MachineConfig>,
 ) -> Option<crate::update::budget::Gate> {

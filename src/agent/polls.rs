@@ -17,6 +17,7 @@ impl Agent {
         let sent = self.status_without_uptimes();
         let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
         let etag = self.cached.etag.clone();
+        self.arm_budget();
         self.conn.start_held(etag.as_deref(), sent, || status)
     }
 
@@ -43,11 +44,19 @@ impl Agent {
         }
     }
 
+    /// A poll may download (hawkBit's `.swu` images): under the config's byte budget as
+    /// every download is.
+    fn arm_budget(&mut self) {
+        self.conn
+            .set_budget(super::budget_gate(&self.paths, self.config.as_ref()));
+    }
+
     /// Polls once; true on contact (an answer or 304).
     pub(super) fn poll_once(&mut self) -> bool {
         let status = serde_json::to_value(self.status()).unwrap_or(Value::Null);
         let sent = self.status_without_uptimes();
         let etag = self.cached.etag.clone();
+        self.arm_budget();
         match self.conn.poll(&status, etag.as_deref()) {
             Some(result) => self.on_poll_result(result, sent),
             None => false,

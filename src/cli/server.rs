@@ -138,8 +138,11 @@ pub fn server_main(argv: Vec<String>) -> i32 {
     let env = |k: &str| std::env::var(k).ok();
     let mut opts = match parse_options(rest, &env) {
         Ok(o) => o,
+        // One line, as the agent's: under the agent a refused start repeats at every restart,
+        // and the usage text would fill the journal.
         Err(e) => {
-            eprintln!("svc-server: {e}\n\n{USAGE}");
+            eprintln!("svc-server: {e}");
+            eprintln!("Run `svc-server help` for usage.");
             return EXIT_USAGE;
         }
     };

@@ -125,12 +125,15 @@ pub(crate) enum Feedback {
     Success,
     /// A target was rolled back or refused: why, and what runs now.
     Failure(String),
+    /// `proceeding`, nothing fetched: a wait the agent names (the byte budget's, and until
+    /// when). Sent once per wait, not recorded (the action has not moved on).
+    Waiting(String),
 }
 
 impl Feedback {
     pub(crate) fn stage(&self) -> Stage {
         match self {
-            Feedback::Proceeding { .. } => Stage::Proceeding,
+            Feedback::Proceeding { .. } | Feedback::Waiting(_) => Stage::Proceeding,
             Feedback::Downloaded => Stage::Downloaded,
             Feedback::Success | Feedback::Failure(_) => Stage::Closed,
         }
@@ -158,6 +161,7 @@ impl Feedback {
                 None,
             ),
             Feedback::Failure(why) => ("closed", "failure", why.clone(), None),
+            Feedback::Waiting(why) => ("proceeding", "none", why.clone(), None),
         };
         let mut result = serde_json::json!({ "finished": finished });
         if let Some((cnt, of)) = progress {
@@ -498,6 +502,13 @@ mod tests {
         let d = Feedback::Proceeding { cnt: 1, of: 2 }.document("7");
         assert_eq!(d["status"]["execution"], "proceeding");
         assert_eq!(d["status"]["result"]["progress"]["of"], 2);
+        let d = Feedback::Waiting("waiting for the byte budget until t".into()).document("7");
+        assert_eq!(d["status"]["execution"], "proceeding");
+        assert_eq!(d["status"]["result"]["finished"], "none");
+        assert_eq!(
+            d["status"]["details"][0],
+            "waiting for the byte budget until t"
+        );
         let d = Feedback::Failure("x".into()).document("7");
         assert_eq!(d["status"]["result"]["finished"], "failure");
         assert_eq!(d["status"]["details"][0], "x");

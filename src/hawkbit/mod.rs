@@ -118,6 +118,12 @@ pub struct HawkbitTransport {
     closed_now: bool,
     /// The engine's download settings for SWUpdate images (`update::swu`).
     download: DownloadOptions,
+    /// The action and the end of the byte budget's wait the server was told of last, so
+    /// that a wait is told once, not at every poll.
+    budget_told: Option<(String, u64)>,
+    /// An image waits for the byte budget: the base is read whole at each poll (no ETag),
+    /// so that its deployment is read, and the budget asked, again.
+    swu_waits: bool,
 }
 
 impl std::fmt::Debug for HawkbitTransport {
@@ -153,6 +159,8 @@ impl HawkbitTransport {
             last_bytes: (0, 0),
             closed_now: false,
             download: DownloadOptions::default(),
+            budget_told: None,
+            swu_waits: false,
         }
     }
 
@@ -565,8 +573,14 @@ impl HawkbitTransport {
                         self.refuse(None, &d.id, Vec::new(), &why, transfer)
                     }
                     SwuFailure::Transient(e) => Err(e),
+                    SwuFailure::OverBudget { until } => {
+                        self.swu_waits = true;
+                        self.tell_budget_wait(&d.id, until);
+                        Ok(None)
+                    }
                 };
             }
+            self.swu_waits = false;
         }
         let Some((hold, fresh)) = self.take(&d, known) else {
             return Ok(None);
@@ -860,9 +874,36 @@ enum SwuFailure {
     Refused { why: String, transfer: bool },
     /// A network failure or a local one: the next poll tries again (a cut download resumes).
     Transient(ProtocolError),
+    /// The byte budget holds the image until `until` (unix time): nothing was fetched; each
+    /// poll asks the budget again, and the first in the next period downloads.
+    OverBudget { until: u64 },
 }
 
 impl HawkbitTransport {
+    /// Whether an image waits for the byte budget: this process saw it held, or the
+    /// budget's record says so (after a restart).
+    fn swu_waits_for_budget(&self) -> bool {
+        self.swu_waits
+            || crate::update::budget::status(self.download.budget.as_ref())
+                .is_some_and(|b| b.waiting.contains_key(crate::update::swu::ARTIFACT_NAME))
+    }
+
+    /// Tells the server, once per wait, that action `id` waits for the byte budget until
+    /// `until`: `proceeding`, never `failure` (nothing is wrong with the action). A feedback
+    /// that fails is sent again at the next poll.
+    fn tell_budget_wait(&mut self, id: &str, until: u64) {
+        let told = (id.to_string(), until);
+        if self.budget_told.as_ref() == Some(&told) {
+            return;
+        }
+        let at = crate::logging::format_timestamp_ms(until.saturating_mul(1000));
+        let fb = Feedback::Waiting(format!("waiting for the byte budget until {at}"));
+        match self.send_feedback(id, &fb) {
+            Ok(()) => self.budget_told = Some(told),
+            Err(e) => crate::debug!(SUB, "action {id}: the budget's wait not told ({e})"),
+        }
+    }
+
     /// Takes the files out of each `.swu` of `d` through the engine and makes them `d`'s
     /// targets (`file://` artifacts with sw-description's sha256 and signature, which the
     /// engine checks again on its one verify and activate path).
@@ -887,7 +928,9 @@ impl HawkbitTransport {
                 identity: Some(self.identity.clone()),
             };
             let files = engine.unpack_swu(&offer).map_err(|e| {
-                if e.is_refusal() {
+                if let crate::update::UpdateError::OverBudget { until, .. } = e {
+                    SwuFailure::OverBudget { until }
+                } else if e.is_refusal() {
                     SwuFailure::Refused {
                         why: format!("SWUpdate image {}: {e}", c.version),
                         transfer: e.is_transfer_mismatch(),
@@ -968,7 +1011,7 @@ impl Transport for HawkbitTransport {
         // is read whole each poll, so that the deployment is read again whether or not the
         // server's links change with it.
         let holding = action::load(&self.paths).is_some_and(|r| r.hold && r.stage != Stage::Closed);
-        let etag = etag.filter(|_| !holding);
+        let etag = etag.filter(|_| !holding && !self.swu_waits_for_budget());
         let mut req = self.get(&self.base);
         if let Some(tag) = etag {
             req = req.header("If-None-Match", tag);
@@ -1007,6 +1050,10 @@ impl Transport for HawkbitTransport {
             Some(link) => self.cancel(link)?,
             None => false,
         };
+        if canceled || base.deployment.is_none() {
+            // No deployment to wait for any more: the next poll may use the ETag again.
+            self.swu_waits = false;
+        }
         let mut answer = match &base.deployment {
             Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
             _ => PollAnswer::default(),
@@ -1030,6 +1077,10 @@ impl Transport for HawkbitTransport {
 
     fn last_poll_bytes(&self) -> (u64, u64) {
         self.last_bytes
+    }
+
+    fn set_budget(&mut self, gate: Option<crate::update::budget::Gate>) {
+        self.download.budget = gate;
     }
 }
 

@@ -219,6 +219,9 @@ pub trait Transport: Send {
     fn detach(&self) -> Option<Box<dyn Transport>> {
         None
     }
+    /// The byte budget for what the transport downloads itself (hawkBit's `.swu` images);
+    /// `None`: off. One gate, the engine's (`update::budget`).
+    fn set_budget(&mut self, _gate: Option<crate::update::budget::Gate>) {}
     /// A poll the app may hold up to `hold_secs` until its answer changes (the long poll,
     /// docs/protocol.md); 0 asks for an answer at once. The flag says whether the app holds
     /// polls (`Preference-Applied: wait` on its answer); one that does not answers at once,

@@ -35,6 +35,8 @@ const MAX_DEPTH: usize = 16;
 pub const SIGNATURE_PROPERTY: &str = "svc-signature";
 /// The image names the engine installs, and the machine config.
 pub(crate) const CONFIG_NAME: &str = "config";
+/// The name an archive's download goes by (the log, the byte budget's `waiting`).
+pub(crate) const ARTIFACT_NAME: &str = "swu";
 
 fn bad(m: impl Into<String>) -> UpdateError {
     UpdateError::BadArtifact(format!("swu: {}", m.into()))
@@ -956,7 +958,7 @@ impl Engine {
         ));
         clear_all_but(&root, &part)?;
         let a = Artifact {
-            name: "swu".into(),
+            name: ARTIFACT_NAME.into(),
             version: offer.version.clone(),
             url: offer.url.clone(),
             sha256: offer.sha256.clone(),

@@ -6,6 +6,10 @@
 //! The time is the real one: a test sets the period of `budget.json` (today's, or
 //! yesterday's as the agent finds it after midnight) and what it has spent.
 use crate::common;
+use crate::ddi_server::{DdiServer, CONTROLLER, TENANT};
+use crate::hawkbit::swu_image;
+use crate::hawkbit_daemon;
+use crate::update_support::fake_binary;
 use common::https::{Behavior, Front, HttpsServer};
 use common::sandbox::*;
 use serde_json::{json, Value};
@@ -98,15 +102,19 @@ impl App {
         });
     }
 
-    /// What the agent finds after midnight: the ledger's day is yesterday's, spent whole;
-    /// the rest of it (the wait it noted) as the agent left it.
     fn next_day(&self) {
-        let mut l = ledger(&self.sb);
-        l["day"] = json!(budget::period(now() - 86_400).day);
-        l["day_bytes"] = json!(LIMIT);
-        l["month_bytes"] = json!(0);
-        std::fs::write(ledger_path(&self.sb), l.to_string()).unwrap();
+        next_day(&self.sb);
     }
+}
+
+/// What the agent finds after midnight: the ledger's day is yesterday's, spent whole; the
+/// rest of it (the wait it noted) as the agent left it.
+fn next_day(sb: &Sandbox) {
+    let mut l = ledger(sb);
+    l["day"] = json!(budget::period(now() - 86_400).day);
+    l["day_bytes"] = json!(LIMIT);
+    l["month_bytes"] = json!(0);
+    std::fs::write(ledger_path(sb), l.to_string()).unwrap();
 }
 
 fn day_budget() -> Value {
@@ -257,5 +265,125 @@ fn a_corrupt_budget_file_is_a_clear_line_and_a_fresh_count() {
     );
     assert!(!log.contains("panicked"), "{log}");
     assert!(pid_alive(agent.id() as i32));
+    terminate(&mut agent);
+}
+
+/// The requests the DDI server had whose path contains `part` (feedback posts left out).
+fn ddi_requests(ddi: &DdiServer, part: &str) -> usize {
+    let st = ddi.state.lock().unwrap();
+    st.requests
+        .iter()
+        .filter(|(_, p, _)| p.contains(part) && !p.ends_with("/feedback"))
+        .count()
+}
+
+/// Attack (issue 44): the hawkBit backend's SWUpdate image was downloaded whole whatever the
+/// budget said (its download options carried no gate). Now it waits as a binary does: no
+/// request for it, the status's `budget.waiting` names it, the log says it once, the server
+/// hears `proceeding` with the wait's end once (never `failure`); the next period downloads
+/// it and the action goes on.
+#[test]
+fn a_swu_image_over_the_budget_waits_and_the_next_period_resumes_it() {
+    let ddi = DdiServer::start();
+    let sb = hawkbit_daemon::machine("budget-swu", &ddi);
+    let cfg = json!({"agent": {"svc-agent": {
+        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
+                    "controller_id": CONTROLLER, "auth": "target-token"},
+        "updates": {"budget": {"day_bytes": LIMIT}}}}});
+    hawkbit_daemon::on_hawkbit(&sb, &ddi, &cfg);
+    let body = fake_binary("svc-server", "2.0.0", "hang", 50_000);
+    let image = swu_image(&[("svc-server", "2.0.0", &body)], &[&body], None, None);
+    let chunk = ddi.chunk("image", "2.0.0", &image).replace(
+        "\"filename\": \"image-2.0.0\"",
+        "\"filename\": \"image-2.0.0.swu\"",
+    );
+    ddi.deploy("81", &format!("[{chunk}]"));
+    let start = now();
+    set_ledger(&sb, start, LIMIT - image.len() as u64 / 2);
+    let until = budget::period(start).next_day;
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "2")]);
+    wait_for("the budget's wait in the status", 120, || {
+        sb.status()["budget"]["waiting"]["swu"]["until"] == json!(until)
+    });
+    let waits = |ddi: &DdiServer| -> Vec<String> {
+        ddi.feedback()
+            .iter()
+            .filter(|(id, _)| id == "81")
+            .map(|(_, d)| d.to_string())
+            .collect()
+    };
+    wait_for("the server told of the wait", 60, || {
+        waits(&ddi)
+            .iter()
+            .any(|d| d.contains("waiting for the byte budget until"))
+    });
+    let reads = ddi_requests(&ddi, "/deploymentBase/81");
+    wait_for("3 more reads of the deployment", 60, || {
+        ddi_requests(&ddi, "/deploymentBase/81") >= reads + 3
+    });
+    assert_eq!(ddi_requests(&ddi, "/artifacts/"), 0, "nothing downloaded");
+    let told = waits(&ddi);
+    assert_eq!(told.len(), 1, "the wait told once, as proceeding: {told:?}");
+    assert!(told[0].contains("\"proceeding\""), "{told:?}");
+    assert!(!told[0].contains("failure"), "{told:?}");
+    let log = sb.log();
+    assert_eq!(
+        log.matches("waits for the byte budget").count(),
+        1,
+        "logged once: {log}"
+    );
+    assert!(!log.contains("poll failed"), "a wait is no failure: {log}");
+    terminate(&mut agent);
+
+    next_day(&sb);
+    let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "2")]);
+    wait_for("svc-server 2.0.0 linked", 180, || {
+        hawkbit_daemon::linked(&sb) == "svc-server-2.0.0"
+    });
+    assert!(ddi_requests(&ddi, "/artifacts/") >= 1);
+    wait_for("the wait gone from the status", 60, || {
+        sb.status()["budget"]["waiting"] == json!({})
+    });
+    assert!(
+        !ddi.feedback_steps().iter().any(|s| s.ends_with("failure")),
+        "{:?}",
+        ddi.feedback_steps()
+    );
+    terminate(&mut agent);
+}
+
+/// hawkBit's binary chunks go through the engine's own downloads: held the same way, and
+/// the action stays `proceeding` (never `failure`) while it waits.
+#[test]
+fn a_hawkbit_binary_chunk_over_the_budget_waits_and_its_action_is_no_failure() {
+    let ddi = DdiServer::start();
+    let sb = hawkbit_daemon::machine("budget-hb-chunk", &ddi);
+    let cfg = json!({"agent": {"svc-agent": {
+        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
+                    "controller_id": CONTROLLER, "auth": "target-token"},
+        "updates": {"budget": {"day_bytes": LIMIT}}}}});
+    hawkbit_daemon::on_hawkbit(&sb, &ddi, &cfg);
+    let body = fake_binary("svc-server", "2.0.0", "hang", 50_000);
+    ddi.deploy(
+        "82",
+        &format!("[{}]", ddi.chunk("svc-server", "2.0.0", &body)),
+    );
+    let start = now();
+    set_ledger(&sb, start, LIMIT - body.len() as u64 / 2);
+    let mut agent = sb.spawn_agent(&[]);
+    wait_for("the budget's wait in the status", 120, || {
+        sb.status()["budget"]["waiting"]["svc-server"]["until"]
+            == json!(budget::period(start).next_day)
+    });
+    let polls = ddi_requests(&ddi, "/controller/v1/");
+    wait_for("3 more polls", 60, || {
+        ddi_requests(&ddi, "/controller/v1/") >= polls + 3
+    });
+    assert_eq!(ddi_requests(&ddi, "/artifacts/"), 0, "nothing downloaded");
+    let steps = ddi.feedback_steps();
+    assert!(
+        steps.iter().all(|s| s == "proceeding/none"),
+        "only proceeding while it waits: {steps:?}"
+    );
     terminate(&mut agent);
 }

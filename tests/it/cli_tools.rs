@@ -289,6 +289,26 @@ fn every_command_has_help() {
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
 }
 
+/// svc-server refusing its start (here the machine id from its environment) says what and
+/// where in one line and a pointer to the usage: under the agent the start repeats at every
+/// restart, and the whole usage text each time filled the journal.
+#[test]
+fn a_refused_svc_server_start_is_two_lines_not_the_usage_text() {
+    let o = Command::new(env!("CARGO_BIN_EXE_svc-server"))
+        .args(["--config", "/nonexistent.json"])
+        .env("SVC_MACHINE_ID", "..")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("svc-server: --machine-id / SVC_MACHINE_ID: "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(!err.contains("usage:"), "{err}");
+}
+
 // ---- issue #22 ------------------------------------------------------------------------
 
 fn module_env_of(config: &str, module: &str, home: &str) -> Output {

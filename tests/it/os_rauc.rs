@@ -1013,3 +1013,81 @@ fn without_get_primary_the_written_slot_is_found_in_the_slot_status() {
     m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
     assert_eq!(m.os()["booted_slot"], "rootfs.1");
 }
+
+/// Attack (issue 44): an OS bundle was downloaded whole whatever the byte budget said (the
+/// OS track's download options carried no gate). Now it waits as a binary does: no request
+/// for it, RAUC untouched, the status says what it waits for (`os.waiting`, and until when
+/// in `budget.waiting`), the log says it once and no failure; the next period downloads
+/// and installs it.
+#[test]
+fn an_os_bundle_over_the_byte_budget_waits_and_the_next_period_resumes_it() {
+    use crate::common::https::{Behavior, Front, HttpsServer};
+    let mut m = Machine::new("os-budget", true);
+    let srv = HttpsServer::start_behind(&m.sb.root.join("tls"), Front::Direct);
+    m.sb.write_credentials(srv.base_url());
+    let b = good("2.0");
+    srv.add("/artifacts/os-2.0.raucb", b.clone(), Behavior::Normal);
+    const LIMIT: u64 = 4_000_000_000;
+    srv.set_answer(json!({
+        "poll_interval_secs": 1,
+        "config": {"agent": {"svc-agent": {"updates": {"budget": {"day_bytes": LIMIT}}}}},
+        "targets": {"os": {"version": "2.0", "url": "artifacts/os-2.0.raucb",
+            "sha256": sha256_hex(&b), "size": b.len(), "format": "rauc-bundle"}},
+    }));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ledger = m.sb.root.join("opt/svc/budget.json");
+    // Half the bundle is left today.
+    let p = svc::update::budget::period(now);
+    let spent = LIMIT - b.len() as u64 / 2;
+    std::fs::create_dir_all(m.sb.root.join("opt/svc")).unwrap();
+    std::fs::write(
+        &ledger,
+        json!({"day": p.day, "day_bytes": spent, "month": p.month, "month_bytes": spent})
+            .to_string(),
+    )
+    .unwrap();
+    let ca = srv.ca.ca_file.to_str().unwrap().to_string();
+    m.start(&[("SSL_CERT_FILE", &ca)]);
+    wait_for("the budget's wait in the status", 120, || {
+        m.sb.status()["budget"]["waiting"]["os"]["until"] == json!(p.next_day)
+    });
+    m.wait_os("the OS wait named", |o| {
+        o["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("byte budget"))
+    });
+    let polls = srv.polls().len();
+    wait_for("3 more polls", 60, || srv.polls().len() >= polls + 3);
+    assert_eq!(srv.requests("/artifacts/os-2.0.raucb").len(), 0);
+    assert!(m.fake().installs.is_empty());
+    let log = m.sb.log();
+    assert_eq!(
+        log.matches("waits for the byte budget").count(),
+        1,
+        "logged once: {log}"
+    );
+    assert!(
+        !log.contains("not installed"),
+        "a wait is no failure: {log}"
+    );
+    assert!(m.os()["last_result"].is_null(), "{}", m.os());
+
+    // After midnight: the ledger's day is yesterday's; the restarted agent downloads it.
+    m.power_off();
+    let mut l: Value = serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
+    l["day"] = json!(svc::update::budget::period(now - 86_400).day);
+    l["month_bytes"] = json!(0);
+    std::fs::write(&ledger, l.to_string()).unwrap();
+    m.start(&[("SSL_CERT_FILE", &ca)]);
+    m.wait_reboots(1);
+    assert_eq!(srv.requests("/artifacts/os-2.0.raucb").len(), 1);
+    assert_eq!(m.fake().installs.len(), 1);
+    assert!(
+        m.sb.log().contains("the byte budget lets it download now"),
+        "{}",
+        m.sb.log()
+    );
+}

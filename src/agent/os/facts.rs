@@ -57,6 +57,8 @@ impl crate::agent::Agent {
             file_root: app
                 .and_then(|a| a.strip_prefix("file://"))
                 .map(std::path::PathBuf::from),
+            // The byte budget holds an OS bundle as it holds a binary (no OS pin exists).
+            budget: crate::agent::budget_gate(&self.paths, self.config.as_ref()),
             ..DownloadOptions::default()
         };
         let server = self.server.status(self.server_managed());

@@ -3,10 +3,14 @@
 use super::{Facts, OsTrack, RETRY_PAUSE};
 use crate::osimage::{self, OfferDecision, OsError, OsState, Phase, SUB};
 use crate::paths::Paths;
+use crate::update::UpdateError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The OS status's `waiting` while the byte budget holds the bundle.
+const BUDGET_WAIT: &str = "the byte budget (status budget.waiting says until when)";
 
 pub(super) struct Worker {
     pub(super) version: String,
@@ -44,10 +48,10 @@ impl OsTrack {
                 true,
             ),
             OfferDecision::Install => {
-                self.waiting = None;
                 if self.retry_at.is_some_and(|t| f.clock.now < t) {
                     return;
                 }
+                self.waiting = None;
                 if let Err(e) =
                     crate::agent::updater::check_artifact_url(paths, f.app_address, &o.target.url)
                 {
@@ -107,6 +111,15 @@ impl OsTrack {
                 s.last_result = None;
                 self.state = Some(s);
                 crate::info!(SUB, "OS {version} installed by RAUC into the other slot");
+            }
+            // Held by the byte budget: no failure, nothing fetched; asked again when its
+            // period ends (the budget logged the wait once, and the status shows it).
+            Err(OsError::Fetch(UpdateError::OverBudget { wait_secs, .. })) => {
+                s.phase = Phase::Idle;
+                self.state = Some(s);
+                self.waiting = Some(BUDGET_WAIT);
+                let after = Duration::from_secs(wait_secs.saturating_add(1));
+                self.retry_at = Some(Instant::now() + after.min(RETRY_PAUSE));
             }
             Err(e) => {
                 let refusal = match &e {
