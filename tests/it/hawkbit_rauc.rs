@@ -279,6 +279,15 @@ fn an_offer_while_an_install_runs_waits_for_it() {
     });
     let answer = ddi.state.lock().unwrap().cancel_feedback[0].1.clone();
     assert_eq!(answer["status"]["execution"], "rejected", "{answer}");
+    // The action is read again after the cancel (the base changed): only then is another
+    // action assigned, or that read would meet the new one's id (a 404, an hour's wait).
+    let seen = ddi.state.lock().unwrap().requests.len();
+    wait_for("action 47 read again after the cancel", 120, || {
+        let s = ddi.state.lock().unwrap();
+        s.requests[seen.min(s.requests.len())..]
+            .iter()
+            .any(|(m, p, _)| m == "GET" && p.contains("/deploymentBase/47"))
+    });
     let c = good("3.0");
     deploy(&ddi, "48", "3.0", &c, &c);
     wait_for("the second offer's wait said", 120, || {
