@@ -124,6 +124,9 @@ pub struct HawkbitTransport {
     /// An image waits for the byte budget: the base is read whole at each poll (no ETag),
     /// so that its deployment is read, and the budget asked, again.
     swu_waits: bool,
+    /// This poll's deployment read answered 404/410: its answer goes without the base's
+    /// ETag, so that the next poll reads the base and the deployment again.
+    deployment_gone: bool,
 }
 
 impl std::fmt::Debug for HawkbitTransport {
@@ -161,6 +164,7 @@ impl HawkbitTransport {
             download: DownloadOptions::default(),
             budget_told: None,
             swu_waits: false,
+            deployment_gone: false,
         }
     }
 
@@ -539,6 +543,18 @@ impl HawkbitTransport {
             e => e,
         })?;
         self.last_bytes.1 += a.body.len() as u64;
+        // The action is gone between the base and this read (cancelled and removed, another
+        // assigned): nothing to do now, and no failed poll (that would wait an hour, the
+        // rule for other 4xx); the next poll, at the server's interval, reads the base again.
+        if matches!(a.status, 404 | 410) {
+            crate::warn!(
+                SUB,
+                "{link}: HTTP {}: the action is no longer there; the next poll reads the base again",
+                a.status
+            );
+            self.deployment_gone = true;
+            return Ok(None);
+        }
         if a.status != 200 {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
@@ -1054,6 +1070,7 @@ impl Transport for HawkbitTransport {
             // No deployment to wait for any more: the next poll may use the ETag again.
             self.swu_waits = false;
         }
+        self.deployment_gone = false;
         let mut answer = match &base.deployment {
             Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
             _ => PollAnswer::default(),
@@ -1061,7 +1078,7 @@ impl Transport for HawkbitTransport {
         answer.poll_interval_secs = base.sleep_secs;
         Ok(PollOutcome::Changed {
             answer: Box::new(answer),
-            etag: new_etag,
+            etag: new_etag.filter(|_| !self.deployment_gone),
         })
     }
 
