@@ -105,6 +105,9 @@ pub(super) struct Connection {
     transport: Option<Box<dyn Transport>>,
     /// The update engine; `None` leaves versions as they are.
     pub(super) updater: Option<Box<dyn Updater>>,
+    /// hawkBit's server URL and token header while hawkBit is the backend: the OS engine's
+    /// download origin and identity (`Agent::step_os`), as the binaries' engine has them.
+    hawkbit_origin: Option<(String, crate::http::Identity)>,
     backoff: Backoff,
     jitter: Jitter,
     next_poll: Instant,
@@ -130,6 +133,7 @@ impl Connection {
             backend: Backend::App,
             transport: None,
             updater: None,
+            hawkbit_origin: None,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             jitter: Jitter::from_entropy(),
             next_poll: Instant::now(),
@@ -180,9 +184,10 @@ impl Connection {
             Backend::App => None,
         };
         match hawkbit {
-            Some((transport, updater)) => {
+            Some((transport, updater, origin)) => {
                 self.transport = Some(transport);
                 self.updater = Some(updater);
+                self.hawkbit_origin = Some(origin);
                 self.backend = wanted;
             }
             // hawkBit wanted but unusable, the app already in use: keep it.
@@ -199,6 +204,7 @@ impl Connection {
                     }
                 });
                 (self.transport, self.updater) = app.unzip();
+                self.hawkbit_origin = None;
                 self.backend = Backend::App;
             }
         }
@@ -226,6 +232,11 @@ impl Connection {
         self.transport
             .as_ref()
             .map_or_else(|| url.to_string(), |t| t.resolve_url(url))
+    }
+
+    /// hawkBit's server URL and token header while hawkBit is the backend.
+    pub(super) fn hawkbit_origin(&self) -> Option<&(String, crate::http::Identity)> {
+        self.hawkbit_origin.as_ref()
     }
 
     pub(super) fn credentials(&self) -> Option<&Credentials> {
@@ -387,13 +398,20 @@ fn app_updater(paths: &Paths, creds: &Credentials) -> Box<dyn Updater> {
     )
 }
 
+/// hawkBit's transport, its engine, and its origin (server URL and token header).
+type HawkbitBackend = (
+    Box<dyn Transport>,
+    Box<dyn Updater>,
+    (String, crate::http::Identity),
+);
+
 /// The hawkBit transport and the engine that downloads with its token (to the server's
 /// origin only); `None` when the token file cannot be used (said in the log: the machine
 /// then keeps its management app, if it has one, so it stays reachable).
 fn hawkbit_backend(
     paths: &Paths,
     settings: &crate::config::model::HawkbitSettings,
-) -> Option<(Box<dyn Transport>, Box<dyn Updater>)> {
+) -> Option<HawkbitBackend> {
     match crate::hawkbit::HawkbitTransport::connect(paths, settings) {
         Ok(t) => {
             info!(
@@ -405,7 +423,8 @@ fn hawkbit_backend(
             );
             let updater = DaemonUpdater::new(paths.clone(), Some(t.server_url()))
                 .with_origin_identity(t.identity());
-            Some((Box::new(t), Box::new(updater)))
+            let origin = (t.server_url(), t.identity());
+            Some((Box::new(t), Box::new(updater), origin))
         }
         Err(e) => {
             error!(

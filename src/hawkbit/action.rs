@@ -5,6 +5,7 @@
 //!
 //! The feedback rule is one pure function, [`due`], over the record and the version records.
 use super::HawkbitError;
+use crate::osimage::{OsState, Phase};
 use crate::paths::Paths;
 use crate::update::{StateLock, VersionRecords};
 use serde::{Deserialize, Serialize};
@@ -193,6 +194,29 @@ fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool
     Ok(rec.current.as_deref() == Some(version) && rec.probation.as_deref() != Some(version))
 }
 
+/// Where the OS image `version` stands, read from the OS engine's state (`osimage`, its
+/// truth, saved atomically and surviving the reboot): `(done, active)`, done once booted and
+/// through its health gate, active while installed in the other slot, rebooting or in the
+/// gate. `Err`: the failure's wording (a refusal, or the rollback the old slot's agent saw).
+fn os_state_of(os: &OsState, version: &str) -> Result<(bool, bool), String> {
+    // A failed gate marks the version bad on the new slot, before the reboot back: the
+    // failure is the old slot's agent's to tell, once the rollback is done (phase idle).
+    if matches!(&os.phase, Phase::RollingBack { version: v, .. } if v == version) {
+        return Ok((false, true));
+    }
+    if os.bad.iter().any(|b| b == version) {
+        let why = os.last_result.as_deref().unwrap_or("failed");
+        let running = os.version.as_deref().unwrap_or("of the booted slot");
+        return Err(format!("OS {version}: {why}; OS {running} runs"));
+    }
+    let done = os.version.as_deref() == Some(version) && os.phase == Phase::Idle;
+    let active = matches!(&os.phase,
+        Phase::Installed { version: v, .. }
+        | Phase::Rebooting { version: v, .. }
+        | Phase::Gate { version: v, .. } if v == version);
+    Ok((done, active))
+}
+
 /// The feedback due now for `rec`, given the version records and whether a version is
 /// downloaded and verified in the engine's cache (`staged`); `None` when the server knows
 /// all there is to know. A download-only action ends with `downloaded` once every target
@@ -200,8 +224,19 @@ fn state_of(versions: &VersionRecords, name: &str, version: &str) -> Result<bool
 pub(crate) fn due(
     rec: &ActionRecord,
     versions: &VersionRecords,
+    os: &OsState,
     staged: &dyn Fn(&str, &str) -> bool,
 ) -> Option<Feedback> {
+    // One reading of a target for both kinds of action: `(done, active)`, or why it failed.
+    let state = |name: &str, version: &str| {
+        if name == super::ddi::CHUNK_OS {
+            return os_state_of(os, version);
+        }
+        state_of(versions, name, version).map(|done| {
+            let current = versions.get(name).and_then(|r| r.current.as_deref());
+            (done, !done && current == Some(version))
+        })
+    };
     if rec.stage == Stage::Closed {
         return None;
     }
@@ -209,15 +244,19 @@ pub(crate) fn due(
         return Some(Feedback::Failure(why.clone()));
     }
     if rec.download_only {
-        if let Some(why) = rec
-            .targets
-            .iter()
-            .find_map(|(n, v)| state_of(versions, n, v).err())
-        {
+        if let Some(why) = rec.targets.iter().find_map(|(n, v)| state(n, v).err()) {
             return Some(Feedback::Failure(why));
         }
         let of = rec.targets.len() as u32;
-        let cnt = rec.targets.iter().filter(|(n, v)| staged(n, v)).count() as u32;
+        // An OS image is staged once written to the other slot (its reboot waits).
+        let cnt = rec
+            .targets
+            .iter()
+            .filter(|(n, v)| {
+                staged(n, v)
+                    || (n == super::ddi::CHUNK_OS && state(n, v).is_ok_and(|(d, a)| d || a))
+            })
+            .count() as u32;
         let fb = if cnt == of {
             Feedback::Downloaded
         } else {
@@ -236,15 +275,11 @@ pub(crate) fn due(
             }
             continue;
         }
-        match state_of(versions, name, version) {
+        match state(name, version) {
             Err(why) => return Some(Feedback::Failure(why)),
-            Ok(true) => done += 1,
-            Ok(false) => {
-                let r = versions.get(name);
-                if r.and_then(|r| r.current.as_deref()) == Some(version.as_str()) {
-                    active += 1;
-                }
-            }
+            Ok((true, _)) => done += 1,
+            Ok((false, true)) => active += 1,
+            Ok((false, false)) => {}
         }
     }
     let fb = if done == of {
@@ -301,6 +336,15 @@ mod tests {
 
     fn none(_: &str, _: &str) -> bool {
         false
+    }
+
+    /// The rule for actions of binaries alone (no OS image in play).
+    fn due(
+        r: &ActionRecord,
+        v: &VersionRecords,
+        staged: &dyn Fn(&str, &str) -> bool,
+    ) -> Option<Feedback> {
+        super::due(r, v, &OsState::default(), staged)
     }
 
     fn rec(stage: Stage) -> ActionRecord {
@@ -392,6 +436,65 @@ mod tests {
         // Never `success`: nothing was installed.
         r.stage = Stage::Proceeding;
         assert_ne!(due(&r, &v, &staged), Some(Feedback::Success));
+    }
+
+    /// An OS image: `proceeding` while it downloads and installs, `downloaded` once in the
+    /// other slot (reboot and gate to come), `success` only once its health gate passed on
+    /// the new slot; a rollback or RAUC's refusal is a `failure` with the engine's reason.
+    #[test]
+    fn an_os_image_succeeds_only_after_its_health_gate() {
+        let r = ActionRecord::new("9", vec![("os".into(), "2.0".into())]);
+        let v = VersionRecords::default();
+        let os = |phase: Phase, version: &str| OsState {
+            phase,
+            version: Some(version.into()),
+            ..OsState::default()
+        };
+        let idle = os(Phase::Idle, "1.0");
+        assert_eq!(
+            super::due(&r, &v, &idle, &none),
+            Some(Feedback::Proceeding { cnt: 0, of: 1 })
+        );
+        let gate = os(
+            Phase::Gate {
+                version: "2.0".into(),
+                slot: "rootfs.1".into(),
+                from_slot: "rootfs.0".into(),
+                since: 1,
+                boot_id: "b".into(),
+            },
+            "1.0",
+        );
+        assert_eq!(super::due(&r, &v, &gate, &none), Some(Feedback::Downloaded));
+        let passed = os(Phase::Idle, "2.0");
+        assert_eq!(super::due(&r, &v, &passed, &none), Some(Feedback::Success));
+        let rolling = os(
+            Phase::RollingBack {
+                version: "2.0".into(),
+                slot: "rootfs.1".into(),
+                from_slot: "rootfs.0".into(),
+                why: "svc-server crashed 3 times".into(),
+                reboots: 1,
+            },
+            "1.0",
+        );
+        let mut rolling_bad = rolling.clone();
+        rolling_bad.bad = vec!["2.0".into()];
+        assert_eq!(
+            super::due(&r, &v, &rolling_bad, &none),
+            Some(Feedback::Downloaded),
+            "the failing slot tells nothing final: the old slot's agent does"
+        );
+        let mut rolled = os(Phase::Idle, "1.0");
+        rolled.bad = vec!["2.0".into()];
+        rolled.last_result = Some("rolled back: svc-server crashed 3 times".into());
+        let Some(Feedback::Failure(why)) = super::due(&r, &v, &rolled, &none) else {
+            panic!("no failure")
+        };
+        assert!(
+            why.contains("rolled back: svc-server crashed") && why.contains("OS 1.0 runs"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! The errors are text on purpose: each is only ever the refusal's wording, recorded in the
 //! action record, sent to the server as feedback and carried by `ProtocolError::BadAnswer`
 //! (typed there); nothing decides on it.
-use crate::protocol::{Target, Targets};
+use crate::protocol::{OsTarget, Target, Targets};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -19,6 +19,8 @@ pub(crate) const CHUNK_SERVER: &str = "svc-server";
 pub(crate) const CHUNK_AGENT: &str = "svc-agent";
 /// The machine config: a chunk whose one artifact is the config JSON.
 pub(crate) const CHUNK_CONFIG: &str = "svc-config";
+/// The name an OS image (a chunk whose artifact is a RAUC bundle) has in the action record.
+pub(crate) const CHUNK_OS: &str = "os";
 
 #[derive(Debug, Deserialize, Default)]
 struct Link {
@@ -268,6 +270,7 @@ impl Deployment {
         ]
         .into_iter()
         .filter_map(|(n, t)| t.as_ref().map(|t| (n.to_string(), t.version.clone())))
+        .chain((self.targets.os.as_ref()).map(|o| (CHUNK_OS.to_string(), o.target.version.clone())))
         .collect()
     }
 }
@@ -367,6 +370,28 @@ pub(crate) fn parse_deployment(body: &[u8], server: &str) -> Result<Deployment, 
             c.part, c.name
         );
         if let [a] = c.artifacts.as_slice() {
+            // A RAUC bundle (whatever the chunk's name: gooseBit names it after the file):
+            // the OS image, for the OS engine (`osimage`), which RAUC's keyring vouches for.
+            if a.filename.ends_with(".raucb") {
+                check_version(&c.version).map_err(|e| format!("{at}: {e}"))?;
+                if targets.os.is_some() {
+                    return Err(format!("{at}: a second RAUC bundle in the deployment"));
+                }
+                let b = swu_chunk(a, &c.version, server).map_err(|e| format!("{at}: {e}"))?;
+                targets.os = Some(OsTarget {
+                    target: Target {
+                        version: b.version,
+                        url: b.url,
+                        sha256: b.sha256,
+                        size: Some(b.size),
+                        signature: None,
+                        deltas: Vec::new(),
+                    },
+                    format: crate::osimage::FORMAT_RAUC.into(),
+                    sha1: b.sha1,
+                });
+                continue;
+            }
             if a.filename.ends_with(".swu") {
                 check_version(&c.version).map_err(|e| format!("{at}: {e}"))?;
                 swu.push(swu_chunk(a, &c.version, server).map_err(|e| format!("{at}: {e}"))?);
@@ -434,9 +459,10 @@ fn hash_of(a: &RawArtifact, name: &str, len: usize) -> Result<Option<String>, St
     }
 }
 
-/// An SWUpdate image: size, a download link as for any artifact, and a sha256 or (all
-/// gooseBit gives) a sha1 of the archive, which only checks the transfer: trust comes from
-/// the sha256s and the vendor signatures in its `sw-description`.
+/// An SWUpdate image (or a RAUC bundle: the same checks): size, a download link as for any
+/// artifact, and a sha256 or (all gooseBit gives) a sha1 of the archive, which only checks
+/// the transfer: trust comes from the sha256s and the vendor signatures in its
+/// `sw-description` (a bundle's: from RAUC's keyring).
 fn swu_chunk(a: &RawArtifact, version: &str, server: &str) -> Result<SwuChunk, String> {
     let sha256 = hash_of(a, "sha256", 64)?;
     // The sha1 only when there is no sha256 (the stronger one decides; the other is unread).
@@ -585,6 +611,45 @@ mod tests {
         assert_eq!(t.sha256.unwrap(), SHA.to_ascii_lowercase());
         assert_eq!(t.size, Some(10));
         assert!(d.targets.agent.is_none());
+    }
+
+    /// gooseBit's chunk for a RAUC upload: named after the file, only sha1. It becomes the
+    /// OS target, checked as strictly as any artifact; a second bundle is refused whole.
+    #[test]
+    fn a_rauc_bundle_chunk_is_the_os_target() {
+        let c = r#"{"part": "os", "version": "2.0.0", "name": "lab-2.0.raucb", "artifacts": [{"filename": "lab-2.0.raucb", "size": 4096, "hashes": {"sha1": "AA00000000000000000000000000000000000000"}, "_links": {"download": {"href": "https://hb.example:8443/d/download"}}}]}"#;
+        let d = parse_deployment(&deployment(&format!("[{c}]")), S).unwrap();
+        let os = d.targets.os.as_ref().unwrap();
+        assert_eq!(os.format, crate::osimage::FORMAT_RAUC);
+        assert_eq!(os.target.size, Some(4096));
+        assert_eq!(os.target.sha256, None);
+        assert_eq!(
+            os.sha1.as_deref(),
+            Some("aa00000000000000000000000000000000000000")
+        );
+        assert_eq!(d.wanted(), vec![("os".to_string(), "2.0.0".to_string())]);
+        assert!(d.swu.is_empty());
+        for (bad, why) in [
+            (format!("[{c}, {c}]"), "a second RAUC bundle"),
+            (
+                format!("[{}]", c.replace("\"size\": 4096", "\"size\": 0")),
+                "no size",
+            ),
+            (
+                format!(
+                    "[{}]",
+                    c.replace("https://hb.example:8443", "https://evil.example")
+                ),
+                "points away",
+            ),
+            (
+                format!("[{}]", c.replace("\"sha1\"", "\"md5\"")),
+                "no sha256 or sha1",
+            ),
+        ] {
+            let e = parse_deployment(&deployment(&bad), S).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

@@ -124,6 +124,9 @@ pub struct HawkbitTransport {
     /// An image waits for the byte budget: the base is read whole at each poll (no ETag),
     /// so that its deployment is read, and the budget asked, again.
     swu_waits: bool,
+    /// This poll's deployment read answered 404/410: its answer goes without the base's
+    /// ETag, so that the next poll reads the base and the deployment again.
+    deployment_gone: bool,
 }
 
 impl std::fmt::Debug for HawkbitTransport {
@@ -161,6 +164,7 @@ impl HawkbitTransport {
             download: DownloadOptions::default(),
             budget_told: None,
             swu_waits: false,
+            deployment_gone: false,
         }
     }
 
@@ -250,7 +254,8 @@ impl HawkbitTransport {
                 cache.join(format!("{name}-{version}")).is_file()
             }
         };
-        let Some(fb) = action::due(&rec, &versions, &staged) else {
+        let os = crate::osimage::OsState::load(&self.paths);
+        let Some(fb) = action::due(&rec, &versions, &os, &staged) else {
             return;
         };
         match self.send_feedback(&rec.id, &fb) {
@@ -344,9 +349,14 @@ impl HawkbitTransport {
         // holds no polls on another), so "active" cannot change until the answer is applied.
         let rec = action::load(&self.paths).filter(|r| r.id == stop);
         let versions = VersionRecords::load(&self.paths).unwrap_or_default();
+        // An OS image, once taken, runs to its end: its download and RAUC's write of the
+        // other slot happen off the loop and are not withdrawn half-way (a slot written
+        // and made primary would be booted all the same).
         let active = rec.as_ref().is_some_and(|r| {
             r.targets.iter().any(|(name, version)| {
-                versions.get(name).and_then(|v| v.current.as_deref()) == Some(version.as_str())
+                name == ddi::CHUNK_OS
+                    || versions.get(name).and_then(|v| v.current.as_deref())
+                        == Some(version.as_str())
             })
         });
         let (execution, finished, why) = if active {
@@ -533,6 +543,18 @@ impl HawkbitTransport {
             e => e,
         })?;
         self.last_bytes.1 += a.body.len() as u64;
+        // The action is gone between the base and this read (cancelled and removed, another
+        // assigned): nothing to do now, and no failed poll (that would wait an hour, the
+        // rule for other 4xx); the next poll, at the server's interval, reads the base again.
+        if matches!(a.status, 404 | 410) {
+            crate::warn!(
+                SUB,
+                "{link}: HTTP {}: the action is no longer there; the next poll reads the base again",
+                a.status
+            );
+            self.deployment_gone = true;
+            return Ok(None);
+        }
         if a.status != 200 {
             return Err(http_error(a.status, &a.headers, &a.body));
         }
@@ -1048,6 +1070,7 @@ impl Transport for HawkbitTransport {
             // No deployment to wait for any more: the next poll may use the ETag again.
             self.swu_waits = false;
         }
+        self.deployment_gone = false;
         let mut answer = match &base.deployment {
             Some(link) if !canceled => self.deployment(link)?.unwrap_or_default(),
             _ => PollAnswer::default(),
@@ -1055,7 +1078,7 @@ impl Transport for HawkbitTransport {
         answer.poll_interval_secs = base.sleep_secs;
         Ok(PollOutcome::Changed {
             answer: Box::new(answer),
-            etag: new_etag,
+            etag: new_etag.filter(|_| !self.deployment_gone),
         })
     }
 

@@ -460,7 +460,21 @@ pub(crate) fn bundle_dir(paths: &Paths) -> PathBuf {
     paths.state_dir().join("os")
 }
 
-fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
+/// Who the bundle's authority comes from before RAUC sees it (docs/hawkbit.md, *RAUC
+/// bundles*). Decided by the backend in use, never by anything in the offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provenance {
+    /// The agent's own protocol (an app, a `file://` directory, a stick): sha256 required,
+    /// and on a device with a vendor key its ed25519 signature, checked before the download.
+    App,
+    /// A hawkBit deployment: no carrier for the vendor's ed25519 signature, so the authority
+    /// is RAUC's own: its CMS signature checked against the booted image's keyring (the
+    /// vendor's) before a slot is written. The server's sha256, else its sha1 (all gooseBit
+    /// gives), checks only the transfer.
+    Hawkbit,
+}
+
+fn artifact_of(o: &OsTarget, from: Provenance) -> Result<Artifact, OsError> {
     let t = &o.target;
     if t.version.is_empty()
         || t.version.len() > 64
@@ -476,8 +490,19 @@ fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
     let sha = t
         .sha256
         .as_deref()
-        .filter(|s| crate::encoding::is_sha256_hex(s))
-        .ok_or_else(|| OsError::BadOffer("an OS image needs a sha256 (64 hex digits)".into()))?;
+        .filter(|s| crate::encoding::is_sha256_hex(s));
+    let sha1 = o
+        .sha1
+        .as_deref()
+        .filter(|s| from == Provenance::Hawkbit && is_sha1_hex(s));
+    if sha.is_none() && sha1.is_none() {
+        return Err(OsError::BadOffer(match from {
+            Provenance::App => "an OS image needs a sha256 (64 hex digits)".into(),
+            Provenance::Hawkbit => {
+                "an OS image needs a sha256 (64 hex digits) or a sha1 (40 hex digits)".into()
+            }
+        }));
+    }
     let size = t
         .size
         .filter(|s| *s > 0)
@@ -486,11 +511,15 @@ fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
         name: ARTIFACT_NAME.into(),
         version: t.version.clone(),
         url: t.url.clone(),
-        sha256: Some(sha.to_ascii_lowercase()),
+        sha256: sha.map(str::to_ascii_lowercase),
         size: Some(size),
         signature: t.signature.clone(),
         identity: None,
     })
+}
+
+fn is_sha1_hex(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Downloads and verifies the offered bundle (`identity`: the machine's, for the app's own
@@ -501,10 +530,16 @@ fn artifact_of(o: &OsTarget) -> Result<Artifact, OsError> {
 pub(crate) fn fetch_bundle(
     paths: &Paths,
     offer: &OsTarget,
+    from: Provenance,
     opts: &DownloadOptions,
     identity: Option<crate::http::Identity>,
 ) -> Result<PathBuf, OsError> {
-    let mut a = artifact_of(offer)?;
+    let mut a = artifact_of(offer, from)?;
+    // Only when there is no sha256 (the stronger one decides).
+    let sha1 = match (&a.sha256, from) {
+        (None, Provenance::Hawkbit) => offer.sha1.as_deref(),
+        _ => None,
+    };
     // Sent to the app's own origin only (the download engine's rule).
     a.identity = identity;
     let dir = bundle_dir(paths);
@@ -512,10 +547,17 @@ pub(crate) fn fetch_bundle(
     let done = dir.join(&name);
     let part = dir.join(format!("{name}.part"));
     // The vendor's signature first: an unsigned offer on a keyed device costs no download.
-    crate::update::verify::check_signature(paths, &a).map_err(OsError::Fetch)?;
+    // hawkBit carries none: RAUC's keyring is the authority there (`Provenance`).
+    if from == Provenance::App {
+        crate::update::verify::check_signature(paths, &a).map_err(OsError::Fetch)?;
+    }
     remove_others(&dir, &name);
     if done.exists() {
-        match crate::update::verify::check_file_hash(&done, &a) {
+        let again = crate::update::verify::check_file_hash(&done, &a).and_then(|()| match sha1 {
+            Some(want) => crate::update::verify::check_sha1(&done, want),
+            None => Ok(()),
+        });
+        match again {
             Ok(()) => return Ok(done),
             Err(e) => {
                 crate::warn!(SUB, "{}: {e}; downloading again", done.display());
@@ -543,7 +585,10 @@ pub(crate) fn fetch_bundle(
                         actual: sha256.clone(),
                     })
                 }
-                _ => Ok(()),
+                _ => match sha1 {
+                    Some(want) => crate::update::verify::check_sha1(&part, want),
+                    None => Ok(()),
+                },
             }),
         crate::update::Fetched::NotModified => Err(UpdateError::BadArtifact(
             "the server answered 304 to an unconditional request".into(),
@@ -868,6 +913,7 @@ mod tests {
                 deltas: Vec::new(),
             },
             format: fmt.into(),
+            sha1: None,
         };
         let mut s = OsState {
             version: Some("1".into()),
@@ -921,15 +967,26 @@ mod tests {
                 deltas: Vec::new(),
             },
             format: FORMAT_RAUC.into(),
+            sha1: None,
         };
-        assert!(matches!(artifact_of(&t), Err(OsError::BadOffer(_))));
+        let app = Provenance::App;
+        assert!(matches!(artifact_of(&t, app), Err(OsError::BadOffer(_))));
         t.target.version = "2".into();
-        assert!(artifact_of(&t).is_ok());
+        assert!(artifact_of(&t, app).is_ok());
         t.target.size = None;
-        assert!(matches!(artifact_of(&t), Err(OsError::BadOffer(_))));
+        assert!(matches!(artifact_of(&t, app), Err(OsError::BadOffer(_))));
         t.target.size = Some(1);
         t.target.sha256 = None;
-        assert!(matches!(artifact_of(&t), Err(OsError::BadOffer(_))));
+        assert!(matches!(artifact_of(&t, app), Err(OsError::BadOffer(_))));
+        // A sha1 (gooseBit's only hash) counts from hawkBit alone, and must be one.
+        t.sha1 = Some("b".repeat(40));
+        assert!(matches!(artifact_of(&t, app), Err(OsError::BadOffer(_))));
+        assert!(artifact_of(&t, Provenance::Hawkbit).is_ok());
+        t.sha1 = Some("b".repeat(39));
+        assert!(matches!(
+            artifact_of(&t, Provenance::Hawkbit),
+            Err(OsError::BadOffer(_))
+        ));
     }
 
     /// The gate's poll floor: a twentieth of the deadline, never under 1 s.

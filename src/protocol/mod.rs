@@ -64,6 +64,11 @@ pub struct OsTarget {
     #[serde(flatten)]
     pub target: Target,
     pub format: String,
+    /// The bundle's sha1, only a check of the transfer: gooseBit gives no other hash of a
+    /// RAUC bundle. Read only for an offer from hawkBit (`osimage::Provenance`); the agent's
+    /// own protocol requires `sha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
 }
 
 /// A command from the app, honoured at the next safe point and acknowledged by id.

@@ -1068,26 +1068,7 @@ fn check_archive_hash(part: &Path, offer: &SwuOffer, sha256: &str) -> Result<(),
     let Some(want) = &offer.sha1 else {
         return Err(bad("the server gives no hash of the archive"));
     };
-    let mut f = File::open(part).map_err(io_err(format!("opening {}", part.display())))?;
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(io_err(format!("reading {}", part.display())))?;
-        if n == 0 {
-            break;
-        }
-        ctx.update(&buf[..n]);
-    }
-    let got = hex(ctx.finish().as_ref());
-    if !want.eq_ignore_ascii_case(&got) {
-        return Err(UpdateError::Sha1Mismatch {
-            expected: want.to_ascii_lowercase(),
-            actual: got,
-        });
-    }
-    Ok(())
+    super::verify::check_sha1(part, want)
 }
 
 /// Drops everything the last image left in `cache/swu/` (its unpacked files, which the

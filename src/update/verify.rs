@@ -68,6 +68,31 @@ pub(crate) fn verify_file(
 }
 
 /// Size and sha256 of a file on disk against the artifact (re-check of a cached file).
+/// `file` against a server's sha1: only a check of the transfer (gooseBit gives no other
+/// hash of an image; the trust comes from elsewhere: a signed description, RAUC's keyring).
+pub(crate) fn check_sha1(file: &Path, want: &str) -> Result<(), UpdateError> {
+    let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io_err(format!("reading {}", file.display())))?;
+        if n == 0 {
+            break;
+        }
+        ctx.update(&buf[..n]);
+    }
+    let got = hex(ctx.finish().as_ref());
+    if !want.eq_ignore_ascii_case(&got) {
+        return Err(UpdateError::Sha1Mismatch {
+            expected: want.to_ascii_lowercase(),
+            actual: got,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
     let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
     let mut h = Sha256::new();

@@ -603,3 +603,26 @@ fn a_config_in_an_image_without_a_valid_signature_is_refused_on_a_keyed_device()
     let got = f.answer().0.config.expect("the signed config");
     assert_eq!(got["modules"][0]["name"], "evil");
 }
+
+/// The action the base names is gone when its deployment is read (cancelled and removed, or
+/// another assigned, between the two requests): nothing to do now, and the poll worked, so
+/// the next one comes at the server's interval. Before, the 404 was a failed poll under the
+/// rule for other 4xx: an hour with no poll at all.
+#[test]
+fn a_deployment_gone_between_the_base_and_its_read_is_no_failed_poll() {
+    let f = setup("deployment-gone");
+    let base = format!("/{TENANT}/controller/v1/{CONTROLLER}");
+    let doc = json!({"config": {"polling": {"sleep": "00:00:05"}}, "_links": {"deploymentBase":
+        {"href": format!("{}{base}/deploymentBase/99?c=1", f.ddi.url())}}});
+    f.ddi
+        .state
+        .lock()
+        .unwrap()
+        .queued
+        .push_back((200, Vec::new(), doc.to_string().into_bytes()));
+    let (answer, etag) = f.answer();
+    assert_eq!(answer.targets, svc::protocol::Targets::default());
+    assert_eq!(answer.poll_interval_secs, Some(5));
+    // No ETag kept: a base that still names the link is read whole, the deployment again.
+    assert_eq!(etag, None);
+}

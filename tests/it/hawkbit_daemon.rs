@@ -48,7 +48,7 @@ pub(crate) fn on_hawkbit(sb: &Sandbox, ddi: &DdiServer, cfg: &serde_json::Value)
 }
 
 /// Caches `cfg` as the machine's config and writes `token` to the token file (0600).
-fn cache_config(sb: &Sandbox, cfg: &serde_json::Value, token: &str) {
+pub(crate) fn cache_config(sb: &Sandbox, cfg: &serde_json::Value, token: &str) {
     svc::fsutil::atomic_write(
         &sb.root.join("opt/svc/config.json"),
         cfg.to_string().as_bytes(),

@@ -52,6 +52,7 @@ mod hawkbit_goosebit;
 #[cfg(target_arch = "x86_64")]
 mod hawkbit_mock;
 mod hawkbit_operator;
+mod hawkbit_rauc;
 mod improv_button;
 mod keepalive;
 mod log_policy;

@@ -19,28 +19,34 @@ use zbus::blocking::Connection;
 use zbus::zvariant::{OwnedValue, Value as ZValue};
 
 const IFACE: &str = "de.pengutronix.rauc.Installer";
-const COMPATIBLE: &str = "svc-lab-x86";
+pub(crate) const COMPATIBLE: &str = "svc-lab-x86";
 const SLOTS: [&str; 2] = ["rootfs.0", "rootfs.1"];
 
 #[derive(Debug, Default)]
-struct Fake {
-    booted: usize,
-    primary: usize,
-    versions: [Option<String>; 2],
-    bad: [bool; 2],
-    operation: String,
-    last_error: String,
+pub(crate) struct Fake {
+    pub(crate) booted: usize,
+    pub(crate) primary: usize,
+    pub(crate) versions: [Option<String>; 2],
+    pub(crate) bad: [bool; 2],
+    pub(crate) operation: String,
+    pub(crate) last_error: String,
     /// Installs asked for (bundle paths).
-    installs: Vec<String>,
-    marks: Vec<(String, String)>,
+    pub(crate) installs: Vec<String>,
+    pub(crate) marks: Vec<(String, String)>,
     /// An install waits while this is set (a long slot write).
-    hold: bool,
+    pub(crate) hold: bool,
     /// Every install fails with this (RAUC failing).
-    fail: Option<String>,
+    pub(crate) fail: Option<String>,
     /// Boots so far: an install cut by a boot has no effect.
-    epoch: u32,
+    pub(crate) epoch: u32,
     /// `GetPrimary` fails (a boot loader backend without `get-primary`).
-    no_primary: bool,
+    pub(crate) no_primary: bool,
+    /// A real bundle (squashfs, `hsqs`: `rauc bundle`'s output, for the gooseBit test): its
+    /// manifest is read with `unsquashfs`; this is the key the stand-in's keyring takes it
+    /// as signed by (it checks no CMS).
+    pub(crate) real_key: Option<String>,
+    /// The machine's compatible string, when not `COMPATIBLE`.
+    pub(crate) compatible: Option<String>,
 }
 
 struct Installer {
@@ -76,8 +82,18 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     if f.epoch != epoch {
         return 1;
     }
-    let text = std::fs::read(source).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
+    let bytes = std::fs::read(source).unwrap_or_default();
+    let text = match (&f.real_key, bytes.starts_with(b"hsqs")) {
+        (Some(key), true) => {
+            let out = Command::new("unsquashfs")
+                .args(["-cat", source, "manifest.raucm"])
+                .output()
+                .expect("unsquashfs (squashfs-tools) is needed");
+            format!("{}\nkey={key}\n", String::from_utf8_lossy(&out.stdout))
+        }
+        _ => String::from_utf8_lossy(&bytes).to_string(),
+    };
+    let compatible = f.compatible.clone().unwrap_or(COMPATIBLE.into());
     let field = |k: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{k}=")))
@@ -86,9 +102,9 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     };
     let err = if let Some(e) = f.fail.clone() {
         Some(e)
-    } else if field("compatible") != COMPATIBLE {
+    } else if field("compatible") != compatible {
         Some(format!(
-            "Compatible mismatch: Expected '{COMPATIBLE}' but bundle manifest has '{}'",
+            "Compatible mismatch: Expected '{compatible}' but bundle manifest has '{}'",
             field("compatible")
         ))
     } else if field("key") != "lab" {
@@ -203,7 +219,8 @@ impl Installer {
 
     #[zbus(property)]
     fn compatible(&self) -> String {
-        COMPATIBLE.into()
+        let f = self.fake.lock().unwrap();
+        f.compatible.clone().unwrap_or(COMPATIBLE.into())
     }
 
     #[zbus(property)]
@@ -255,9 +272,9 @@ fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
 
 /// One machine: a sandbox, a bus, RAUC on it (unless `with_rauc` is false), slot 0 booted
 /// with OS 1.0.
-struct Machine {
-    sb: Sandbox,
-    fake: Arc<Mutex<Fake>>,
+pub(crate) struct Machine {
+    pub(crate) sb: Sandbox,
+    pub(crate) fake: Arc<Mutex<Fake>>,
     _rauc: Option<Connection>,
     addr: String,
     agent: Option<Child>,
@@ -266,7 +283,7 @@ struct Machine {
 }
 
 impl Machine {
-    fn new(name: &str, with_rauc: bool) -> Machine {
+    pub(crate) fn new(name: &str, with_rauc: bool) -> Machine {
         Machine::on_bus(name, with_rauc, private_bus(None))
     }
 
@@ -311,25 +328,25 @@ impl Machine {
         m
     }
 
-    fn new_boot_id(&self) {
+    pub(crate) fn new_boot_id(&self) {
         let p = self.sb.root.join("proc/sys/kernel/random");
         std::fs::create_dir_all(&p).unwrap();
         let id = format!("boot-{}-{}", self.boots, std::process::id());
         std::fs::write(p.join("boot_id"), id).unwrap();
     }
 
-    fn reboot_file(&self) -> std::path::PathBuf {
+    pub(crate) fn reboot_file(&self) -> std::path::PathBuf {
         self.sb.root.join("reboots")
     }
 
-    fn reboots(&self) -> usize {
+    pub(crate) fn reboots(&self) -> usize {
         std::fs::read_to_string(self.reboot_file())
             .unwrap_or_default()
             .lines()
             .count()
     }
 
-    fn start(&mut self, extra: &[(&str, &str)]) {
+    pub(crate) fn start(&mut self, extra: &[(&str, &str)]) {
         let rf = self.reboot_file();
         let mut env = vec![
             ("DBUS_SYSTEM_BUS_ADDRESS", self.addr.as_str()),
@@ -342,7 +359,7 @@ impl Machine {
     }
 
     /// The power goes: the agent dies where it stands (svc-server with it: its group).
-    fn power_off(&mut self) {
+    pub(crate) fn power_off(&mut self) {
         if let Some(mut a) = self.agent.take() {
             let _ = a.kill();
             let _ = a.wait();
@@ -361,7 +378,7 @@ impl Machine {
 
     /// The boot loader: the primary slot unless it is marked bad (then the other one), or
     /// `fallback` (the new slot does not come up).
-    fn boot(&mut self, fallback: bool, extra: &[(&str, &str)]) {
+    pub(crate) fn boot(&mut self, fallback: bool, extra: &[(&str, &str)]) {
         self.power_off();
         {
             let mut f = self.fake.lock().unwrap();
@@ -381,22 +398,22 @@ impl Machine {
         self.start(extra);
     }
 
-    fn os(&self) -> Value {
+    pub(crate) fn os(&self) -> Value {
         self.sb.status()["os"].clone()
     }
 
-    fn wait_os(&self, what: &str, cond: impl Fn(&Value) -> bool) {
+    pub(crate) fn wait_os(&self, what: &str, cond: impl Fn(&Value) -> bool) {
         wait_for(what, 120, || cond(&self.os()));
         let _ = &self.sb;
     }
 
-    fn wait_reboots(&self, n: usize) {
+    pub(crate) fn wait_reboots(&self, n: usize) {
         wait_for(&format!("reboot request {n}"), 120, || self.reboots() >= n);
     }
 
     /// Offers `body` as OS `version` (`bytes` on disk may differ from `body`: a truncated
     /// file); `sig` is the vendor signature, if any.
-    fn offer(&self, version: &str, body: &[u8], on_disk: &[u8], sig: Option<String>) {
+    pub(crate) fn offer(&self, version: &str, body: &[u8], on_disk: &[u8], sig: Option<String>) {
         std::fs::write(self.sb.app.join(format!("os-{version}.raucb")), on_disk).unwrap();
         let mut t = json!({"version": version, "url": format!("os-{version}.raucb"),
             "sha256": sha256_hex(body), "size": body.len(), "format": "rauc-bundle"});
@@ -409,7 +426,7 @@ impl Machine {
     }
 
     /// Every boot's agent log, oldest first.
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut all = String::new();
         for b in 0..self.boots {
             let p = self.sb.root.join(format!("agent.log.{b}"));
@@ -418,7 +435,7 @@ impl Machine {
         all + &self.sb.log()
     }
 
-    fn fake(&self) -> std::sync::MutexGuard<'_, Fake> {
+    pub(crate) fn fake(&self) -> std::sync::MutexGuard<'_, Fake> {
         self.fake.lock().unwrap()
     }
 }
@@ -429,23 +446,23 @@ impl Drop for Machine {
     }
 }
 
-fn config() -> Value {
+pub(crate) fn config() -> Value {
     json!({"agent": {"svc-server": {"release_channel": "stable"}}})
 }
 
-fn bundle(version: &str, compatible: &str, key: &str, pad: usize) -> Vec<u8> {
+pub(crate) fn bundle(version: &str, compatible: &str, key: &str, pad: usize) -> Vec<u8> {
     let mut b = format!("compatible={compatible}\nversion={version}\nkey={key}\n").into_bytes();
     b.resize(b.len() + pad, b'#');
     b
 }
 
-fn good(version: &str) -> Vec<u8> {
+pub(crate) fn good(version: &str) -> Vec<u8> {
     bundle(version, COMPATIBLE, "lab", 200_000)
 }
 
-const CRASHING_SERVER: &str = "#!/bin/sh\nout=\"$SVC_HOME/../fake-server\"\nmkdir -p \"$out\"\necho $$ >> \"$out/pids\"\nexit 3\n";
+pub(crate) const CRASHING_SERVER: &str = "#!/bin/sh\nout=\"$SVC_HOME/../fake-server\"\nmkdir -p \"$out\"\necho $$ >> \"$out/pids\"\nexit 3\n";
 
-fn install_server(sb: &Sandbox, script: &str) {
+pub(crate) fn install_server(sb: &Sandbox, script: &str) {
     let p = sb.root.join("opt/svc/bin/svc-server");
     let tmp = sb.root.join("opt/svc/bin/.svc-server.tmp");
     std::fs::write(&tmp, script).unwrap();

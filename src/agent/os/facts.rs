@@ -1,7 +1,7 @@
 //! What the loop gathers for one step of the OS track.
 use crate::agent::updates::Clock;
 use crate::config::model::MaintenanceWindow;
-use crate::osimage::GatePolicy;
+use crate::osimage::{GatePolicy, Provenance};
 use crate::protocol::OsTarget;
 use crate::update::DownloadOptions;
 
@@ -28,6 +28,8 @@ pub(crate) struct Facts<'a> {
     pub identity: Option<crate::http::Identity>,
     /// agent-syscfg's `upgrades.type`.
     pub upgrades: Option<crate::config::model::UpgradeType>,
+    /// The backend the offer came from: what vouches for the bundle before RAUC does.
+    pub from: Provenance,
 }
 
 impl crate::agent::Agent {
@@ -41,7 +43,16 @@ impl crate::agent::Agent {
             o.target.url = self.conn.resolve_url(&o.target.url);
             o
         });
-        let app = self.conn.credentials().map(|c| c.app_address.as_str());
+        // hawkBit's offers come from its server, downloaded with its token (to its origin
+        // only), as the binaries are; the app's from the app.
+        let (app, identity, from) = match self.conn.hawkbit_origin() {
+            Some((server, id)) => (Some(server.as_str()), Some(id.clone()), Provenance::Hawkbit),
+            None => (
+                self.conn.credentials().map(|c| c.app_address.as_str()),
+                self.conn.credentials().and_then(|c| c.download_identity()),
+                Provenance::App,
+            ),
+        };
         let download = DownloadOptions {
             file_root: app
                 .and_then(|a| a.strip_prefix("file://"))
@@ -68,12 +79,13 @@ impl crate::agent::Agent {
             last_contact: self.cached.last_contact,
             download,
             app_address: app,
-            identity: self.conn.credentials().and_then(|c| c.download_identity()),
+            identity,
             upgrades: self
                 .config
                 .as_ref()
                 .filter(|c| !c.agent.syscfg.disable_subsystem)
                 .and_then(|c| c.agent.syscfg.attributes.upgrades.upgrade_type),
+            from,
         };
         self.os.step(&self.paths, facts);
         if let Some(w) = self
