@@ -16,6 +16,11 @@ apt_need_file /usr/sbin/nginx nginx
 apt_need python3 python3
 # iptables: dropped_flow drops a held poll's flow (no reset) in a network namespace of its own.
 apt_need_file /usr/sbin/iptables iptables
+# rauc, openssl and unsquashfs: the hawkBit OS tests make a real RAUC bundle for gooseBit
+# (tests/it/hawkbit_goosebit.rs) and the RAUC stand-in reads its manifest (tests/it/os_rauc.rs).
+apt_need_file /usr/bin/rauc rauc
+apt_need_file /usr/bin/openssl openssl
+apt_need_file /usr/bin/unsquashfs squashfs-tools
 # Python's cryptography (OpenSSL's ed25519): the independent check of svc-release's
 # signatures (tests/it/release_tool.rs); that test fails without it under CI=true.
 if ! python3 -c 'import cryptography' 2>/dev/null && ! /usr/bin/python3 -c 'import cryptography' 2>/dev/null; then
