@@ -19,20 +19,20 @@ use zbus::blocking::Connection;
 use zbus::zvariant::{OwnedValue, Value as ZValue};
 
 const IFACE: &str = "de.pengutronix.rauc.Installer";
-const COMPATIBLE: &str = "svc-lab-x86";
+pub(crate) const COMPATIBLE: &str = "svc-lab-x86";
 const SLOTS: [&str; 2] = ["rootfs.0", "rootfs.1"];
 
 #[derive(Debug, Default)]
-struct Fake {
-    booted: usize,
-    primary: usize,
-    versions: [Option<String>; 2],
-    bad: [bool; 2],
-    operation: String,
+pub(crate) struct Fake {
+    pub(crate) booted: usize,
+    pub(crate) primary: usize,
+    pub(crate) versions: [Option<String>; 2],
+    pub(crate) bad: [bool; 2],
+    pub(crate) operation: String,
     last_error: String,
     /// Installs asked for (bundle paths).
-    installs: Vec<String>,
-    marks: Vec<(String, String)>,
+    pub(crate) installs: Vec<String>,
+    pub(crate) marks: Vec<(String, String)>,
     /// An install waits while this is set (a long slot write).
     hold: bool,
     /// Every install fails with this (RAUC failing).
@@ -41,6 +41,10 @@ struct Fake {
     epoch: u32,
     /// `GetPrimary` fails (a boot loader backend without `get-primary`).
     no_primary: bool,
+    /// How long writing a slot takes (the power-cut campaign's installs).
+    pub(crate) write_ms: u64,
+    /// A slot being written, or left half-written by a power cut: no version, not bootable.
+    pub(crate) torn: [bool; 2],
 }
 
 struct Installer {
@@ -60,9 +64,10 @@ fn slot_index(fake: &Fake, id: &str) -> Option<usize> {
     }
 }
 
-/// What the stand-in does with a bundle: RAUC's checks, then the other slot written and made
-/// primary. Returns `Completed`'s code.
-fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
+/// What the stand-in does with a bundle: RAUC's checks, then the other slot written (torn
+/// until whole, `write_ms`) and made primary. Returns `Completed`'s code, or `None` when a
+/// boot ended the install (RAUC went with the power: no signal).
+fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> Option<i32> {
     let epoch = fake.lock().unwrap().epoch;
     loop {
         let f = fake.lock().unwrap();
@@ -74,7 +79,7 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     }
     let mut f = fake.lock().unwrap();
     if f.epoch != epoch {
-        return 1;
+        return None;
     }
     let text = std::fs::read(source).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
@@ -96,20 +101,30 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     } else {
         None
     };
-    f.operation = "idle".into();
-    match err {
-        Some(e) => {
-            f.last_error = e;
-            1
-        }
-        None => {
-            let other = 1 - f.booted;
-            f.versions[other] = Some(field("version"));
-            f.bad[other] = false;
-            f.primary = other;
-            0
+    if let Some(e) = err {
+        f.operation = "idle".into();
+        f.last_error = e;
+        return Some(1);
+    }
+    // The slot is overwritten: RAUC invalidates it first and makes it primary only once whole.
+    let other = 1 - f.booted;
+    f.versions[other] = None;
+    f.torn[other] = true;
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(f.write_ms);
+    while std::time::Instant::now() < end {
+        drop(f);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        f = fake.lock().unwrap();
+        if f.epoch != epoch {
+            return None;
         }
     }
+    f.operation = "idle".into();
+    f.versions[other] = Some(field("version"));
+    f.torn[other] = false;
+    f.bad[other] = false;
+    f.primary = other;
+    Some(0)
 }
 
 #[zbus::interface(name = "de.pengutronix.rauc.Installer")]
@@ -129,10 +144,11 @@ impl Installer {
         drop(f);
         let (fake, conn) = (self.fake.clone(), self.conn.clone());
         std::thread::spawn(move || {
-            let code = run_install(&fake, &source);
-            let c = conn.lock().unwrap().clone().unwrap();
-            c.emit_signal(None::<&str>, "/", IFACE, "Completed", &(code,))
-                .unwrap();
+            if let Some(code) = run_install(&fake, &source) {
+                let c = conn.lock().unwrap().clone().unwrap();
+                c.emit_signal(None::<&str>, "/", IFACE, "Completed", &(code,))
+                    .unwrap();
+            }
         });
         Ok(())
     }
@@ -212,7 +228,7 @@ impl Installer {
     }
 }
 
-struct Bus(Child);
+pub(crate) struct Bus(Child);
 
 impl Drop for Bus {
     fn drop(&mut self) {
@@ -222,7 +238,7 @@ impl Drop for Bus {
 }
 
 /// A private bus; `services`: a folder of D-Bus activation files it may start from.
-fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
+pub(crate) fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
     let mut cmd = Command::new("dbus-daemon");
     match services {
         None => cmd.args(["--session", "--nofork", "--print-address=1"]),
@@ -254,19 +270,20 @@ fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
 }
 
 /// One machine: a sandbox, a bus, RAUC on it (unless `with_rauc` is false), slot 0 booted
-/// with OS 1.0.
-struct Machine {
-    sb: Sandbox,
+/// with OS 1.0. The power-cut campaign's OS phase runs one too (`exe`: its agent copy).
+pub(crate) struct Machine {
+    pub(crate) sb: Sandbox,
     fake: Arc<Mutex<Fake>>,
     _rauc: Option<Connection>,
     addr: String,
-    agent: Option<Child>,
+    pub(crate) agent: Option<Child>,
     boots: u32,
     _bus: Bus,
+    pub(crate) exe: std::path::PathBuf,
 }
 
 impl Machine {
-    fn new(name: &str, with_rauc: bool) -> Machine {
+    pub(crate) fn new(name: &str, with_rauc: bool) -> Machine {
         Machine::on_bus(name, with_rauc, private_bus(None))
     }
 
@@ -306,6 +323,7 @@ impl Machine {
             agent: None,
             boots: 0,
             _bus: bus,
+            exe: env!("CARGO_BIN_EXE_svc-agent").into(),
         };
         m.new_boot_id();
         m
@@ -318,18 +336,18 @@ impl Machine {
         std::fs::write(p.join("boot_id"), id).unwrap();
     }
 
-    fn reboot_file(&self) -> std::path::PathBuf {
+    pub(crate) fn reboot_file(&self) -> std::path::PathBuf {
         self.sb.root.join("reboots")
     }
 
-    fn reboots(&self) -> usize {
+    pub(crate) fn reboots(&self) -> usize {
         std::fs::read_to_string(self.reboot_file())
             .unwrap_or_default()
             .lines()
             .count()
     }
 
-    fn start(&mut self, extra: &[(&str, &str)]) {
+    pub(crate) fn start(&mut self, extra: &[(&str, &str)]) {
         let rf = self.reboot_file();
         let mut env = vec![
             ("DBUS_SYSTEM_BUS_ADDRESS", self.addr.as_str()),
@@ -338,11 +356,11 @@ impl Machine {
             ("SVC_AGENT_OS_GATE_SECS", "90"),
         ];
         env.extend_from_slice(extra);
-        self.agent = Some(self.sb.spawn_agent(&env));
+        self.agent = Some(self.sb.spawn_agent_exe(&self.exe, &env));
     }
 
     /// The power goes: the agent dies where it stands (svc-server with it: its group).
-    fn power_off(&mut self) {
+    pub(crate) fn power_off(&mut self) {
         if let Some(mut a) = self.agent.take() {
             let _ = a.kill();
             let _ = a.wait();
@@ -362,6 +380,13 @@ impl Machine {
     /// The boot loader: the primary slot unless it is marked bad (then the other one), or
     /// `fallback` (the new slot does not come up).
     fn boot(&mut self, fallback: bool, extra: &[(&str, &str)]) {
+        self.power_cycle(fallback);
+        self.start(extra);
+    }
+
+    /// The power goes and comes back: the boot loader picks the slot (as `boot`), a new boot
+    /// id; the agent not started yet.
+    pub(crate) fn power_cycle(&mut self, fallback: bool) {
         self.power_off();
         {
             let mut f = self.fake.lock().unwrap();
@@ -378,7 +403,6 @@ impl Machine {
         let _ = std::fs::rename(&log, log.with_extension(format!("log.{}", self.boots)));
         self.boots += 1;
         self.new_boot_id();
-        self.start(extra);
     }
 
     fn os(&self) -> Value {
@@ -396,7 +420,7 @@ impl Machine {
 
     /// Offers `body` as OS `version` (`bytes` on disk may differ from `body`: a truncated
     /// file); `sig` is the vendor signature, if any.
-    fn offer(&self, version: &str, body: &[u8], on_disk: &[u8], sig: Option<String>) {
+    pub(crate) fn offer(&self, version: &str, body: &[u8], on_disk: &[u8], sig: Option<String>) {
         std::fs::write(self.sb.app.join(format!("os-{version}.raucb")), on_disk).unwrap();
         let mut t = json!({"version": version, "url": format!("os-{version}.raucb"),
             "sha256": sha256_hex(body), "size": body.len(), "format": "rauc-bundle"});
@@ -409,7 +433,7 @@ impl Machine {
     }
 
     /// Every boot's agent log, oldest first.
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut all = String::new();
         for b in 0..self.boots {
             let p = self.sb.root.join(format!("agent.log.{b}"));
@@ -418,7 +442,7 @@ impl Machine {
         all + &self.sb.log()
     }
 
-    fn fake(&self) -> std::sync::MutexGuard<'_, Fake> {
+    pub(crate) fn fake(&self) -> std::sync::MutexGuard<'_, Fake> {
         self.fake.lock().unwrap()
     }
 }
@@ -433,7 +457,7 @@ fn config() -> Value {
     json!({"agent": {"svc-server": {"release_channel": "stable"}}})
 }
 
-fn bundle(version: &str, compatible: &str, key: &str, pad: usize) -> Vec<u8> {
+pub(crate) fn bundle(version: &str, compatible: &str, key: &str, pad: usize) -> Vec<u8> {
     let mut b = format!("compatible={compatible}\nversion={version}\nkey={key}\n").into_bytes();
     b.resize(b.len() + pad, b'#');
     b
@@ -443,9 +467,9 @@ fn good(version: &str) -> Vec<u8> {
     bundle(version, COMPATIBLE, "lab", 200_000)
 }
 
-const CRASHING_SERVER: &str = "#!/bin/sh\nout=\"$SVC_HOME/../fake-server\"\nmkdir -p \"$out\"\necho $$ >> \"$out/pids\"\nexit 3\n";
+pub(crate) const CRASHING_SERVER: &str = "#!/bin/sh\nout=\"$SVC_HOME/../fake-server\"\nmkdir -p \"$out\"\necho $$ >> \"$out/pids\"\nexit 3\n";
 
-fn install_server(sb: &Sandbox, script: &str) {
+pub(crate) fn install_server(sb: &Sandbox, script: &str) {
     let p = sb.root.join("opt/svc/bin/svc-server");
     let tmp = sb.root.join("opt/svc/bin/.svc-server.tmp");
     std::fs::write(&tmp, script).unwrap();

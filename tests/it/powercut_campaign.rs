@@ -415,12 +415,16 @@ struct ServerUpdate {
     current: String,
     pad: usize,
     broken: bool,
+    /// Each version offered as a delta from the one that runs (`last`), with no full
+    /// artifact in the directory: only the delta can make it (issue 44).
+    delta: bool,
+    last: Vec<u8>,
 }
 
 const SMALL_FS_BYTES: u64 = 48 * 1024 * 1024;
 
 impl ServerUpdate {
-    fn new(label: &str, pad: usize, small_fs: bool, broken: bool) -> ServerUpdate {
+    fn new(label: &str, pad: usize, small_fs: bool, broken: bool, delta: bool) -> ServerUpdate {
         let sb = Sandbox::new(&format!("campaign-{label}"));
         let paths = Paths::new(&sb.root);
         let fs = small_fs
@@ -435,8 +439,10 @@ impl ServerUpdate {
             pad,
             fs,
             broken,
+            delta,
+            last: Vec::new(),
         };
-        s.offer("1.0.0", "hang", 0, true);
+        s.last = s.offer("1.0.0", "hang", 0, true);
         let mut agent = spawn_agent(&s.sb.root);
         let r = wait("the first svc-server", 120, || s.converged("1.0.0"));
         stop(&mut agent, &s.sb.root);
@@ -444,12 +450,22 @@ impl ServerUpdate {
         s
     }
 
-    fn offer(&mut self, version: &str, behavior: &str, pad: usize, announce_size: bool) {
+    /// Offers `version`; returns the offered body (made in delta mode by the delta from
+    /// `last`).
+    fn offer(&mut self, version: &str, behavior: &str, pad: usize, announce_size: bool) -> Vec<u8> {
         let body = fake_binary("svc-server", version, behavior, pad);
         let file = format!("svc-server-{version}");
-        std::fs::write(self.sb.app.join(&file), &body).unwrap();
         self.known.add("svc-server", version, &body);
         let mut target = json!({"version": version, "url": file, "sha256": sha256_hex(&body)});
+        if self.delta && !self.last.is_empty() {
+            let d = svc::update::delta::make(&self.last, &body).unwrap();
+            let dfile = format!("{file}.delta");
+            std::fs::write(self.sb.app.join(&dfile), &d).unwrap();
+            target["deltas"] = json!([{"from": sha256_hex(&self.last), "url": dfile,
+                                       "size": d.len(), "sha256": sha256_hex(&d)}]);
+        } else {
+            std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        }
         if announce_size {
             target["size"] = json!(body.len());
         }
@@ -458,6 +474,7 @@ impl ServerUpdate {
             "config": {"components": [], "modules": [], "agent": {}},
             "targets": {"svc-server": target}
         }));
+        body
     }
 
     fn converged(&self, v: &str) -> bool {
@@ -472,6 +489,20 @@ impl ServerUpdate {
             .as_ref()
             .and_then(|r| r.get("svc-server"))
             .is_some_and(|r| r.bad.iter().any(|b| b == v));
+        // A delta: its download (`.delta.part`), then the result made beside it (`.part`).
+        if self
+            .paths
+            .cache_dir()
+            .join(format!("svc-server-{v}.delta.part"))
+            .exists()
+        {
+            return if part_phase(&self.paths, v, size).is_some() {
+                "delta-apply"
+            } else {
+                "delta-download"
+            }
+            .into();
+        }
         if let Some(p) = part_phase(&self.paths, v, size) {
             return p.into();
         }
@@ -551,10 +582,8 @@ impl Scenario for ServerUpdate {
         } else {
             self.pad
         };
-        self.offer(&v, behavior, pad, true);
-        let size = std::fs::metadata(self.sb.app.join(format!("svc-server-{v}")))
-            .unwrap()
-            .len() as usize;
+        let body = self.offer(&v, behavior, pad, true);
+        let size = body.len();
         // On the small file system the update starts with just the room its free-space
         // check asks for (size + 16 MiB) or a little more; then, at a random moment, another
         // writer takes all that is left, so the download's (or a record's) writes fail
@@ -573,8 +602,25 @@ impl Scenario for ServerUpdate {
             })
         });
         let delay = self.window.draw(rng);
-        let mut agent = spawn_agent(&self.sb.root);
-        std::thread::sleep(delay);
+        // A delta's apply takes milliseconds: one cut in three lands in its middle by the
+        // crash point there (the agent kills itself half-way; then the power goes).
+        let at_apply = self.delta && rng.below(3) == 0;
+        let env: &[(&str, &str)] = if at_apply {
+            &[("SVC_CRASH_AT", "delta-applying")]
+        } else {
+            &[]
+        };
+        let mut agent = spawn_agent_env(&agent_exe(), &self.sb.root, env);
+        let died = if at_apply {
+            wait(
+                "the agent to die half-way through applying the delta",
+                120,
+                || matches!(agent.try_wait(), Ok(Some(_))),
+            )
+        } else {
+            std::thread::sleep(delay);
+            Ok(())
+        };
         power_cut(Some(&mut agent), &self.sb.root);
         if let Some(h) = hog {
             let _ = h.join();
@@ -588,6 +634,7 @@ impl Scenario for ServerUpdate {
         }
         let log_at_cut = self.sb.log();
         let result = (|| {
+            died?;
             sound_after_cut(&self.paths, &self.known)?;
             if let Some(filler) = &filler {
                 // Still full: the machine starts and runs what it has; then space returns.
@@ -637,6 +684,7 @@ impl Scenario for ServerUpdate {
         })();
         if !self.broken {
             self.current = v.clone();
+            self.last = body;
         }
         // The app's folder keeps only what it still offers.
         for e in std::fs::read_dir(&self.sb.app).unwrap().flatten() {
@@ -672,11 +720,15 @@ struct AgentUpdate {
     update_window: Window,
     guard_window: Window,
     offered: Option<String>,
+    /// Delta mode (issue 44): each version offered as a delta from the real agent that
+    /// runs (its sha256, and the first bytes the delta is made from), no full artifact.
+    delta: Option<(String, Vec<u8>)>,
 }
 
 impl AgentUpdate {
-    fn new(w: usize) -> AgentUpdate {
-        let sb = Sandbox::new(&format!("campaign-agent-w{w}"));
+    fn new(w: usize, delta: bool) -> AgentUpdate {
+        let label = if delta { "agent-delta" } else { "agent" };
+        let sb = Sandbox::new(&format!("campaign-{label}-w{w}"));
         let paths = Paths::new(&sb.root);
         sb.file_app();
         let real = env!("CARGO_PKG_VERSION").to_string();
@@ -693,6 +745,15 @@ impl AgentUpdate {
         }
         let mut known = Known::default();
         known.add("svc-agent", &real, &body);
+        // A delta made from the binary's first 256 KiB is a valid delta from the whole
+        // binary (it reads nothing past them); bsdiff of the whole 47 MB debug build would
+        // take minutes.
+        let delta = delta.then(|| {
+            (
+                sha256_hex(&body),
+                body[..body.len().min(256 << 10)].to_vec(),
+            )
+        });
         AgentUpdate {
             sb,
             paths,
@@ -701,20 +762,30 @@ impl AgentUpdate {
             update_window: Window::default(),
             guard_window: Window(Duration::from_millis(100)),
             offered: None,
+            delta,
         }
     }
 
     fn offer(&mut self, version: &str) {
         let body = fake_binary("svc-agent", version, "hang", 1 << 20);
         let file = format!("svc-agent-{version}");
-        std::fs::write(self.sb.app.join(&file), &body).unwrap();
         self.known.add("svc-agent", version, &body);
+        let mut target = json!({"version": version, "url": file,
+                                "sha256": sha256_hex(&body), "size": body.len()});
+        if let Some((from, old)) = &self.delta {
+            let d = svc::update::delta::make(old, &body).unwrap();
+            let dfile = format!("{file}.delta");
+            std::fs::write(self.sb.app.join(&dfile), &d).unwrap();
+            target["deltas"] = json!([{"from": from, "url": dfile, "size": d.len(),
+                                       "sha256": sha256_hex(&d)}]);
+        } else {
+            std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        }
         self.sb.answer(json!({
             "poll_interval_secs": 1,
             "config": {"components": [], "modules": [],
                        "agent": {"svc-server": {"disable_subsystem": true}}},
-            "targets": {"svc-agent": {"version": version, "url": file,
-                        "sha256": sha256_hex(&body), "size": body.len()}}
+            "targets": {"svc-agent": target}
         }));
         self.offered = Some(version.to_string());
     }
@@ -763,20 +834,40 @@ impl Scenario for AgentUpdate {
         let on_real = linked(&self.paths, "svc-agent", &self.real);
         let log_before;
         let phase;
+        let mut died = Ok(());
         if on_real {
             // The running (known-good) agent updates itself; the power goes at a random moment.
             let v = format!("2.{k}.0");
             self.offer(&v);
             let delay = self.update_window.draw(rng);
-            let mut agent = spawn_agent_exe(&self.paths.bin_link("svc-agent"), &self.sb.root);
-            std::thread::sleep(delay);
+            // As for svc-server: one delta cut in three in the middle of the apply.
+            let at_apply = self.delta.is_some() && rng.below(3) == 0;
+            let env: &[(&str, &str)] = if at_apply {
+                &[("SVC_CRASH_AT", "delta-applying")]
+            } else {
+                &[]
+            };
+            let mut agent = spawn_agent_env(&self.paths.bin_link("svc-agent"), &self.sb.root, env);
+            died = if at_apply {
+                wait(
+                    "the agent to die half-way through applying the delta",
+                    120,
+                    || matches!(agent.try_wait(), Ok(Some(_))),
+                )
+            } else {
+                std::thread::sleep(delay);
+                Ok(())
+            };
             power_cut(Some(&mut agent), &self.sb.root);
-            phase = if self
-                .paths
-                .cache_dir()
-                .join(format!("svc-agent-{v}.part"))
-                .exists()
-            {
+            let cache = self.paths.cache_dir();
+            let part = cache.join(format!("svc-agent-{v}.part"));
+            phase = if cache.join(format!("svc-agent-{v}.delta.part")).exists() {
+                if part.exists() {
+                    "agent-delta-apply"
+                } else {
+                    "agent-delta-download"
+                }
+            } else if part.exists() {
                 "agent-download"
             } else if linked(&self.paths, "svc-agent", &v) {
                 "agent-activated"
@@ -808,6 +899,7 @@ impl Scenario for AgentUpdate {
             log_before = String::new();
         }
         let result = (|| {
+            died?;
             sound_after_cut(&self.paths, &self.known)?;
             known_stable(&self.paths, &self.real)?;
             if on_real {
@@ -1575,6 +1667,296 @@ fn campaign_child() {
 }
 
 // ---------------------------------------------------------------------------------------
+// OS images through RAUC (issue 43): the RAUC stand-in of `os_rauc` on a private bus; the
+// harness is the boot loader (the primary slot unless marked bad; an install the power ends
+// leaves its slot torn and the old one primary) and carries out each reboot the agent asks
+// for. One version in four is an image whose svc-server crashes: its gate fails.
+
+/// The narrow windows a random delay rarely hits, cut by the agent's crash points: the
+/// bundle half downloaded, RAUC about to be called, RAUC finished but `installed` not yet
+/// saved, the reboot saved but not yet asked for.
+const OS_CRASH_POINTS: [&str; 4] = [
+    "download-half",
+    "os-installing",
+    "os-installed",
+    "os-rebooting",
+];
+/// The bundle's padding: big enough that its download has a middle.
+const OS_BUNDLE_PAD: usize = 2 << 20;
+
+struct OsUpdate {
+    m: crate::os_rauc::Machine,
+    window: Window,
+    /// The OS version that runs, marked good.
+    current: String,
+    /// Versions whose svc-server crashes (the slot's contents, as the harness boots them).
+    failing: std::collections::HashSet<String>,
+    /// Reboot requests carried out (lines of the machine's reboot file).
+    reboots_seen: usize,
+}
+
+impl OsUpdate {
+    fn new(w: usize) -> OsUpdate {
+        let mut m = crate::os_rauc::Machine::new(&format!("campaign-os-w{w}"), true);
+        m.exe = agent_exe();
+        OsUpdate {
+            m,
+            window: Window::default(),
+            current: "1.0".into(),
+            failing: Default::default(),
+            reboots_seen: 0,
+        }
+    }
+
+    fn paths(&self) -> Paths {
+        Paths::new(&self.m.sb.root)
+    }
+
+    fn state(&self) -> Value {
+        read_json(&self.paths().state_dir().join("os.json")).unwrap_or(Value::Null)
+    }
+
+    /// The power comes back: the boot loader picks a slot, which must be written whole; its
+    /// svc-server is the image's; the agent starts.
+    fn boot(&mut self, env: &[(&str, &str)]) -> Check {
+        self.m.power_cycle(false);
+        self.reboots_seen = self.m.reboots();
+        let (slot, torn, version) = {
+            let f = self.m.fake();
+            (f.booted, f.torn[f.booted], f.versions[f.booted].clone())
+        };
+        let Some(version) = version.filter(|_| !torn) else {
+            return Err(format!(
+                "the boot loader booted slot {slot}, which is not written whole"
+            ));
+        };
+        let server = if self.failing.contains(&version) {
+            crate::os_rauc::CRASHING_SERVER
+        } else {
+            crate::common::sandbox::FAKE_SERVER
+        };
+        crate::os_rauc::install_server(&self.m.sb, server);
+        self.m.start(env);
+        Ok(())
+    }
+
+    /// Runs the machine, rebooting when the agent asks, until `done` (true), `until` passes
+    /// (false), or `secs` (an error: not converged).
+    fn drive(
+        &mut self,
+        what: &str,
+        secs: u64,
+        until: Option<Instant>,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> Result<bool, String> {
+        let end = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if done(self) {
+                return Ok(true);
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(false);
+            }
+            if Instant::now() >= end {
+                return Err(format!("not converged: {what} (after {secs} s)"));
+            }
+            if self.m.reboots() > self.reboots_seen {
+                self.boot(&[])?;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `v` marked good and booted, or (an image whose gate fails) rolled back to `current`,
+    /// recorded bad, the old slot booted; at rest either way.
+    fn settled(&self, v: &str) -> bool {
+        let s = self.state();
+        if s["phase"]["name"] != "idle" {
+            return false;
+        }
+        let f = self.m.fake();
+        let booted = f.versions[f.booted].clone().unwrap_or_default();
+        if self.failing.contains(v) {
+            s["version"] == self.current.as_str()
+                && booted == self.current
+                && s["bad"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|x| x == v))
+        } else {
+            s["version"] == v && booted == v && !f.bad[f.booted]
+        }
+    }
+
+    /// Where the update stood when the power went (the stand-in is read before the boot
+    /// that ends its install).
+    fn phase(&self, v: &str) -> String {
+        let s = self.state();
+        let dir = self.paths().state_dir().join("os");
+        let bundle = dir.join(format!("bundle-{v}.raucb"));
+        let f = self.m.fake();
+        let other = 1 - f.booted;
+        let p = match s["phase"]["name"].as_str().unwrap_or("idle") {
+            "installing" if f.torn[other] => "os-install",
+            "installing" if f.versions[other].as_deref() == Some(v) => "os-installed-unsaved",
+            "installing" => "os-install-call",
+            "installed" => "os-installed",
+            "rebooting" => "os-rebooting",
+            "gate" => "os-gate",
+            "rolling-back" => "os-rolling-back",
+            _ if s["version"] == v => "os-done",
+            _ if s["bad"]
+                .as_array()
+                .is_some_and(|b| b.iter().any(|x| x == v)) =>
+            {
+                "os-rolled-back"
+            }
+            _ if bundle.with_extension("raucb.part").exists() => "os-download",
+            _ if bundle.exists() => "os-downloaded",
+            _ => "os-poll",
+        };
+        if self.failing.contains(v) {
+            format!("crash-{p}")
+        } else {
+            p.into()
+        }
+    }
+
+    /// The log queue as the cut left it: its ack cursor and the ids of the records waiting
+    /// (read from a copy: opening a queue truncates a torn tail).
+    fn queued(&self) -> Result<(u64, Vec<u64>), String> {
+        let dir = self.paths().state_dir().join("logqueue");
+        let copy = self.m.sb.root.join("logqueue-at-cut");
+        let _ = std::fs::remove_dir_all(&copy);
+        if !dir.exists() {
+            return Ok((0, Vec::new()));
+        }
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(&dir)
+            .arg(&copy)
+            .status()
+            .map_err(|e| format!("cp: {e}"))?;
+        ensure(st.success(), || "copying the log queue failed".into())?;
+        let mut q = LogQueue::open(&copy, QueueConfig::default())
+            .map_err(|e| format!("the log queue does not open after the cut: {e}"))?;
+        let acked = q.acked_id();
+        let mut ids = Vec::new();
+        loop {
+            let batch = q
+                .read_batch(500, 1 << 20)
+                .map_err(|e| format!("reading the log queue: {e}"))?;
+            let Some(last) = batch.last().map(|r| r.id) else {
+                break;
+            };
+            ids.extend(batch.iter().map(|r| r.id));
+            q.ack(last).map_err(|e| format!("log queue copy: {e}"))?;
+        }
+        drop(q);
+        let _ = std::fs::remove_dir_all(&copy);
+        Ok((acked, ids))
+    }
+
+    /// Ids of the records the app has (`logs.jsonl`; a torn last line is no record).
+    fn shipped(&self) -> std::collections::HashSet<u64> {
+        std::fs::read_to_string(self.m.sb.app.join("logs.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["id"].as_u64())
+            .collect()
+    }
+}
+
+impl Scenario for OsUpdate {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        let v = format!("2.{k}");
+        if rng.below(4) == 0 {
+            self.failing.insert(v.clone());
+        }
+        let b = crate::os_rauc::bundle(&v, crate::os_rauc::COMPATIBLE, "lab", OS_BUNDLE_PAD);
+        self.m.offer(&v, &b, &b, None);
+        // RAUC's slot write takes a while (a real one: minutes), so that cuts land in it.
+        self.m.fake().write_ms = rng.below(1500);
+        let crash = (rng.below(4) == 0).then(|| OS_CRASH_POINTS[rng.below(4) as usize]);
+        let delay = self.window.draw(rng);
+        let t0 = Instant::now();
+        let env: Vec<(&str, &str)> = crash.iter().map(|p| ("SVC_CRASH_AT", *p)).collect();
+        self.m.start(&env);
+        let run = match crash {
+            // The crash point is in the first boot: the agent dies there.
+            Some(p) => self
+                .drive(&format!("the agent to die at {p}"), 120, None, |s| {
+                    s.m.agent
+                        .as_mut()
+                        .is_some_and(|a| matches!(a.try_wait(), Ok(Some(_))))
+                })
+                .map(|_| ()),
+            None => self
+                .drive("the cut's moment", 120, Some(t0 + delay), |_| false)
+                .map(|_| ()),
+        };
+        power_cut(self.m.agent.as_mut(), &self.m.sb.root);
+        let phase = self.phase(&v);
+        let log_at_cut = self.m.logs();
+        let result = (|| {
+            run?;
+            ensure(
+                read_json(&self.paths().state_dir().join("os.json")).is_some()
+                    || !self.paths().state_dir().join("os.json").exists(),
+                || "os.json does not load".into(),
+            )?;
+            let (acked, waiting) = self.queued()?;
+            self.boot(&[])?;
+            let t1 = Instant::now();
+            let want = if self.failing.contains(&v) {
+                format!("OS {v} rolled back to {}", self.current)
+            } else {
+                format!("OS {v} marked good and booted")
+            };
+            self.drive(&want, 300, None, |s| s.settled(&v))?;
+            // A cut before anything happened measures the whole update uncut.
+            self.window.seen(t1.elapsed());
+            // Nothing lost from the log queue: every record the cut left waiting reaches
+            // the app, and what it had acknowledged is there.
+            let mut missing = Vec::new();
+            wait("the log records waiting at the cut shipped", 120, || {
+                let have = self.shipped();
+                missing = waiting
+                    .iter()
+                    .copied()
+                    .filter(|id| !have.contains(id))
+                    .collect();
+                missing.is_empty() && (acked == 0 || have.iter().any(|id| *id >= acked))
+            })
+            .map_err(|e| format!("{e}: missing ids {missing:?} (acked through {acked})"))?;
+            temps_bounded(&self.paths(), 0)?;
+            let left: Vec<_> = std::fs::read_dir(self.paths().state_dir().join("os"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            ensure(left.is_empty(), || format!("bundles left in os/: {left:?}"))
+        })();
+        if let Some(mut a) = self.m.agent.take() {
+            stop(&mut a, &self.m.sb.root);
+        }
+        self.m.power_off();
+        let _ = std::fs::remove_file(self.m.sb.app.join(format!("os-{v}.raucb")));
+        if result.is_ok() && !self.failing.contains(&v) {
+            self.current = v;
+        }
+        let result = result.map_err(|e| {
+            format!(
+                "{e}\n--- agent logs until the cut (tail):\n{}\n--- agent logs after:\n{}",
+                tail(&log_at_cut, 30),
+                tail(&self.m.logs(), 30)
+            )
+        });
+        Cut { phase, result }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // The campaign.
 
 #[derive(Default)]
@@ -1711,20 +2093,9 @@ fn campaign(
     workers: usize,
     deadline: Option<Instant>,
     record: Option<(PathBuf, String)>,
+    mix: &[&[(&'static str, u64)]],
 ) -> Report {
-    // Weights: how often each scenario is drawn. The two hawkBit scenarios share what
-    // `hawkbit` had alone (their cuts cost seconds each, their probation included): the
-    // short campaign's seed draws the same scenarios as before, and `hawkbit-swu` once.
-    let mut weights: Vec<(&str, u64)> = vec![
-        ("update", 25),
-        ("small-fs", 10),
-        ("rollback", 8),
-        ("agent", 10),
-        ("config", 17),
-        ("log", 30),
-        ("hawkbit", 5),
-        ("hawkbit-swu", 5),
-    ];
+    let mut weights: Vec<(&str, u64)> = mix.iter().flat_map(|m| m.iter().copied()).collect();
     // `SVC_CAMPAIGN_SCENARIOS` (comma-separated names): those scenarios only.
     if let Ok(only) = std::env::var("SVC_CAMPAIGN_SCENARIOS") {
         let only: Vec<&str> = only.split(',').map(str::trim).collect();
@@ -1766,14 +2137,32 @@ fn campaign(
                             pad,
                             false,
                             false,
+                            false,
                         )),
-                        "small-fs" => {
-                            Box::new(ServerUpdate::new(&format!("small-fs-w{w}"), 0, true, false))
-                        }
-                        "rollback" => {
-                            Box::new(ServerUpdate::new(&format!("rollback-w{w}"), 0, false, true))
-                        }
-                        "agent" => Box::new(AgentUpdate::new(w)),
+                        "delta" => Box::new(ServerUpdate::new(
+                            &format!("delta-w{w}"),
+                            pad,
+                            false,
+                            false,
+                            true,
+                        )),
+                        "small-fs" => Box::new(ServerUpdate::new(
+                            &format!("small-fs-w{w}"),
+                            0,
+                            true,
+                            false,
+                            false,
+                        )),
+                        "rollback" => Box::new(ServerUpdate::new(
+                            &format!("rollback-w{w}"),
+                            0,
+                            false,
+                            true,
+                            false,
+                        )),
+                        "agent" => Box::new(AgentUpdate::new(w, false)),
+                        "delta-agent" => Box::new(AgentUpdate::new(w, true)),
+                        "os" => Box::new(OsUpdate::new(w)),
                         "config" => Box::new(ConfigApply::new(w)),
                         "hawkbit" => Box::new(Hawkbit::new(w, false)),
                         "hawkbit-swu" => Box::new(Hawkbit::new(w, true)),
@@ -1875,6 +2264,25 @@ fn campaign(
     report
 }
 
+/// Weights: how often each scenario is drawn. The two hawkBit scenarios share what
+/// `hawkbit` had alone (their cuts cost seconds each, their probation included): the short
+/// campaign's seed draws the same scenarios as before, and `hawkbit-swu` once.
+const MIX: &[(&str, u64)] = &[
+    ("update", 25),
+    ("small-fs", 10),
+    ("rollback", 8),
+    ("agent", 10),
+    ("config", 17),
+    ("log", 30),
+    ("hawkbit", 5),
+    ("hawkbit-swu", 5),
+];
+
+/// OS images through RAUC (issue 43) and deltas to svc-server and the agent (issue 44): in
+/// the recorded run beside `MIX`, in CI by a short campaign of their own (so that the short
+/// campaign above keeps its draws).
+const MIX_OS_DELTA: &[(&str, u64)] = &[("os", 8), ("delta", 6), ("delta-agent", 4)];
+
 /// Every cut converged; otherwise each failure, whole.
 /// The phases issue 24 names, each with the (scenario, phase) pairs that are cuts in it:
 /// a cut counts in every phase whose operation it interrupted (a cut of a crashing build's
@@ -1943,7 +2351,14 @@ fn assert_converged(r: &Report) {
 /// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
 #[test]
 fn power_cut_campaign_short() {
-    let r = campaign(30, 24, 1 << 20, 2, None, None);
+    let r = campaign(30, 24, 1 << 20, 2, None, None, &[MIX]);
+    assert_converged(&r);
+}
+
+/// The OS and delta phases in CI: one cut of each (the recorded run: benches/powercut.sh).
+#[test]
+fn power_cut_campaign_os_and_delta_short() {
+    let r = campaign(3, 43, 1 << 20, 2, None, None, &[MIX_OS_DELTA]);
     assert_converged(&r);
 }
 
@@ -1976,6 +2391,7 @@ fn power_cut_campaign_full() {
         env("SVC_CAMPAIGN_WORKERS", 4) as usize,
         deadline,
         record,
+        &[MIX, MIX_OS_DELTA],
     );
     assert_converged(&r);
     if r.cuts < cuts {
@@ -2076,7 +2492,7 @@ fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
 /// probation (`versions.json`, `probation`), and the agent resumes watching it.
 #[test]
 fn a_power_cut_during_a_broken_servers_probation_still_ends_in_its_rollback() {
-    let mut s = ServerUpdate::new("probation-cut", 0, false, true);
+    let mut s = ServerUpdate::new("probation-cut", 0, false, true, false);
     s.offer("2.0.0", "exit1", 0, true);
     let mut agent = spawn_agent(&s.sb.root);
     let r = wait("2.0.0 activated", 120, || {
@@ -2148,7 +2564,7 @@ fn a_sidecar_orphaned_by_a_cut_after_the_rename_is_cleaned_up() {
 /// probation of the linked build now completes its record.
 #[test]
 fn a_cut_between_the_link_swap_and_the_record_still_records_the_new_server() {
-    let mut s = ServerUpdate::new("swap-record-cut", 0, false, false);
+    let mut s = ServerUpdate::new("swap-record-cut", 0, false, false, false);
     s.offer("2.0.0", "hang", 0, true);
     // What the cut left: the build in the cache, the probation recorded before the swap,
     // the link swapped, `current` still the old build.
@@ -2192,7 +2608,7 @@ fn a_cut_between_the_agent_link_swap_and_the_record_still_records_the_new_agent(
 }
 
 fn agent_swap_record_cut(w: usize, with_record: bool) {
-    let mut a = AgentUpdate::new(w);
+    let mut a = AgentUpdate::new(w, false);
     let real = a.real.clone();
     a.offer("2.0.0");
     // What the cut left: the new build in the cache, the boot record written before the
@@ -2249,7 +2665,7 @@ fn agent_swap_record_cut(w: usize, with_record: bool) {
 /// a sidecar whose `.part` is gone before each start, and keeps a resumable download's.
 #[test]
 fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
-    let a = AgentUpdate::new(92);
+    let a = AgentUpdate::new(92, false);
     let cache = a.paths.cache_dir();
     let orphan = cache.join("svc-agent-2.0.0.part.json");
     let part = cache.join("svc-agent-3.0.0.part");
@@ -2324,7 +2740,7 @@ fn a_download_admitted_by_the_space_check_is_not_refused_in_its_last_mebibyte() 
 /// agent now runs the cache cleanup at each start.
 #[test]
 fn builds_left_by_a_cut_before_the_cache_cleanup_go_at_the_next_start() {
-    let mut s = ServerUpdate::new("cleanup-cut", 0, false, false);
+    let mut s = ServerUpdate::new("cleanup-cut", 0, false, false, false);
     s.offer("1.1.0", "hang", 0, true);
     let mut agent = spawn_agent(&s.sb.root);
     let r = wait("svc-server 1.1.0", 120, || s.converged("1.1.0"));
