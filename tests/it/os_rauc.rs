@@ -697,6 +697,12 @@ fn a_bundle_for_another_compatible_or_another_rauc_key_is_refused_by_rauc() {
         .as_str()
         .unwrap()
         .contains("signature verification failed"));
+    // Refused for what it is, never retried: its bundle is not kept.
+    wait_for("the refused bundles removed", 60, || {
+        std::fs::read_dir(m.sb.root.join("opt/svc/os"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    });
     let f = m.fake();
     assert_eq!((f.booted, f.primary), (0, 0));
     assert_eq!(m.reboots(), 0);
@@ -996,6 +1002,18 @@ fn every_os_crash_point_boots_a_working_slot_and_converges() {
                     m.boot(false, &[]);
                 }
                 m.os()["version"] == "2.0"
+            },
+        );
+        // No bundle kept once its version runs (seed 4344 cut 6 of the campaign: a cut at
+        // `os-installed` left the whole bundle on the data partition for good).
+        let dir = m.sb.root.join("opt/svc/os");
+        wait_for(
+            &format!("no bundle left after a cut at {point}"),
+            60,
+            || {
+                std::fs::read_dir(&dir)
+                    .map(|d| d.count() == 0)
+                    .unwrap_or(true)
             },
         );
         let f = m.fake();

@@ -1942,6 +1942,10 @@ impl Scenario for OsUpdate {
                 missing.is_empty() && (acked == 0 || have.iter().any(|id| *id >= acked))
             })
             .map_err(|e| format!("{e}: missing ids {missing:?} (acked through {acked})"))?;
+            // Stopped first: a running agent's status write has a temp for a moment.
+            if let Some(mut a) = self.m.agent.take() {
+                stop(&mut a, &self.m.sb.root);
+            }
             temps_bounded(&self.paths(), 0)?;
             let left: Vec<_> = std::fs::read_dir(self.paths().state_dir().join("os"))
                 .into_iter()
@@ -1960,10 +1964,18 @@ impl Scenario for OsUpdate {
             self.current = v;
         }
         let result = result.map_err(|e| {
+            let f = self.m.fake();
             format!(
-                "{e}\n--- agent logs until the cut (tail):\n{}\n--- agent logs after:\n{}",
-                tail(&log_at_cut, 30),
-                tail(&self.m.logs(), 30)
+                "{e}\n--- slots: booted {}, primary {}, versions {:?}, bad {:?}, torn {:?}; os.json {}\n\
+                 --- agent logs until the cut (tail):\n{}\n--- agent logs after:\n{}",
+                f.booted,
+                f.primary,
+                f.versions,
+                f.bad,
+                f.torn,
+                self.state(),
+                tail(&log_at_cut, 60),
+                tail(&self.m.logs(), 60)
             )
         });
         Cut { phase, result }
@@ -2446,11 +2458,19 @@ fn power_cut_mid_atomic_write_leaves_no_temp_behind_after_the_next_start() {
     let state = paths.state_dir();
     let queue = state.join("logqueue");
     std::fs::create_dir_all(&queue).unwrap();
+    // Downloads write their sidecars beside their parts: the OS bundle's folder (found by
+    // the campaign's OS phase, seed 4344 cut 43: a cut at `download-half` left one there for
+    // good) and the cache.
+    let (os, cache) = (state.join("os"), paths.cache_dir());
+    std::fs::create_dir_all(&os).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
     let stale = [
         state.join(format!(".answer.json.tmp.{dead_pid}.1")),
         state.join(format!(".status.json.tmp.{dead_pid}.12")),
         state.join(format!(".versions.json.tmp.{dead_pid}.3")),
         queue.join(format!(".state.json.tmp.{dead_pid}.0")),
+        os.join(format!(".bundle-2.43.raucb.part.json.tmp.{dead_pid}.4")),
+        cache.join(format!(".svc-server-2.0.0.part.json.tmp.{dead_pid}.5")),
     ];
     for f in &stale {
         std::fs::write(f, b"{\"torn").unwrap();
