@@ -11,6 +11,8 @@
 //! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
 //! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
+//! | `os` | the agent updating the OS through the RAUC stand-in of `os_rauc` (a private D-Bus; the harness is the boot loader and carries out each reboot asked for); one image in four has an svc-server that crashes (its gate fails); a quarter of the cuts by the crash points `download-half`, `os-installing`, `os-installed`, `os-rebooting` | os-poll, os-download(ed), os-install-call, os-install (RAUC writing the slot), os-installed-unsaved, os-installed, os-rebooting, os-gate, os-rolling-back, os-rolled-back, os-done (`crash-` for a crashing image) |
+//! | `delta`, `delta-agent` | as `update` and `agent`, each version offered only as a delta from the binary that runs (no full artifact); a third of the cuts by the crash point `delta-applying` (half the result written) | as `update` / `agent`, plus (agent-)delta-download and (agent-)delta-apply |
 //! | `hawkbit-swu` | the same on a device with a vendor key, each deployment a signed SWUpdate image (`.swu`, about 4 MiB over a slow link) of svc-server and the machine config: its download resumed across cuts, its files taken out and checked, the config applied | as `hawkbit` (no crashing build), plus swu-download (`cache/swu/*.swu.part` short) and swu-unpack (whole, its files not yet recorded) before accepted |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
@@ -27,7 +29,14 @@
 //! and seed (the campaign is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is
 //! rebuilt, and the test fails at the end.
 //!
-//! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed). The recorded run is
+//! With `os`: the slot the boot loader boots after a cut must be written whole (the stand-in's
+//! install leaves its slot torn when the power ends it); converged means the image marked good
+//! and booted (a crashing one: rolled back, recorded bad, the old slot booted), at rest, every
+//! record the log queue held at the cut in the app's `logs.jsonl`, no bundle or temp left.
+//! With deltas: the new version can only be made from the delta, and is.
+//!
+//! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed);
+//! `power_cut_campaign_os_and_delta_short` runs one cut of each OS and delta scenario. The recorded run is
 //! `benches/powercut.sh` (the ignored `power_cut_campaign_full`, 1,000 cuts). Nothing here
 //! asserts a duration: windows are measured (each convergence run times the whole operation
 //! uncut, and the next cut draws its delay from 0 to 1.2 times the longest seen).
@@ -1733,6 +1742,8 @@ impl OsUpdate {
     /// The power comes back: the boot loader picks a slot, which must be written whole; its
     /// svc-server is the image's; the agent starts.
     fn boot(&mut self, env: &[(&str, &str)]) -> Check {
+        // The power goes for every process (the agent's children too), then the machine's.
+        power_cut(self.m.agent.as_mut(), &self.m.sb.root);
         self.m.power_cycle(false);
         self.reboots_seen = self.m.reboots();
         let (slot, torn, version) = {
@@ -1754,13 +1765,14 @@ impl OsUpdate {
         Ok(())
     }
 
-    /// Runs the machine, rebooting when the agent asks, until `done` (true), `until` passes
-    /// (false), or `secs` (an error: not converged).
+    /// Runs the machine, rebooting when the agent asks (if `reboot`), until `done` (true),
+    /// `until` passes (false), or `secs` (an error: not converged).
     fn drive(
         &mut self,
         what: &str,
         secs: u64,
         until: Option<Instant>,
+        reboot: bool,
         mut done: impl FnMut(&mut Self) -> bool,
     ) -> Result<bool, String> {
         let end = Instant::now() + Duration::from_secs(secs);
@@ -1774,7 +1786,7 @@ impl OsUpdate {
             if Instant::now() >= end {
                 return Err(format!("not converged: {what} (after {secs} s)"));
             }
-            if self.m.reboots() > self.reboots_seen {
+            if reboot && self.m.reboots() > self.reboots_seen {
                 self.boot(&[])?;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -1898,14 +1910,15 @@ impl Scenario for OsUpdate {
         let run = match crash {
             // The crash point is in the first boot: the agent dies there.
             Some(p) => self
-                .drive(&format!("the agent to die at {p}"), 120, None, |s| {
+                // Every crash point comes before the first reboot asked for: none is made.
+                .drive(&format!("the agent to die at {p}"), 120, None, false, |s| {
                     s.m.agent
                         .as_mut()
                         .is_some_and(|a| matches!(a.try_wait(), Ok(Some(_))))
                 })
                 .map(|_| ()),
             None => self
-                .drive("the cut's moment", 120, Some(t0 + delay), |_| false)
+                .drive("the cut's moment", 120, Some(t0 + delay), true, |_| false)
                 .map(|_| ()),
         };
         power_cut(self.m.agent.as_mut(), &self.m.sb.root);
@@ -1926,7 +1939,7 @@ impl Scenario for OsUpdate {
             } else {
                 format!("OS {v} marked good and booted")
             };
-            self.drive(&want, 300, None, |s| s.settled(&v))?;
+            self.drive(&want, 300, None, true, |s| s.settled(&v))?;
             // A cut before anything happened measures the whole update uncut.
             self.window.seen(t1.elapsed());
             // Nothing lost from the log queue: every record the cut left waiting reaches
@@ -2278,6 +2291,17 @@ fn campaign(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let os_delta = os_delta_phases(&report);
+    if os_delta.iter().any(|(_, n)| *n > 0) {
+        println!(
+            "  by issues 43 and 44's phases: {}",
+            os_delta
+                .iter()
+                .map(|(p, n)| format!("{p} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for (s, (n, d)) in &report.time {
         println!(
             "  {s:8} {n:5} cuts, {:.2} s per cut in its worker (cut + convergence check)",
@@ -2362,6 +2386,36 @@ fn issue_phases(r: &Report) -> Vec<(&'static str, u64)> {
         (want, n)
     })
     .collect()
+}
+
+/// The cuts of the OS phases (issue 43) and the delta phases (issue 44), by the moment the
+/// issues name (a crashing image's `crash-` prefix aside).
+fn os_delta_phases(r: &Report) -> Vec<(&'static str, u64)> {
+    let moments: [(&str, &[&str]); 8] = [
+        ("os download", &["os-download", "os-downloaded"]),
+        ("os install", &["os-install-call", "os-install"]),
+        ("os install to installed saved", &["os-installed-unsaved"]),
+        ("os reboot", &["os-installed", "os-rebooting"]),
+        ("os gate", &["os-gate"]),
+        ("os rollback", &["os-rolling-back", "os-rolled-back"]),
+        (
+            "delta download",
+            &["delta-download", "agent-delta-download"],
+        ),
+        ("delta apply", &["delta-apply", "agent-delta-apply"]),
+    ];
+    moments
+        .iter()
+        .map(|(m, phases)| {
+            let n = r
+                .by_phase
+                .iter()
+                .filter(|((_, p), _)| phases.contains(&p.strip_prefix("crash-").unwrap_or(p)))
+                .map(|(_, n)| n)
+                .sum();
+            (*m, n)
+        })
+        .collect()
 }
 
 fn assert_converged(r: &Report) {
