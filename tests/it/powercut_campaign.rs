@@ -1882,6 +1882,26 @@ impl OsUpdate {
         Ok((acked, ids))
     }
 
+    /// Waits for `n` more polls of the app's folder: each rewrites its `status.json` by
+    /// rename (a new inode and mtime).
+    fn polled(&self, n: usize) -> Check {
+        use std::os::unix::fs::MetadataExt;
+        let stamp = || {
+            std::fs::metadata(self.m.sb.app.join("status.json"))
+                .ok()
+                .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+        };
+        let (mut last, mut seen) = (stamp(), 0);
+        wait(&format!("{n} more polls"), 120, || {
+            let now = stamp();
+            if now != last {
+                seen += 1;
+                last = now;
+            }
+            seen >= n
+        })
+    }
+
     /// Ids of the records the app has (`logs.jsonl`; a torn last line is no record).
     fn shipped(&self) -> std::collections::HashSet<u64> {
         std::fs::read_to_string(self.m.sb.app.join("logs.jsonl"))
@@ -1955,7 +1975,10 @@ impl Scenario for OsUpdate {
                 missing.is_empty() && (acked == 0 || have.iter().any(|id| *id >= acked))
             })
             .map_err(|e| format!("{e}: missing ids {missing:?} (acked through {acked})"))?;
-            // Stopped first: a running agent's status write has a temp for a moment.
+            // The temps a cut left in the app's folder go at this boot's first poll (and the
+            // OS can settle before it): two polls seen, then stopped (a running agent's status
+            // write has a temp for a moment).
+            self.polled(2)?;
             if let Some(mut a) = self.m.agent.take() {
                 stop(&mut a, &self.m.sb.root);
             }
