@@ -12,7 +12,7 @@
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
 //! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
 //! | `os` | the agent updating the OS through the RAUC stand-in of `os_rauc` (a private D-Bus; the harness is the boot loader and carries out each reboot asked for); one image in four has an svc-server that crashes (its gate fails); a quarter of the cuts by the crash points `download-half`, `os-installing`, `os-installed`, `os-rebooting` | os-poll, os-download(ed), os-install-call, os-install (RAUC writing the slot), os-installed-unsaved, os-installed, os-rebooting, os-gate, os-rolling-back, os-rolled-back, os-done (`crash-` for a crashing image) |
-//! | `delta`, `delta-agent` | as `update` and `agent`, each version offered only as a delta from the binary that runs (no full artifact); a third of the cuts by the crash point `delta-applying` (half the result written) | as `update` / `agent`, plus (agent-)delta-download and (agent-)delta-apply |
+//! | `delta`, `delta-agent` | as `update` and `agent`, each version offered only as a delta from the binary that runs (no full artifact); a third of the cuts by the crash points `download-half` (the delta's) and `delta-applying` (half the result written) | as `update` / `agent`, plus (agent-)delta-download and (agent-)delta-apply |
 //! | `hawkbit-swu` | the same on a device with a vendor key, each deployment a signed SWUpdate image (`.swu`, about 4 MiB over a slow link) of svc-server and the machine config: its download resumed across cuts, its files taken out and checked, the config applied | as `hawkbit` (no crashing build), plus swu-download (`cache/swu/*.swu.part` short) and swu-unpack (whole, its files not yet recorded) before accepted |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
@@ -611,26 +611,8 @@ impl Scenario for ServerUpdate {
             })
         });
         let delay = self.window.draw(rng);
-        // A delta's apply takes milliseconds: one cut in three lands in its middle by the
-        // crash point there (the agent kills itself half-way; then the power goes).
-        let at_apply = self.delta && rng.below(3) == 0;
-        let env: &[(&str, &str)] = if at_apply {
-            &[("SVC_CRASH_AT", "delta-applying")]
-        } else {
-            &[]
-        };
-        let mut agent = spawn_agent_env(&agent_exe(), &self.sb.root, env);
-        let died = if at_apply {
-            wait(
-                "the agent to die half-way through applying the delta",
-                120,
-                || matches!(agent.try_wait(), Ok(Some(_))),
-            )
-        } else {
-            std::thread::sleep(delay);
-            Ok(())
-        };
-        power_cut(Some(&mut agent), &self.sb.root);
+        let crash = delta_crash_point(rng, self.delta);
+        let died = start_and_cut(&agent_exe(), &self.sb.root, crash, delay);
         if let Some(h) = hog {
             let _ = h.join();
         }
@@ -711,6 +693,32 @@ impl Scenario for ServerUpdate {
         });
         Cut { phase, result }
     }
+}
+
+/// The delta phases' narrow windows (a delta of a few KB downloads, and applies, in
+/// milliseconds), cut by crash points in one cut in three: the delta half downloaded, its
+/// result half written (the agent kills itself there; then the power goes).
+const DELTA_CRASH_POINTS: [&str; 2] = ["download-half", "delta-applying"];
+
+fn delta_crash_point(rng: &mut Rng, delta: bool) -> Option<&'static str> {
+    (delta && rng.below(3) == 0).then(|| DELTA_CRASH_POINTS[rng.below(2) as usize])
+}
+
+/// Starts the agent `exe` and cuts the power: once it died at `crash`, or after `delay`.
+fn start_and_cut(exe: &Path, root: &Path, crash: Option<&str>, delay: Duration) -> Check {
+    let env: Vec<(&str, &str)> = crash.iter().map(|p| ("SVC_CRASH_AT", *p)).collect();
+    let mut agent = spawn_agent_env(exe, root, &env);
+    let died = match crash {
+        Some(p) => wait(&format!("the agent to die at {p}"), 120, || {
+            matches!(agent.try_wait(), Ok(Some(_)))
+        }),
+        None => {
+            std::thread::sleep(delay);
+            Ok(())
+        }
+    };
+    power_cut(Some(&mut agent), root);
+    died
 }
 
 /// A delta from `old` to `new` in svc-delta-v1 (docs/updates.md, *Deltas*), as bsdiff makes
@@ -863,25 +871,13 @@ impl Scenario for AgentUpdate {
             let v = format!("2.{k}.0");
             self.offer(&v);
             let delay = self.update_window.draw(rng);
-            // As for svc-server: one delta cut in three in the middle of the apply.
-            let at_apply = self.delta.is_some() && rng.below(3) == 0;
-            let env: &[(&str, &str)] = if at_apply {
-                &[("SVC_CRASH_AT", "delta-applying")]
-            } else {
-                &[]
-            };
-            let mut agent = spawn_agent_env(&self.paths.bin_link("svc-agent"), &self.sb.root, env);
-            died = if at_apply {
-                wait(
-                    "the agent to die half-way through applying the delta",
-                    120,
-                    || matches!(agent.try_wait(), Ok(Some(_))),
-                )
-            } else {
-                std::thread::sleep(delay);
-                Ok(())
-            };
-            power_cut(Some(&mut agent), &self.sb.root);
+            let crash = delta_crash_point(rng, self.delta.is_some());
+            died = start_and_cut(
+                &self.paths.bin_link("svc-agent"),
+                &self.sb.root,
+                crash,
+                delay,
+            );
             let cache = self.paths.cache_dir();
             let part = cache.join(format!("svc-agent-{v}.part"));
             phase = if cache.join(format!("svc-agent-{v}.delta.part")).exists() {
