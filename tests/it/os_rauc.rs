@@ -361,9 +361,10 @@ impl Machine {
 
     /// The power goes: the agent dies where it stands (svc-server with it: its group).
     pub(crate) fn power_off(&mut self) {
+        // The agent and every process it forked: a child not yet exec'd holds the agent's
+        // instance lock, and the next boot's agent found it taken (the campaign's OS phase).
         if let Some(mut a) = self.agent.take() {
-            let _ = a.kill();
-            let _ = a.wait();
+            crate::powercut_campaign::power_cut(Some(&mut a), &self.sb.root);
         }
         // Only a process that is still this sandbox's svc-server: a pid may have been reused.
         let ours = path_str(&self.sb.root).to_string();

@@ -1738,8 +1738,6 @@ impl OsUpdate {
     /// The power comes back: the boot loader picks a slot, which must be written whole; its
     /// svc-server is the image's; the agent starts.
     fn boot(&mut self, env: &[(&str, &str)]) -> Check {
-        // The power goes for every process (the agent's children too), then the machine's.
-        power_cut(self.m.agent.as_mut(), &self.m.sb.root);
         self.m.power_cycle(false);
         self.reboots_seen = self.m.reboots();
         let (slot, torn, version) = {
