@@ -2,13 +2,14 @@
 # The process-level power-cut campaign (issue 24): the real svc-agent in sandboxes, SIGKILLed
 # at random moments of svc-server updates (also on a small file system filling up part-way),
 # a broken build's rollback, the agent's self-update and boot guard, config apply, and log
-# queue appends and shipping; each cut followed by a convergence check. See
+# queue appends and shipping, OS updates through the RAUC stand-in (issue 43) and updates by
+# delta of svc-server and the agent (issue 44); each cut followed by a convergence check. See
 # tests/it/powercut_campaign.rs. Needs root (the small file system is a tmpfs mount).
 #
 #   benches/powercut.sh [CUTS] [SEED] [RECORD]    defaults: 1000 cuts, seed 1,
 #                                                  target/powercut/process-seedSEED-CUTS.jsonl
 #
-# SVC_CAMPAIGN_SCENARIOS (comma-separated, e.g. `hawkbit`) draws those scenarios only (the
+# SVC_CAMPAIGN_SCENARIOS (comma-separated, e.g. `hawkbit` or `os,delta,delta-agent`) draws those scenarios only (the
 # default record's name says which). SVC_CAMPAIGN_WORKERS (default 4) machines run side by side; SVC_CAMPAIGN_SECS stops drawing
 # new cuts after that many seconds (a sitting). Every cut is appended to RECORD as it ends; run
 # the same command again (same code, seed and cuts) to resume the run where it stopped: the

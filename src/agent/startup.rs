@@ -166,10 +166,21 @@ pub(crate) fn platform_supported() -> Result<(), StartupError> {
 fn housekeeping(paths: &Paths, lock: &mut crate::systemd::InstanceLock) {
     lock.record_holder();
     let state = paths.state_dir();
-    let stale: usize = [state.clone(), state.join("logqueue"), state.join("home")]
-        .iter()
-        .map(|d| crate::fsutil::remove_stale_temps(d))
-        .sum();
+    // Every folder an atomic write goes to, the downloads' sidecars' included (beside their
+    // parts: the cache, the .swu cache, the OS bundle's folder; a cut at the OS download's
+    // middle left one in `os/` for good, campaign seed 4344 cut 43).
+    let cache = paths.cache_dir();
+    let stale: usize = [
+        state.clone(),
+        state.join("logqueue"),
+        state.join("home"),
+        cache.join("swu"),
+        crate::osimage::bundle_dir(paths),
+        cache,
+    ]
+    .iter()
+    .map(|d| crate::fsutil::remove_stale_temps(d))
+    .sum();
     if stale > 0 {
         crate::debug!("agent", "removed {stale} temp files of interrupted writes");
     }

@@ -618,9 +618,15 @@ fn remove_others(dir: &Path, keep: &str) {
     }
 }
 
-/// Removes every bundle (after an install, or when nothing is offered).
+/// Removes every bundle (after an install, or when no install needs one), and the folder:
+/// its absence makes the next call one `stat` (the daemon calls this on every step at rest).
 pub(crate) fn remove_bundles(paths: &Paths) {
-    remove_others(&bundle_dir(paths), "");
+    let dir = bundle_dir(paths);
+    if dir.exists() {
+        remove_others(&dir, "");
+        // Not when something else is left in it (a temp of a live write; a mount point).
+        let _ = std::fs::remove_dir(&dir);
+    }
 }
 
 /// The booted slot and the running OS version (RAUC's record of the bundle it last wrote

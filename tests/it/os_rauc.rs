@@ -47,6 +47,10 @@ pub(crate) struct Fake {
     pub(crate) real_key: Option<String>,
     /// The machine's compatible string, when not `COMPATIBLE`.
     pub(crate) compatible: Option<String>,
+    /// How long writing a slot takes (the power-cut campaign's installs).
+    pub(crate) write_ms: u64,
+    /// A slot being written, or left half-written by a power cut: no version, not bootable.
+    pub(crate) torn: [bool; 2],
 }
 
 struct Installer {
@@ -66,9 +70,10 @@ fn slot_index(fake: &Fake, id: &str) -> Option<usize> {
     }
 }
 
-/// What the stand-in does with a bundle: RAUC's checks, then the other slot written and made
-/// primary. Returns `Completed`'s code.
-fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
+/// What the stand-in does with a bundle: RAUC's checks, then the other slot written (torn
+/// until whole, `write_ms`) and made primary. Returns `Completed`'s code, or `None` when a
+/// boot ended the install (RAUC went with the power: no signal).
+fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> Option<i32> {
     let epoch = fake.lock().unwrap().epoch;
     loop {
         let f = fake.lock().unwrap();
@@ -80,7 +85,7 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     }
     let mut f = fake.lock().unwrap();
     if f.epoch != epoch {
-        return 1;
+        return None;
     }
     let bytes = std::fs::read(source).unwrap_or_default();
     let text = match (&f.real_key, bytes.starts_with(b"hsqs")) {
@@ -112,20 +117,30 @@ fn run_install(fake: &Arc<Mutex<Fake>>, source: &str) -> i32 {
     } else {
         None
     };
-    f.operation = "idle".into();
-    match err {
-        Some(e) => {
-            f.last_error = e;
-            1
-        }
-        None => {
-            let other = 1 - f.booted;
-            f.versions[other] = Some(field("version"));
-            f.bad[other] = false;
-            f.primary = other;
-            0
+    if let Some(e) = err {
+        f.operation = "idle".into();
+        f.last_error = e;
+        return Some(1);
+    }
+    // The slot is overwritten: RAUC invalidates it first and makes it primary only once whole.
+    let other = 1 - f.booted;
+    f.versions[other] = None;
+    f.torn[other] = true;
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(f.write_ms);
+    while std::time::Instant::now() < end {
+        drop(f);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        f = fake.lock().unwrap();
+        if f.epoch != epoch {
+            return None;
         }
     }
+    f.operation = "idle".into();
+    f.versions[other] = Some(field("version"));
+    f.torn[other] = false;
+    f.bad[other] = false;
+    f.primary = other;
+    Some(0)
 }
 
 #[zbus::interface(name = "de.pengutronix.rauc.Installer")]
@@ -145,10 +160,11 @@ impl Installer {
         drop(f);
         let (fake, conn) = (self.fake.clone(), self.conn.clone());
         std::thread::spawn(move || {
-            let code = run_install(&fake, &source);
-            let c = conn.lock().unwrap().clone().unwrap();
-            c.emit_signal(None::<&str>, "/", IFACE, "Completed", &(code,))
-                .unwrap();
+            if let Some(code) = run_install(&fake, &source) {
+                let c = conn.lock().unwrap().clone().unwrap();
+                c.emit_signal(None::<&str>, "/", IFACE, "Completed", &(code,))
+                    .unwrap();
+            }
         });
         Ok(())
     }
@@ -229,7 +245,7 @@ impl Installer {
     }
 }
 
-struct Bus(Child);
+pub(crate) struct Bus(Child);
 
 impl Drop for Bus {
     fn drop(&mut self) {
@@ -239,7 +255,7 @@ impl Drop for Bus {
 }
 
 /// A private bus; `services`: a folder of D-Bus activation files it may start from.
-fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
+pub(crate) fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
     let mut cmd = Command::new("dbus-daemon");
     match services {
         None => cmd.args(["--session", "--nofork", "--print-address=1"]),
@@ -271,15 +287,16 @@ fn private_bus(services: Option<&std::path::Path>) -> (Bus, String) {
 }
 
 /// One machine: a sandbox, a bus, RAUC on it (unless `with_rauc` is false), slot 0 booted
-/// with OS 1.0.
+/// with OS 1.0. The power-cut campaign's OS phase runs one too (`exe`: its agent copy).
 pub(crate) struct Machine {
     pub(crate) sb: Sandbox,
     pub(crate) fake: Arc<Mutex<Fake>>,
     _rauc: Option<Connection>,
     addr: String,
-    agent: Option<Child>,
+    pub(crate) agent: Option<Child>,
     boots: u32,
     _bus: Bus,
+    pub(crate) exe: std::path::PathBuf,
 }
 
 impl Machine {
@@ -323,6 +340,7 @@ impl Machine {
             agent: None,
             boots: 0,
             _bus: bus,
+            exe: env!("CARGO_BIN_EXE_svc-agent").into(),
         };
         m.new_boot_id();
         m
@@ -355,14 +373,15 @@ impl Machine {
             ("SVC_AGENT_OS_GATE_SECS", "90"),
         ];
         env.extend_from_slice(extra);
-        self.agent = Some(self.sb.spawn_agent(&env));
+        self.agent = Some(self.sb.spawn_agent_exe(&self.exe, &env));
     }
 
     /// The power goes: the agent dies where it stands (svc-server with it: its group).
     pub(crate) fn power_off(&mut self) {
+        // The agent and every process it forked: a child not yet exec'd holds the agent's
+        // instance lock, and the next boot's agent found it taken (the campaign's OS phase).
         if let Some(mut a) = self.agent.take() {
-            let _ = a.kill();
-            let _ = a.wait();
+            crate::powercut_campaign::power_cut(Some(&mut a), &self.sb.root);
         }
         // Only a process that is still this sandbox's svc-server: a pid may have been reused.
         let ours = path_str(&self.sb.root).to_string();
@@ -379,6 +398,13 @@ impl Machine {
     /// The boot loader: the primary slot unless it is marked bad (then the other one), or
     /// `fallback` (the new slot does not come up).
     pub(crate) fn boot(&mut self, fallback: bool, extra: &[(&str, &str)]) {
+        self.power_cycle(fallback);
+        self.start(extra);
+    }
+
+    /// The power goes and comes back: the boot loader picks the slot (as `boot`), a new boot
+    /// id; the agent not started yet.
+    pub(crate) fn power_cycle(&mut self, fallback: bool) {
         self.power_off();
         {
             let mut f = self.fake.lock().unwrap();
@@ -395,7 +421,6 @@ impl Machine {
         let _ = std::fs::rename(&log, log.with_extension(format!("log.{}", self.boots)));
         self.boots += 1;
         self.new_boot_id();
-        self.start(extra);
     }
 
     pub(crate) fn os(&self) -> Value {
@@ -690,6 +715,12 @@ fn a_bundle_for_another_compatible_or_another_rauc_key_is_refused_by_rauc() {
         .as_str()
         .unwrap()
         .contains("signature verification failed"));
+    // Refused for what it is, never retried: its bundle is not kept.
+    wait_for("the refused bundles removed", 60, || {
+        std::fs::read_dir(m.sb.root.join("opt/svc/os"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    });
     let f = m.fake();
     assert_eq!((f.booted, f.primary), (0, 0));
     assert_eq!(m.reboots(), 0);
@@ -991,6 +1022,17 @@ fn every_os_crash_point_boots_a_working_slot_and_converges() {
                 m.os()["version"] == "2.0"
             },
         );
+        // No bundle kept once its slot is written (seed 4344 cut 6 of the campaign: a cut
+        // at `os-installed` left the whole bundle on the data partition for good; seed 4345
+        // cut 62: still there when the slot was marked good).
+        let dir = m.sb.root.join("opt/svc/os");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{point}: left in os/: {left:?}");
         let f = m.fake();
         assert_eq!(f.booted, 1, "{point}");
         // RAUC asked once: at `os-installing` the cut came before the call (the agent on the

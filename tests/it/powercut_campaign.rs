@@ -11,6 +11,8 @@
 //! | `config` | the agent taking a new config from the app (cached config, answer) | apply, applied |
 //! | `log` | a log-queue writer appending and flushing; a shipper sending and acknowledging | log-append, log-ship |
 //! | `hawkbit` | the agent in hawkBit mode taking a DDI deployment of svc-server (one in three a build that crashes at start) | poll, accepted, download, verify, activate, probation, rolled-back, report, closed (`crash-` for a crashing build) |
+//! | `os` | the agent updating the OS through the RAUC stand-in of `os_rauc` (a private D-Bus; the harness is the boot loader and carries out each reboot asked for); one image in four has an svc-server that crashes (its gate fails); a quarter of the cuts by the crash points `download-half`, `os-installing`, `os-installed`, `os-rebooting` | os-poll, os-download(ed), os-install-call, os-install (RAUC writing the slot), os-installed-unsaved, os-installed, os-rebooting, os-gate, os-rolling-back, os-rolled-back, os-done (`crash-` for a crashing image) |
+//! | `delta`, `delta-agent` | as `update` and `agent`, each version offered only as a delta from the binary that runs (no full artifact); a third of the cuts by the crash points `download-half` (the delta's) and `delta-applying` (half the result written) | as `update` / `agent`, plus (agent-)delta-download and (agent-)delta-apply |
 //! | `hawkbit-swu` | the same on a device with a vendor key, each deployment a signed SWUpdate image (`.swu`, about 4 MiB over a slow link) of svc-server and the machine config: its download resumed across cuts, its files taken out and checked, the config applied | as `hawkbit` (no crashing build), plus swu-download (`cache/swu/*.swu.part` short) and swu-unpack (whole, its files not yet recorded) before accepted |
 //!
 //! After each cut, before anything runs again: every link in `bin/` points at a
@@ -27,7 +29,14 @@
 //! and seed (the campaign is reproducible: `SVC_CAMPAIGN_SEED`), the scenario's sandbox is
 //! rebuilt, and the test fails at the end.
 //!
-//! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed). The recorded run is
+//! With `os`: the slot the boot loader boots after a cut must be written whole (the stand-in's
+//! install leaves its slot torn when the power ends it); converged means the image marked good
+//! and booted (a crashing one: rolled back, recorded bad, the old slot booted), at rest, every
+//! record the log queue held at the cut in the app's `logs.jsonl`, no bundle or temp left.
+//! With deltas: the new version can only be made from the delta, and is.
+//!
+//! `power_cut_campaign_short` is the CI version (30 cuts, a fixed seed);
+//! `power_cut_campaign_os_and_delta_short` runs one cut of each OS and delta scenario. The recorded run is
 //! `benches/powercut.sh` (the ignored `power_cut_campaign_full`, 1,000 cuts). Nothing here
 //! asserts a duration: windows are measured (each convergence run times the whole operation
 //! uncut, and the next cut draws its delay from 0 to 1.2 times the longest seen).
@@ -415,12 +424,16 @@ struct ServerUpdate {
     current: String,
     pad: usize,
     broken: bool,
+    /// Each version offered as a delta from the one that runs (`last`), with no full
+    /// artifact in the directory: only the delta can make it (issue 44).
+    delta: bool,
+    last: Vec<u8>,
 }
 
 const SMALL_FS_BYTES: u64 = 48 * 1024 * 1024;
 
 impl ServerUpdate {
-    fn new(label: &str, pad: usize, small_fs: bool, broken: bool) -> ServerUpdate {
+    fn new(label: &str, pad: usize, small_fs: bool, broken: bool, delta: bool) -> ServerUpdate {
         let sb = Sandbox::new(&format!("campaign-{label}"));
         let paths = Paths::new(&sb.root);
         let fs = small_fs
@@ -435,8 +448,10 @@ impl ServerUpdate {
             pad,
             fs,
             broken,
+            delta,
+            last: Vec::new(),
         };
-        s.offer("1.0.0", "hang", 0, true);
+        s.last = s.offer("1.0.0", "hang", 0, true);
         let mut agent = spawn_agent(&s.sb.root);
         let r = wait("the first svc-server", 120, || s.converged("1.0.0"));
         stop(&mut agent, &s.sb.root);
@@ -444,12 +459,22 @@ impl ServerUpdate {
         s
     }
 
-    fn offer(&mut self, version: &str, behavior: &str, pad: usize, announce_size: bool) {
+    /// Offers `version`; returns the offered body (made in delta mode by the delta from
+    /// `last`).
+    fn offer(&mut self, version: &str, behavior: &str, pad: usize, announce_size: bool) -> Vec<u8> {
         let body = fake_binary("svc-server", version, behavior, pad);
         let file = format!("svc-server-{version}");
-        std::fs::write(self.sb.app.join(&file), &body).unwrap();
         self.known.add("svc-server", version, &body);
         let mut target = json!({"version": version, "url": file, "sha256": sha256_hex(&body)});
+        if self.delta && !self.last.is_empty() {
+            let d = in_place_delta(&self.last, &body);
+            let dfile = format!("{file}.delta");
+            std::fs::write(self.sb.app.join(&dfile), &d).unwrap();
+            target["deltas"] = json!([{"from": sha256_hex(&self.last), "url": dfile,
+                                       "size": d.len(), "sha256": sha256_hex(&d)}]);
+        } else {
+            std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        }
         if announce_size {
             target["size"] = json!(body.len());
         }
@@ -458,6 +483,7 @@ impl ServerUpdate {
             "config": {"components": [], "modules": [], "agent": {}},
             "targets": {"svc-server": target}
         }));
+        body
     }
 
     fn converged(&self, v: &str) -> bool {
@@ -472,6 +498,20 @@ impl ServerUpdate {
             .as_ref()
             .and_then(|r| r.get("svc-server"))
             .is_some_and(|r| r.bad.iter().any(|b| b == v));
+        // A delta: its download (`.delta.part`), then the result made beside it (`.part`).
+        if self
+            .paths
+            .cache_dir()
+            .join(format!("svc-server-{v}.delta.part"))
+            .exists()
+        {
+            return if part_phase(&self.paths, v, size).is_some() {
+                "delta-apply"
+            } else {
+                "delta-download"
+            }
+            .into();
+        }
         if let Some(p) = part_phase(&self.paths, v, size) {
             return p.into();
         }
@@ -551,10 +591,8 @@ impl Scenario for ServerUpdate {
         } else {
             self.pad
         };
-        self.offer(&v, behavior, pad, true);
-        let size = std::fs::metadata(self.sb.app.join(format!("svc-server-{v}")))
-            .unwrap()
-            .len() as usize;
+        let body = self.offer(&v, behavior, pad, true);
+        let size = body.len();
         // On the small file system the update starts with just the room its free-space
         // check asks for (size + 16 MiB) or a little more; then, at a random moment, another
         // writer takes all that is left, so the download's (or a record's) writes fail
@@ -573,9 +611,8 @@ impl Scenario for ServerUpdate {
             })
         });
         let delay = self.window.draw(rng);
-        let mut agent = spawn_agent(&self.sb.root);
-        std::thread::sleep(delay);
-        power_cut(Some(&mut agent), &self.sb.root);
+        let crash = delta_crash_point(rng, self.delta);
+        let died = start_and_cut(&agent_exe(), &self.sb.root, crash, delay);
         if let Some(h) = hog {
             let _ = h.join();
         }
@@ -588,6 +625,7 @@ impl Scenario for ServerUpdate {
         }
         let log_at_cut = self.sb.log();
         let result = (|| {
+            died?;
             sound_after_cut(&self.paths, &self.known)?;
             if let Some(filler) = &filler {
                 // Still full: the machine starts and runs what it has; then space returns.
@@ -637,6 +675,7 @@ impl Scenario for ServerUpdate {
         })();
         if !self.broken {
             self.current = v.clone();
+            self.last = body;
         }
         // The app's folder keeps only what it still offers.
         for e in std::fs::read_dir(&self.sb.app).unwrap().flatten() {
@@ -656,6 +695,52 @@ impl Scenario for ServerUpdate {
     }
 }
 
+/// The delta phases' narrow windows (a delta of a few KB downloads, and applies, in
+/// milliseconds), cut by crash points in one cut in three: the delta half downloaded, its
+/// result half written (the agent kills itself there; then the power goes).
+const DELTA_CRASH_POINTS: [&str; 2] = ["download-half", "delta-applying"];
+
+fn delta_crash_point(rng: &mut Rng, delta: bool) -> Option<&'static str> {
+    (delta && rng.below(3) == 0).then(|| DELTA_CRASH_POINTS[rng.below(2) as usize])
+}
+
+/// Starts the agent `exe` and cuts the power: once it died at `crash`, or after `delay`.
+fn start_and_cut(exe: &Path, root: &Path, crash: Option<&str>, delay: Duration) -> Check {
+    let env: Vec<(&str, &str)> = crash.iter().map(|p| ("SVC_CRASH_AT", *p)).collect();
+    let mut agent = spawn_agent_env(exe, root, &env);
+    let died = match crash {
+        Some(p) => wait(&format!("the agent to die at {p}"), 120, || {
+            matches!(agent.try_wait(), Ok(Some(_)))
+        }),
+        None => {
+            std::thread::sleep(delay);
+            Ok(())
+        }
+    };
+    power_cut(Some(&mut agent), root);
+    died
+}
+
+/// A delta from `old` to `new` in svc-delta-v1 (docs/updates.md, *Deltas*), as bsdiff makes
+/// one for two files that differ in place: one record adding the bytewise difference over
+/// their common length (mostly zeros: it compresses to little), then the rest of `new`
+/// copied. `delta::make` (bsdiff) takes 10-30 s a pair on the 5 MB fake builds of a busy
+/// machine; this takes milliseconds, and the agent applies it through the same code. An
+/// empty `old` makes a delta that copies `new` whole (from any binary).
+fn in_place_delta(old: &[u8], new: &[u8]) -> Vec<u8> {
+    let mix = old.len().min(new.len());
+    let mut patch = Vec::with_capacity(24 + new.len());
+    for word in [mix, new.len() - mix, 0] {
+        patch.extend_from_slice(&(word as u64).to_le_bytes());
+    }
+    patch.extend(new[..mix].iter().zip(old).map(|(n, o)| n.wrapping_sub(*o)));
+    patch.extend_from_slice(&new[mix..]);
+    let mut out = svc::update::delta::MAGIC.to_vec();
+    out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+    out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&patch, 6));
+    out
+}
+
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -672,11 +757,15 @@ struct AgentUpdate {
     update_window: Window,
     guard_window: Window,
     offered: Option<String>,
+    /// Delta mode (issue 44): each version offered as a delta from the real agent that
+    /// runs (its sha256), no full artifact.
+    delta: Option<String>,
 }
 
 impl AgentUpdate {
-    fn new(w: usize) -> AgentUpdate {
-        let sb = Sandbox::new(&format!("campaign-agent-w{w}"));
+    fn new(w: usize, delta: bool) -> AgentUpdate {
+        let label = if delta { "agent-delta" } else { "agent" };
+        let sb = Sandbox::new(&format!("campaign-{label}-w{w}"));
         let paths = Paths::new(&sb.root);
         sb.file_app();
         let real = env!("CARGO_PKG_VERSION").to_string();
@@ -693,6 +782,9 @@ impl AgentUpdate {
         }
         let mut known = Known::default();
         known.add("svc-agent", &real, &body);
+        // The fake new version shares nothing with the real 47 MB debug build: its delta
+        // copies it whole (`in_place_delta` from nothing), offered as from the real agent.
+        let delta = delta.then(|| sha256_hex(&body));
         AgentUpdate {
             sb,
             paths,
@@ -701,20 +793,30 @@ impl AgentUpdate {
             update_window: Window::default(),
             guard_window: Window(Duration::from_millis(100)),
             offered: None,
+            delta,
         }
     }
 
     fn offer(&mut self, version: &str) {
         let body = fake_binary("svc-agent", version, "hang", 1 << 20);
         let file = format!("svc-agent-{version}");
-        std::fs::write(self.sb.app.join(&file), &body).unwrap();
         self.known.add("svc-agent", version, &body);
+        let mut target = json!({"version": version, "url": file,
+                                "sha256": sha256_hex(&body), "size": body.len()});
+        if let Some(from) = &self.delta {
+            let d = in_place_delta(&[], &body);
+            let dfile = format!("{file}.delta");
+            std::fs::write(self.sb.app.join(&dfile), &d).unwrap();
+            target["deltas"] = json!([{"from": from, "url": dfile, "size": d.len(),
+                                       "sha256": sha256_hex(&d)}]);
+        } else {
+            std::fs::write(self.sb.app.join(&file), &body).unwrap();
+        }
         self.sb.answer(json!({
             "poll_interval_secs": 1,
             "config": {"components": [], "modules": [],
                        "agent": {"svc-server": {"disable_subsystem": true}}},
-            "targets": {"svc-agent": {"version": version, "url": file,
-                        "sha256": sha256_hex(&body), "size": body.len()}}
+            "targets": {"svc-agent": target}
         }));
         self.offered = Some(version.to_string());
     }
@@ -763,20 +865,28 @@ impl Scenario for AgentUpdate {
         let on_real = linked(&self.paths, "svc-agent", &self.real);
         let log_before;
         let phase;
+        let mut died = Ok(());
         if on_real {
             // The running (known-good) agent updates itself; the power goes at a random moment.
             let v = format!("2.{k}.0");
             self.offer(&v);
             let delay = self.update_window.draw(rng);
-            let mut agent = spawn_agent_exe(&self.paths.bin_link("svc-agent"), &self.sb.root);
-            std::thread::sleep(delay);
-            power_cut(Some(&mut agent), &self.sb.root);
-            phase = if self
-                .paths
-                .cache_dir()
-                .join(format!("svc-agent-{v}.part"))
-                .exists()
-            {
+            let crash = delta_crash_point(rng, self.delta.is_some());
+            died = start_and_cut(
+                &self.paths.bin_link("svc-agent"),
+                &self.sb.root,
+                crash,
+                delay,
+            );
+            let cache = self.paths.cache_dir();
+            let part = cache.join(format!("svc-agent-{v}.part"));
+            phase = if cache.join(format!("svc-agent-{v}.delta.part")).exists() {
+                if part.exists() {
+                    "agent-delta-apply"
+                } else {
+                    "agent-delta-download"
+                }
+            } else if part.exists() {
                 "agent-download"
             } else if linked(&self.paths, "svc-agent", &v) {
                 "agent-activated"
@@ -808,6 +918,7 @@ impl Scenario for AgentUpdate {
             log_before = String::new();
         }
         let result = (|| {
+            died?;
             sound_after_cut(&self.paths, &self.known)?;
             known_stable(&self.paths, &self.real)?;
             if on_real {
@@ -1575,6 +1686,333 @@ fn campaign_child() {
 }
 
 // ---------------------------------------------------------------------------------------
+// OS images through RAUC (issue 43): the RAUC stand-in of `os_rauc` on a private bus; the
+// harness is the boot loader (the primary slot unless marked bad; an install the power ends
+// leaves its slot torn and the old one primary) and carries out each reboot the agent asks
+// for. One version in four is an image whose svc-server crashes: its gate fails.
+
+/// The narrow windows a random delay rarely hits, cut by the agent's crash points: the
+/// bundle half downloaded, RAUC about to be called, RAUC finished but `installed` not yet
+/// saved, the reboot saved but not yet asked for.
+const OS_CRASH_POINTS: [&str; 4] = [
+    "download-half",
+    "os-installing",
+    "os-installed",
+    "os-rebooting",
+];
+/// The bundle's padding: big enough that its download has a middle.
+const OS_BUNDLE_PAD: usize = 2 << 20;
+
+struct OsUpdate {
+    m: crate::os_rauc::Machine,
+    window: Window,
+    /// The OS version that runs, marked good.
+    current: String,
+    /// Versions whose svc-server crashes (the slot's contents, as the harness boots them).
+    failing: std::collections::HashSet<String>,
+    /// Reboot requests carried out (lines of the machine's reboot file).
+    reboots_seen: usize,
+}
+
+impl OsUpdate {
+    fn new(w: usize) -> OsUpdate {
+        let mut m = crate::os_rauc::Machine::new(&format!("campaign-os-w{w}"), true);
+        m.exe = agent_exe();
+        OsUpdate {
+            m,
+            window: Window::default(),
+            current: "1.0".into(),
+            failing: Default::default(),
+            reboots_seen: 0,
+        }
+    }
+
+    fn paths(&self) -> Paths {
+        Paths::new(&self.m.sb.root)
+    }
+
+    fn state(&self) -> Value {
+        read_json(&self.paths().state_dir().join("os.json")).unwrap_or(Value::Null)
+    }
+
+    /// The power comes back: the boot loader picks a slot, which must be written whole; its
+    /// svc-server is the image's; the agent starts.
+    fn boot(&mut self, env: &[(&str, &str)]) -> Check {
+        self.m.power_cycle(false);
+        self.reboots_seen = self.m.reboots();
+        let (slot, torn, version) = {
+            let f = self.m.fake();
+            (f.booted, f.torn[f.booted], f.versions[f.booted].clone())
+        };
+        let Some(version) = version.filter(|_| !torn) else {
+            return Err(format!(
+                "the boot loader booted slot {slot}, which is not written whole"
+            ));
+        };
+        let server = if self.failing.contains(&version) {
+            crate::os_rauc::CRASHING_SERVER
+        } else {
+            crate::common::sandbox::FAKE_SERVER
+        };
+        crate::os_rauc::install_server(&self.m.sb, server);
+        self.m.start(env);
+        Ok(())
+    }
+
+    /// Runs the machine, rebooting when the agent asks (if `reboot`), until `done` (true),
+    /// `until` passes (false), or `secs` (an error: not converged).
+    fn drive(
+        &mut self,
+        what: &str,
+        secs: u64,
+        until: Option<Instant>,
+        reboot: bool,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> Result<bool, String> {
+        let end = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if done(self) {
+                return Ok(true);
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(false);
+            }
+            if Instant::now() >= end {
+                return Err(format!("not converged: {what} (after {secs} s)"));
+            }
+            if reboot && self.m.reboots() > self.reboots_seen {
+                self.boot(&[])?;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `v` marked good and booted, or (an image whose gate fails) rolled back to `current`,
+    /// recorded bad, the old slot booted; at rest either way.
+    fn settled(&self, v: &str) -> bool {
+        let s = self.state();
+        if s["phase"]["name"] != "idle" {
+            return false;
+        }
+        let f = self.m.fake();
+        let booted = f.versions[f.booted].clone().unwrap_or_default();
+        if self.failing.contains(v) {
+            s["version"] == self.current.as_str()
+                && booted == self.current
+                && s["bad"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|x| x == v))
+        } else {
+            s["version"] == v && booted == v && !f.bad[f.booted]
+        }
+    }
+
+    /// Where the update stood when the power went (the stand-in is read before the boot
+    /// that ends its install).
+    fn phase(&self, v: &str) -> String {
+        let s = self.state();
+        let dir = self.paths().state_dir().join("os");
+        let bundle = dir.join(format!("bundle-{v}.raucb"));
+        let f = self.m.fake();
+        let other = 1 - f.booted;
+        let p = match s["phase"]["name"].as_str().unwrap_or("idle") {
+            "installing" if f.torn[other] => "os-install",
+            "installing" if f.versions[other].as_deref() == Some(v) => "os-installed-unsaved",
+            "installing" => "os-install-call",
+            "installed" => "os-installed",
+            "rebooting" => "os-rebooting",
+            "gate" => "os-gate",
+            "rolling-back" => "os-rolling-back",
+            _ if s["version"] == v => "os-done",
+            _ if s["bad"]
+                .as_array()
+                .is_some_and(|b| b.iter().any(|x| x == v)) =>
+            {
+                "os-rolled-back"
+            }
+            _ if bundle.with_extension("raucb.part").exists() => "os-download",
+            _ if bundle.exists() => "os-downloaded",
+            _ => "os-poll",
+        };
+        if self.failing.contains(v) {
+            format!("crash-{p}")
+        } else {
+            p.into()
+        }
+    }
+
+    /// The log queue as the cut left it: its ack cursor and the ids of the records waiting
+    /// (read from a copy: opening a queue truncates a torn tail).
+    fn queued(&self) -> Result<(u64, Vec<u64>), String> {
+        let dir = self.paths().state_dir().join("logqueue");
+        let copy = self.m.sb.root.join("logqueue-at-cut");
+        let _ = std::fs::remove_dir_all(&copy);
+        if !dir.exists() {
+            return Ok((0, Vec::new()));
+        }
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(&dir)
+            .arg(&copy)
+            .status()
+            .map_err(|e| format!("cp: {e}"))?;
+        ensure(st.success(), || "copying the log queue failed".into())?;
+        let mut q = LogQueue::open(&copy, QueueConfig::default())
+            .map_err(|e| format!("the log queue does not open after the cut: {e}"))?;
+        let acked = q.acked_id();
+        let mut ids = Vec::new();
+        loop {
+            let batch = q
+                .read_batch(500, 1 << 20)
+                .map_err(|e| format!("reading the log queue: {e}"))?;
+            let Some(last) = batch.last().map(|r| r.id) else {
+                break;
+            };
+            ids.extend(batch.iter().map(|r| r.id));
+            q.ack(last).map_err(|e| format!("log queue copy: {e}"))?;
+        }
+        drop(q);
+        let _ = std::fs::remove_dir_all(&copy);
+        Ok((acked, ids))
+    }
+
+    /// Waits for `n` more polls of the app's folder: each rewrites its `status.json` by
+    /// rename (a new inode and mtime).
+    fn polled(&self, n: usize) -> Check {
+        use std::os::unix::fs::MetadataExt;
+        let stamp = || {
+            std::fs::metadata(self.m.sb.app.join("status.json"))
+                .ok()
+                .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+        };
+        let (mut last, mut seen) = (stamp(), 0);
+        wait(&format!("{n} more polls"), 120, || {
+            let now = stamp();
+            if now != last {
+                seen += 1;
+                last = now;
+            }
+            seen >= n
+        })
+    }
+
+    /// Ids of the records the app has (`logs.jsonl`; a torn last line is no record).
+    fn shipped(&self) -> std::collections::HashSet<u64> {
+        std::fs::read_to_string(self.m.sb.app.join("logs.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["id"].as_u64())
+            .collect()
+    }
+}
+
+impl Scenario for OsUpdate {
+    fn cut(&mut self, rng: &mut Rng, k: u64) -> Cut {
+        let v = format!("2.{k}");
+        if rng.below(4) == 0 {
+            self.failing.insert(v.clone());
+        }
+        let b = crate::os_rauc::bundle(&v, crate::os_rauc::COMPATIBLE, "lab", OS_BUNDLE_PAD);
+        self.m.offer(&v, &b, &b, None);
+        // RAUC's slot write takes a while (a real one: minutes), so that cuts land in it.
+        self.m.fake().write_ms = rng.below(1500);
+        let crash = (rng.below(4) == 0).then(|| OS_CRASH_POINTS[rng.below(4) as usize]);
+        let delay = self.window.draw(rng);
+        let t0 = Instant::now();
+        let env: Vec<(&str, &str)> = crash.iter().map(|p| ("SVC_CRASH_AT", *p)).collect();
+        self.m.start(&env);
+        let run = match crash {
+            // The crash point is in the first boot: the agent dies there.
+            Some(p) => self
+                // Every crash point comes before the first reboot asked for: none is made.
+                .drive(&format!("the agent to die at {p}"), 120, None, false, |s| {
+                    s.m.agent
+                        .as_mut()
+                        .is_some_and(|a| matches!(a.try_wait(), Ok(Some(_))))
+                })
+                .map(|_| ()),
+            None => self
+                .drive("the cut's moment", 120, Some(t0 + delay), true, |_| false)
+                .map(|_| ()),
+        };
+        power_cut(self.m.agent.as_mut(), &self.m.sb.root);
+        let phase = self.phase(&v);
+        let log_at_cut = self.m.logs();
+        let result = (|| {
+            run?;
+            ensure(
+                read_json(&self.paths().state_dir().join("os.json")).is_some()
+                    || !self.paths().state_dir().join("os.json").exists(),
+                || "os.json does not load".into(),
+            )?;
+            let (acked, waiting) = self.queued()?;
+            self.boot(&[])?;
+            let t1 = Instant::now();
+            let want = if self.failing.contains(&v) {
+                format!("OS {v} rolled back to {}", self.current)
+            } else {
+                format!("OS {v} marked good and booted")
+            };
+            self.drive(&want, 300, None, true, |s| s.settled(&v))?;
+            // A cut before anything happened measures the whole update uncut.
+            self.window.seen(t1.elapsed());
+            // Nothing lost from the log queue: every record the cut left waiting reaches
+            // the app, and what it had acknowledged is there.
+            let mut missing = Vec::new();
+            wait("the log records waiting at the cut shipped", 120, || {
+                let have = self.shipped();
+                missing = waiting
+                    .iter()
+                    .copied()
+                    .filter(|id| !have.contains(id))
+                    .collect();
+                missing.is_empty() && (acked == 0 || have.iter().any(|id| *id >= acked))
+            })
+            .map_err(|e| format!("{e}: missing ids {missing:?} (acked through {acked})"))?;
+            // The temps a cut left in the app's folder go at this boot's first poll (and the
+            // OS can settle before it): two polls seen, then stopped (a running agent's status
+            // write has a temp for a moment).
+            self.polled(2)?;
+            if let Some(mut a) = self.m.agent.take() {
+                stop(&mut a, &self.m.sb.root);
+            }
+            temps_bounded(&self.paths(), 0)?;
+            let left: Vec<_> = std::fs::read_dir(self.paths().state_dir().join("os"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            ensure(left.is_empty(), || format!("bundles left in os/: {left:?}"))
+        })();
+        if let Some(mut a) = self.m.agent.take() {
+            stop(&mut a, &self.m.sb.root);
+        }
+        self.m.power_off();
+        let _ = std::fs::remove_file(self.m.sb.app.join(format!("os-{v}.raucb")));
+        if result.is_ok() && !self.failing.contains(&v) {
+            self.current = v;
+        }
+        let result = result.map_err(|e| {
+            let f = self.m.fake();
+            format!(
+                "{e}\n--- slots: booted {}, primary {}, versions {:?}, bad {:?}, torn {:?}; os.json {}\n\
+                 --- agent logs until the cut (tail):\n{}\n--- agent logs after:\n{}",
+                f.booted,
+                f.primary,
+                f.versions,
+                f.bad,
+                f.torn,
+                self.state(),
+                tail(&log_at_cut, 60),
+                tail(&self.m.logs(), 60)
+            )
+        });
+        Cut { phase, result }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // The campaign.
 
 #[derive(Default)]
@@ -1711,20 +2149,9 @@ fn campaign(
     workers: usize,
     deadline: Option<Instant>,
     record: Option<(PathBuf, String)>,
+    mix: &[&[(&'static str, u64)]],
 ) -> Report {
-    // Weights: how often each scenario is drawn. The two hawkBit scenarios share what
-    // `hawkbit` had alone (their cuts cost seconds each, their probation included): the
-    // short campaign's seed draws the same scenarios as before, and `hawkbit-swu` once.
-    let mut weights: Vec<(&str, u64)> = vec![
-        ("update", 25),
-        ("small-fs", 10),
-        ("rollback", 8),
-        ("agent", 10),
-        ("config", 17),
-        ("log", 30),
-        ("hawkbit", 5),
-        ("hawkbit-swu", 5),
-    ];
+    let mut weights: Vec<(&str, u64)> = mix.iter().flat_map(|m| m.iter().copied()).collect();
     // `SVC_CAMPAIGN_SCENARIOS` (comma-separated names): those scenarios only.
     if let Ok(only) = std::env::var("SVC_CAMPAIGN_SCENARIOS") {
         let only: Vec<&str> = only.split(',').map(str::trim).collect();
@@ -1766,14 +2193,32 @@ fn campaign(
                             pad,
                             false,
                             false,
+                            false,
                         )),
-                        "small-fs" => {
-                            Box::new(ServerUpdate::new(&format!("small-fs-w{w}"), 0, true, false))
-                        }
-                        "rollback" => {
-                            Box::new(ServerUpdate::new(&format!("rollback-w{w}"), 0, false, true))
-                        }
-                        "agent" => Box::new(AgentUpdate::new(w)),
+                        "delta" => Box::new(ServerUpdate::new(
+                            &format!("delta-w{w}"),
+                            pad,
+                            false,
+                            false,
+                            true,
+                        )),
+                        "small-fs" => Box::new(ServerUpdate::new(
+                            &format!("small-fs-w{w}"),
+                            0,
+                            true,
+                            false,
+                            false,
+                        )),
+                        "rollback" => Box::new(ServerUpdate::new(
+                            &format!("rollback-w{w}"),
+                            0,
+                            false,
+                            true,
+                            false,
+                        )),
+                        "agent" => Box::new(AgentUpdate::new(w, false)),
+                        "delta-agent" => Box::new(AgentUpdate::new(w, true)),
+                        "os" => Box::new(OsUpdate::new(w)),
                         "config" => Box::new(ConfigApply::new(w)),
                         "hawkbit" => Box::new(Hawkbit::new(w, false)),
                         "hawkbit-swu" => Box::new(Hawkbit::new(w, true)),
@@ -1863,6 +2308,17 @@ fn campaign(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let os_delta = os_delta_phases(&report);
+    if os_delta.iter().any(|(_, n)| *n > 0) {
+        println!(
+            "  by issues 43 and 44's phases: {}",
+            os_delta
+                .iter()
+                .map(|(p, n)| format!("{p} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for (s, (n, d)) in &report.time {
         println!(
             "  {s:8} {n:5} cuts, {:.2} s per cut in its worker (cut + convergence check)",
@@ -1874,6 +2330,25 @@ fn campaign(
     }
     report
 }
+
+/// Weights: how often each scenario is drawn. The two hawkBit scenarios share what
+/// `hawkbit` had alone (their cuts cost seconds each, their probation included): the short
+/// campaign's seed draws the same scenarios as before, and `hawkbit-swu` once.
+const MIX: &[(&str, u64)] = &[
+    ("update", 25),
+    ("small-fs", 10),
+    ("rollback", 8),
+    ("agent", 10),
+    ("config", 17),
+    ("log", 30),
+    ("hawkbit", 5),
+    ("hawkbit-swu", 5),
+];
+
+/// OS images through RAUC (issue 43) and deltas to svc-server and the agent (issue 44): in
+/// the recorded run beside `MIX`, in CI by a short campaign of their own (so that the short
+/// campaign above keeps its draws).
+const MIX_OS_DELTA: &[(&str, u64)] = &[("os", 8), ("delta", 6), ("delta-agent", 4)];
 
 /// Every cut converged; otherwise each failure, whole.
 /// The phases issue 24 names, each with the (scenario, phase) pairs that are cuts in it:
@@ -1930,6 +2405,36 @@ fn issue_phases(r: &Report) -> Vec<(&'static str, u64)> {
     .collect()
 }
 
+/// The cuts of the OS phases (issue 43) and the delta phases (issue 44), by the moment the
+/// issues name (a crashing image's `crash-` prefix aside).
+fn os_delta_phases(r: &Report) -> Vec<(&'static str, u64)> {
+    let moments: [(&str, &[&str]); 8] = [
+        ("os download", &["os-download", "os-downloaded"]),
+        ("os install", &["os-install-call", "os-install"]),
+        ("os install to installed saved", &["os-installed-unsaved"]),
+        ("os reboot", &["os-installed", "os-rebooting"]),
+        ("os gate", &["os-gate"]),
+        ("os rollback", &["os-rolling-back", "os-rolled-back"]),
+        (
+            "delta download",
+            &["delta-download", "agent-delta-download"],
+        ),
+        ("delta apply", &["delta-apply", "agent-delta-apply"]),
+    ];
+    moments
+        .iter()
+        .map(|(m, phases)| {
+            let n = r
+                .by_phase
+                .iter()
+                .filter(|((_, p), _)| phases.contains(&p.strip_prefix("crash-").unwrap_or(p)))
+                .map(|(_, n)| n)
+                .sum();
+            (*m, n)
+        })
+        .collect()
+}
+
 fn assert_converged(r: &Report) {
     assert!(
         r.failures.is_empty(),
@@ -1943,7 +2448,14 @@ fn assert_converged(r: &Report) {
 /// The CI version: a fixed seed, 30 cuts on 2 workers (every scenario at least once).
 #[test]
 fn power_cut_campaign_short() {
-    let r = campaign(30, 24, 1 << 20, 2, None, None);
+    let r = campaign(30, 24, 1 << 20, 2, None, None, &[MIX]);
+    assert_converged(&r);
+}
+
+/// The OS and delta phases in CI: one cut of each (the recorded run: benches/powercut.sh).
+#[test]
+fn power_cut_campaign_os_and_delta_short() {
+    let r = campaign(3, 43, 1 << 20, 2, None, None, &[MIX_OS_DELTA]);
     assert_converged(&r);
 }
 
@@ -1976,6 +2488,7 @@ fn power_cut_campaign_full() {
         env("SVC_CAMPAIGN_WORKERS", 4) as usize,
         deadline,
         record,
+        &[MIX, MIX_OS_DELTA],
     );
     assert_converged(&r);
     if r.cuts < cuts {
@@ -2016,11 +2529,19 @@ fn power_cut_mid_atomic_write_leaves_no_temp_behind_after_the_next_start() {
     let state = paths.state_dir();
     let queue = state.join("logqueue");
     std::fs::create_dir_all(&queue).unwrap();
+    // Downloads write their sidecars beside their parts: the OS bundle's folder (found by
+    // the campaign's OS phase, seed 4344 cut 43: a cut at `download-half` left one there for
+    // good) and the cache.
+    let (os, cache) = (state.join("os"), paths.cache_dir());
+    std::fs::create_dir_all(&os).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
     let stale = [
         state.join(format!(".answer.json.tmp.{dead_pid}.1")),
         state.join(format!(".status.json.tmp.{dead_pid}.12")),
         state.join(format!(".versions.json.tmp.{dead_pid}.3")),
         queue.join(format!(".state.json.tmp.{dead_pid}.0")),
+        os.join(format!(".bundle-2.43.raucb.part.json.tmp.{dead_pid}.4")),
+        cache.join(format!(".svc-server-2.0.0.part.json.tmp.{dead_pid}.5")),
     ];
     for f in &stale {
         std::fs::write(f, b"{\"torn").unwrap();
@@ -2076,7 +2597,7 @@ fn a_boot_guard_cut_mid_write_leaves_no_temp_after_the_next_guard() {
 /// probation (`versions.json`, `probation`), and the agent resumes watching it.
 #[test]
 fn a_power_cut_during_a_broken_servers_probation_still_ends_in_its_rollback() {
-    let mut s = ServerUpdate::new("probation-cut", 0, false, true);
+    let mut s = ServerUpdate::new("probation-cut", 0, false, true, false);
     s.offer("2.0.0", "exit1", 0, true);
     let mut agent = spawn_agent(&s.sb.root);
     let r = wait("2.0.0 activated", 120, || {
@@ -2148,7 +2669,7 @@ fn a_sidecar_orphaned_by_a_cut_after_the_rename_is_cleaned_up() {
 /// probation of the linked build now completes its record.
 #[test]
 fn a_cut_between_the_link_swap_and_the_record_still_records_the_new_server() {
-    let mut s = ServerUpdate::new("swap-record-cut", 0, false, false);
+    let mut s = ServerUpdate::new("swap-record-cut", 0, false, false, false);
     s.offer("2.0.0", "hang", 0, true);
     // What the cut left: the build in the cache, the probation recorded before the swap,
     // the link swapped, `current` still the old build.
@@ -2192,7 +2713,7 @@ fn a_cut_between_the_agent_link_swap_and_the_record_still_records_the_new_agent(
 }
 
 fn agent_swap_record_cut(w: usize, with_record: bool) {
-    let mut a = AgentUpdate::new(w);
+    let mut a = AgentUpdate::new(w, false);
     let real = a.real.clone();
     a.offer("2.0.0");
     // What the cut left: the new build in the cache, the boot record written before the
@@ -2249,7 +2770,7 @@ fn agent_swap_record_cut(w: usize, with_record: bool) {
 /// a sidecar whose `.part` is gone before each start, and keeps a resumable download's.
 #[test]
 fn a_sidecar_orphaned_by_an_agent_update_cut_is_removed_by_the_next_guard() {
-    let a = AgentUpdate::new(92);
+    let a = AgentUpdate::new(92, false);
     let cache = a.paths.cache_dir();
     let orphan = cache.join("svc-agent-2.0.0.part.json");
     let part = cache.join("svc-agent-3.0.0.part");
@@ -2324,7 +2845,7 @@ fn a_download_admitted_by_the_space_check_is_not_refused_in_its_last_mebibyte() 
 /// agent now runs the cache cleanup at each start.
 #[test]
 fn builds_left_by_a_cut_before_the_cache_cleanup_go_at_the_next_start() {
-    let mut s = ServerUpdate::new("cleanup-cut", 0, false, false);
+    let mut s = ServerUpdate::new("cleanup-cut", 0, false, false, false);
     s.offer("1.1.0", "hang", 0, true);
     let mut agent = spawn_agent(&s.sb.root);
     let r = wait("svc-server 1.1.0", 120, || s.converged("1.1.0"));

@@ -21,11 +21,19 @@ pub(super) struct Worker {
 
 impl OsTrack {
     pub(super) fn offer(&mut self, paths: &Paths, state: &OsState, f: &Facts<'_>) {
+        let decision = osimage::offer_decision(state, f.offered, f.upgrades);
+        // A bundle is kept only while an install may still use it: one left when its
+        // version runs (a cut between RAUC's finish and `installed` saved: campaign seed
+        // 4344 cut 6), was refused, or is no longer offered would hold the data partition's
+        // space for good.
+        if decision != OfferDecision::Install {
+            osimage::remove_bundles(paths);
+        }
         let Some(o) = f.offered else {
             return;
         };
         let v = &o.target.version;
-        match osimage::offer_decision(state, Some(o), f.upgrades) {
+        match decision {
             OfferDecision::Keep => {}
             OfferDecision::UpgradesOff => {
                 self.waiting = Some("agent-syscfg upgrades.type is none");

@@ -313,6 +313,9 @@ impl OsTrack {
                         SUB,
                         "OS {version} booted from slot {slot}: its health gate begins"
                     );
+                    // Its slot is written: the bundle is of no more use (a cut between RAUC's
+                    // finish and `installed` saved skipped the install's own removal).
+                    osimage::remove_bundles(paths);
                 }
                 state.phase = p;
             }

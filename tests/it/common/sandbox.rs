@@ -104,7 +104,12 @@ impl Sandbox {
     }
 
     pub fn spawn_agent(&self, env: &[(&str, &str)]) -> Child {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_svc-agent"));
+        self.spawn_agent_exe(Path::new(env!("CARGO_BIN_EXE_svc-agent")), env)
+    }
+
+    /// The same with another agent binary (the power-cut campaign runs a copy).
+    pub fn spawn_agent_exe(&self, exe: &Path, env: &[(&str, &str)]) -> Child {
+        let mut cmd = Command::new(exe);
         cmd.args(["run", "--root", self.root.to_str().unwrap()])
             .env("SVC_AGENT_FIRST_CONTACT_SECS", "5")
             .stdout(Stdio::null())
