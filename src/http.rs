@@ -381,8 +381,7 @@ impl Armer {
         let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let flag = std::sync::Arc::clone(&done);
         let end = std::time::Instant::now() + std::time::Duration::from_secs(deadline_secs);
-        let thread = std::thread::Builder::new()
-            .name("keepalive".into())
+        let thread = crate::sys::thread("keepalive")
             .stack_size(64 * 1024)
             .spawn(move || {
                 let mut armed = std::collections::HashSet::new();

@@ -107,7 +107,9 @@ pub(crate) fn run(mut cmd: Command, timeout: Duration) -> Result<Output, RunErro
 /// Reads a pipe to its end on a thread, keeping the first [`OUTPUT_CAP`] bytes.
 fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    // Not started (no threads left): the sender is dropped with the closure, the receiver
+    // sees it at once and the output reads as empty.
+    let _ = crate::sys::thread("drain").spawn(move || {
         let mut kept = Vec::new();
         if let Some(mut p) = pipe {
             let mut buf = [0u8; 8192];

@@ -405,8 +405,7 @@ impl Drop for Supervisor {
 /// Forwards each line of a child's output to the log, tagged with its name. Lines are
 /// bounded so that a child writing without newlines cannot grow our memory.
 fn spawn_reader<R: Read + Send + 'static>(stream: R, name: String, level: Level) {
-    let spawned = std::thread::Builder::new()
-        .name(format!("{name}-out"))
+    let spawned = crate::sys::thread(format!("{name}-out"))
         .stack_size(64 * 1024)
         .spawn(move || {
             let mut reader = BufReader::with_capacity(4096, stream);

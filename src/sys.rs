@@ -42,6 +42,24 @@ pub fn process_start() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
 
+/// The stack each thread of the agent and svc-server reserves unless it asks for less: just
+/// under a 2 MiB huge page. std's default is 2 MiB, and musl's thread block on top makes the
+/// mapping 2 MiB + 4 KiB; placed right under the static-pie image (2 MiB aligned), its top
+/// is aligned, and with transparent huge pages `always` (Debian's default) the first touch
+/// of the stack faults in the whole aligned 2 MiB as one page: the lab's idle agent held
+/// 2,048 KiB for its watchdog thread's few KiB. The kernel maps a huge page only where the
+/// aligned 2 MiB lies wholly inside the mapping (`transhuge_vma_suitable`, huge_mm.h),
+/// which a mapping under 2 MiB never holds. Reserved, not resident: only touched pages are.
+const THREAD_STACK: usize = 2 * 1024 * 1024 - 64 * 1024;
+
+/// A named thread with [`THREAD_STACK`] (a smaller `stack_size` after it still applies):
+/// every thread the agent or svc-server starts is built here, never with std's default.
+pub(crate) fn thread(name: impl Into<String>) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(THREAD_STACK)
+}
+
 /// The arguments of a C `main` as Strings (invalid UTF-8 replaced, not refused: the command
 /// line then reports an unknown word instead of a panic).
 ///

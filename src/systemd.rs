@@ -100,8 +100,7 @@ impl WatchdogTiming {
 pub(crate) fn start_watchdog() -> Option<Duration> {
     let timing = WatchdogTiming::of(watchdog_interval()?);
     crate::watchdog::start(timing.grace);
-    let spawned = std::thread::Builder::new()
-        .name("watchdog".into())
+    let spawned = crate::sys::thread("watchdog")
         .spawn(move || {
             let mut fed = true;
             loop {

@@ -297,12 +297,10 @@ impl Connection {
         let etag = etag.map(str::to_string);
         let hold = self.hold_secs;
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("poll".into())
-            .spawn(move || {
-                let _ = tx.send(t.poll_held(status.as_ref(), etag.as_deref(), hold));
-                crate::signals::wake();
-            });
+        let spawned = crate::sys::thread("poll").spawn(move || {
+            let _ = tx.send(t.poll_held(status.as_ref(), etag.as_deref(), hold));
+            crate::signals::wake();
+        });
         if let Err(e) = spawned {
             warn!("agent", "cannot start a held poll ({e}); polling plainly");
             return false;

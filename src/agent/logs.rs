@@ -136,8 +136,7 @@ impl LogPipeline {
         };
         let shipper = Shipper::new(queue, transport, cfg).with_backlog(Arc::clone(&backlog));
         let sig = Arc::clone(&signal);
-        let thread = std::thread::Builder::new()
-            .name("logship".into())
+        let thread = crate::sys::thread("logship")
             .stack_size(256 * 1024)
             .spawn(move || {
                 if let Err(e) = shipper.run(sig) {

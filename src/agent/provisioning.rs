@@ -87,13 +87,11 @@ impl Runner {
         // A new service, a new view: the old one's failures are not this one's.
         self.failures = service::NetworkFailures::default();
         let failures = Arc::clone(&self.failures);
-        let spawned = std::thread::Builder::new()
-            .name("provisioning".into())
-            .spawn(move || {
-                service::Service::new(paths2, settings2, Some(reach))
-                    .with_failures(failures)
-                    .run(&stop2, false);
-            });
+        let spawned = crate::sys::thread("provisioning").spawn(move || {
+            service::Service::new(paths2, settings2, Some(reach))
+                .with_failures(failures)
+                .run(&stop2, false);
+        });
         match spawned {
             Ok(_) => {
                 crate::info!("provisioning", "state: started");

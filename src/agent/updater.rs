@@ -208,8 +208,7 @@ impl Updater for DaemonUpdater {
             gate.exempt = pinned;
         }
         let desired = desired.clone();
-        std::thread::Builder::new()
-            .name(format!("update-{kind}"))
+        crate::sys::thread(format!("update-{kind}"))
             .spawn(move || {
                 let _ = tx.send(worker.stage(kind, &desired));
                 crate::signals::wake();

@@ -278,8 +278,7 @@ impl Rauc {
         let (tx, rx) = mpsc::channel();
         // The iterator blocks; its thread ends when the connection closes (below, on every
         // way out) or the signal comes.
-        std::thread::Builder::new()
-            .name("rauc-completed".into())
+        crate::sys::thread("rauc-completed")
             .spawn(move || {
                 for m in signals.flatten() {
                     if let Ok(code) = m.body().deserialize::<i32>() {

@@ -527,8 +527,7 @@ impl BleThread {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(WRITE_QUEUE);
         let (w, st, t) = (Arc::clone(&want), Arc::clone(&stop), tx.clone());
-        let handle = std::thread::Builder::new()
-            .name("provisioning-ble".into())
+        let handle = crate::sys::thread("provisioning-ble")
             .spawn(move || {
                 let ctx = Ctx {
                     pending,

@@ -110,8 +110,7 @@ impl ButtonThread {
     pub(crate) fn spawn(b: ImprovButton, pressed: Box<dyn Fn() + Send>) -> Option<ButtonThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("improv-button".into())
+        let handle = crate::sys::thread("improv-button")
             .spawn(move || watch(&b, &s, &*pressed))
             .map_err(|e| crate::error!("provisioning", "Improv button: no thread: {e}"))
             .ok()?;

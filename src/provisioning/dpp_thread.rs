@@ -28,8 +28,7 @@ impl DppThread {
         let want = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (w, st) = (Arc::clone(&want), Arc::clone(&stop));
-        let handle = std::thread::Builder::new()
-            .name("provisioning-dpp".into())
+        let handle = crate::sys::thread("provisioning-dpp")
             .spawn(move || dpp_loop(&mut || dpp_start(&paths), &w, &st, &pending))
             .map_err(|e| crate::error!("provisioning", "DPP: no thread: {e}"))
             .ok();

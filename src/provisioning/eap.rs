@@ -235,8 +235,7 @@ impl Watch {
         }
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let stopped = std::sync::Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("eap-watch".into())
+        let thread = crate::sys::thread("eap-watch")
             .spawn(move || {
                 let mut told = Vec::new();
                 // After the stop, what is already queued is still read (short waits).

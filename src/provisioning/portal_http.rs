@@ -115,8 +115,7 @@ impl Portal {
         });
         let stop2 = Arc::clone(&stop);
         let shared2 = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("portal".into())
+        let thread = crate::sys::thread("portal")
             .spawn(move || accept_loop(listener, shared, stop2, subnet))?;
         crate::info!(
             "provisioning",
@@ -206,12 +205,10 @@ fn accept_loop(
             continue;
         }
         let s = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("portal-conn".into())
-            .spawn(move || {
-                handle(conn, &s, id);
-                release(&s, id);
-            });
+        let spawned = crate::sys::thread("portal-conn").spawn(move || {
+            handle(conn, &s, id);
+            release(&s, id);
+        });
         if spawned.is_err() {
             release(&shared, id);
         }

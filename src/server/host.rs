@@ -165,11 +165,9 @@ impl ModuleHost {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("registry".into())
-            .spawn(move || {
-                let _ = tx.send(f());
-            });
+        let spawned = crate::sys::thread("registry").spawn(move || {
+            let _ = tx.send(f());
+        });
         if let Err(e) = spawned {
             crate::error!(LOG, "cannot start a registry thread: {e}");
             return None;

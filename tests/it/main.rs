@@ -75,6 +75,7 @@ mod stick_authority;
 mod supervisor;
 mod swu_faults;
 mod syscfg;
+mod thread_stacks;
 mod update_agent;
 mod update_bench;
 mod update_delta;

@@ -76,17 +76,15 @@ impl OsTrack {
                 let (paths2, offer, opts, mut st) =
                     (paths.clone(), o.clone(), f.download.clone(), state.clone());
                 let (identity, from) = (f.identity.clone(), f.from);
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("os-install".into())
-                        .spawn(move || {
-                            let r = osimage::fetch_bundle(&paths2, &offer, from, &opts, identity)
-                                .and_then(|b| {
-                                    flag.store(true, Ordering::Relaxed);
-                                    osimage::install(&paths2, &mut st, &offer.target.version, &b)
-                                });
-                            let _ = tx.send(r);
-                        });
+                let spawned = crate::sys::thread("os-install").spawn(move || {
+                    let r = osimage::fetch_bundle(&paths2, &offer, from, &opts, identity).and_then(
+                        |b| {
+                            flag.store(true, Ordering::Relaxed);
+                            osimage::install(&paths2, &mut st, &offer.target.version, &b)
+                        },
+                    );
+                    let _ = tx.send(r);
+                });
                 match spawned {
                     Ok(_) => {
                         self.worker = Some(Worker {
