@@ -216,9 +216,9 @@ impl Connection {
     }
 
     /// The byte budget for the transport's own downloads (hawkBit's `.swu` images).
-    pub(super) fn set_budget(&mut self, gate: Option<crate::update::budget::Gate>) {
+    pub(super) fn set_budget(&mut self, budget: Option<crate::config::model::BudgetSettings>) {
         if let Some(t) = self.transport.as_mut() {
-            t.set_budget(gate);
+            t.set_budget(budget);
         }
     }
 

@@ -461,14 +461,7 @@ pub(super) fn budget_gate(
     paths: &Paths,
     config: Option<&MachineConfig>,
 ) -> Option<crate::update::budget::Gate> {
-    let b = config?.agent.agent.updates.budget?;
-    crate::update::budget::Gate::new(
-        paths,
-        crate::update::budget::Limits {
-            day_bytes: b.day_bytes,
-            month_bytes: b.month_bytes,
-        },
-    )
+    crate::update::budget::Gate::of(paths, config?.agent.agent.updates.budget)
 }
 
 fn observe(

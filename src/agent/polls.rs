@@ -47,8 +47,11 @@ impl Agent {
     /// A poll may download (hawkBit's `.swu` images): under the config's byte budget as
     /// every download is.
     fn arm_budget(&mut self) {
-        self.conn
-            .set_budget(super::budget_gate(&self.paths, self.config.as_ref()));
+        let budget = self
+            .config
+            .as_ref()
+            .and_then(|c| c.agent.agent.updates.budget);
+        self.conn.set_budget(budget);
     }
 
     /// Polls once; true on contact (an answer or 304).

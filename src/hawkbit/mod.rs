@@ -1096,8 +1096,8 @@ impl Transport for HawkbitTransport {
         self.last_bytes
     }
 
-    fn set_budget(&mut self, gate: Option<crate::update::budget::Gate>) {
-        self.download.budget = gate;
+    fn set_budget(&mut self, budget: Option<crate::config::model::BudgetSettings>) {
+        self.download.budget = crate::update::budget::Gate::of(&self.paths, budget);
     }
 }
 

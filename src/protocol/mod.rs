@@ -219,9 +219,10 @@ pub trait Transport: Send {
     fn detach(&self) -> Option<Box<dyn Transport>> {
         None
     }
-    /// The byte budget for what the transport downloads itself (hawkBit's `.swu` images);
-    /// `None`: off. One gate, the engine's (`update::budget`).
-    fn set_budget(&mut self, _gate: Option<crate::update::budget::Gate>) {}
+    /// The config's byte budget for what the transport downloads itself (hawkBit's `.swu`
+    /// images); `None`: off. The transport holds its downloads with the engine's one gate
+    /// (`update::budget`), which it builds: a protocol is below the engines.
+    fn set_budget(&mut self, _budget: Option<crate::config::model::BudgetSettings>) {}
     /// A poll the app may hold up to `hold_secs` until its answer changes (the long poll,
     /// docs/protocol.md); 0 asks for an answer at once. The flag says whether the app holds
     /// polls (`Preference-Applied: wait` on its answer); one that does not answers at once,

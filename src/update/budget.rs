@@ -65,6 +65,19 @@ impl Gate {
             exempt: false,
         })
     }
+
+    /// The gate of the config's `svc-agent.updates.budget`; `None` when it sets none.
+    pub(crate) fn of(
+        paths: &Paths,
+        settings: Option<crate::config::model::BudgetSettings>,
+    ) -> Option<Gate> {
+        let s = settings?;
+        let limits = Limits {
+            day_bytes: s.day_bytes,
+            month_bytes: s.month_bytes,
+        };
+        Gate::new(paths, limits)
+    }
 }
 
 /// `/opt/svc/budget.json`.
