@@ -224,7 +224,7 @@ for w in /lab/share/wheels/*.whl; do
 done
 lab_check "Home Assistant's Improv client imports" env PYTHONPATH=/opt/improv-client python3 -c 'import improv_ble_client, bleak'
 modprobe uinput || lab_fail "module uinput"
-nmcli con delete uuid "$(sed -n 's/^uuid=//p' "$keyfile")" > /dev/null
+nmcli con delete id "$(sed -n 's/^id=//p' "$keyfile")" > /dev/null
 lab_wait 60 "the machine left lab-home (its profile deleted)" sh -c '! iw dev wlan0 link | grep -q "SSID: lab-home"'
 cat > /etc/svc-defaults.json <<JSON
 {"hotspot_enabled": false, "ble_enabled": true, "check_url": "http://192.168.200.1:8080/",
