@@ -303,6 +303,9 @@ async def main():
     say("ok: states as the client saw them:", " -> ".join(s.name for s in states))
 asyncio.run(main())
 PY
+# The gatttool client's links left bluetoothd's hci1 holding the machine as connected, and
+# bleak refused ("Client is already connected"): a phone that never met the machine has none.
+busctl call org.bluez "/org/bluez/$cli" org.bluez.Adapter1 RemoveDevice o "/org/bluez/$cli/dev_$(echo "$addr" | tr : _)" > /dev/null 2>&1 || true
 t_ha=$(lab_ms)
 svc-agent provision --until-online > /tmp/provision-ha.log 2>&1 &
 prov=$!
