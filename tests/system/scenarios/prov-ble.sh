@@ -276,14 +276,26 @@ async def main():
     async with BleakScanner(seen, bluez={"adapter": adapter}):
         dev, adv = await asyncio.wait_for(found, 120)
     say("ok: found the machine's Improv advertisement on", adapter)
-    client = ImprovBLEClient(dev, adv)
+    # The emulated controllers sometimes drop a first link at once, and bleak's client object
+    # then refuses to connect again ("already connected"): a fresh client, as a user's retry
+    # in Home Assistant makes one. Three tries.
+    for attempt in range(3):
+        client = ImprovBLEClient(dev, adv)
+        try:
+            need = await client.need_authorization()
+            break
+        except Exception as e:
+            say(f"connection try {attempt + 1} failed: {e!r}")
+            await asyncio.sleep(2)
+    else:
+        sys.exit("no connection to the machine in three tries")
     states, events = [], {s: asyncio.Event() for s in State}
     def on_state(s):
         say(f"STATE {s.name} {ms()}")
         if not states or states[-1] != s:
             states.append(s)
         events[s].set()
-    if not await client.need_authorization():
+    if not need:
         sys.exit("the client did not see 'authorization required'")
     await client.subscribe_state_updates(on_state)  # the current state first, then notifications
     await asyncio.wait_for(events[State.AUTHORIZATION_REQUIRED].wait(), 10)
