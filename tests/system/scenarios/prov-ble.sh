@@ -278,8 +278,8 @@ async def main():
     say("ok: found the machine's Improv advertisement on", adapter)
     # The emulated controllers sometimes drop a first link at once, and bleak's client object
     # then refuses to connect again ("already connected"): a fresh client, as a user's retry
-    # in Home Assistant makes one. Three tries.
-    for attempt in range(3):
+    # in Home Assistant makes one. Five tries.
+    for attempt in range(5):
         client = ImprovBLEClient(dev, adv)
         try:
             need = await client.need_authorization()
@@ -288,7 +288,7 @@ async def main():
             say(f"connection try {attempt + 1} failed: {e!r}")
             await asyncio.sleep(2)
     else:
-        sys.exit("no connection to the machine in three tries")
+        sys.exit("no connection to the machine in five tries")
     states, events = [], {s: asyncio.Event() for s in State}
     def on_state(s):
         say(f"STATE {s.name} {ms()}")
