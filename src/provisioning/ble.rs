@@ -54,6 +54,9 @@ const RETRY: Duration = Duration::from_secs(30);
 /// After "provisioned", the service stays up this long (even when the service stops: a
 /// bounded wait) so the client reads the result.
 const LINGER: Duration = Duration::from_secs(15);
+/// The redirect URL a provisioned machine answers with: none (the machine has no page of
+/// its own to send the phone to).
+const REDIRECT: &str = "";
 /// Improv capabilities: bit 0 = identify. There is nothing to blink.
 const CAPABILITIES: u8 = 0x00;
 
@@ -423,8 +426,18 @@ impl Gatt {
     }
 
     /// The device's state (not a central's): what a central without a session reads, and
-    /// the advertisement's.
+    /// the advertisement's. Once provisioned, such a central also reads the result: the
+    /// client that sent the network may have lost its link (and its session) meanwhile.
+    /// Set before the state, so that "provisioned" is never read beside no result.
     fn set_device_state(&self, s: State) {
+        let result = match s {
+            State::Provisioned => improv::provisioned_result(REDIRECT),
+            _ => Vec::new(),
+        };
+        let path = format!("{SERVICE}/char4");
+        if let Ok(i) = self.conn.object_server().interface::<_, Chr>(path.as_str()) {
+            i.get_mut().initial = result;
+        }
         let path = format!("{SERVICE}/char1");
         if let Ok(i) = self.conn.object_server().interface::<_, Chr>(path.as_str()) {
             i.get_mut().initial = vec![s as u8];
@@ -696,7 +709,7 @@ impl Driver {
                 if online {
                     self.provisioned_at = Some(Instant::now());
                 }
-                let out = self.centrals.joined(&who, online, now, "");
+                let out = self.centrals.joined(&who, online, now, REDIRECT);
                 out.into_iter().map(|o| (who.clone(), o)).collect()
             }
             Some(Event::Seen { from }) => match self.centrals.seen(&from, now) {

@@ -126,6 +126,16 @@ pub(crate) fn parse_frame(f: &[u8]) -> Result<(u8, &[u8]), ErrorCode> {
     Ok((f[0], &body[2..]))
 }
 
+/// The Wi-Fi settings' result once the machine is online: the redirect URL, if any.
+pub(crate) fn provisioned_result(redirect: &str) -> Vec<u8> {
+    let r: &[&[u8]] = if redirect.is_empty() {
+        &[]
+    } else {
+        &[redirect.as_bytes()]
+    };
+    encode_result(CMD_WIFI_SETTINGS, r)
+}
+
 /// An RPC result: `command, len, (len, bytes)*, checksum`. Strings past 255 bytes in all are
 /// left out (the frame's length byte bounds them).
 pub(crate) fn encode_result(cmd: u8, strings: &[&[u8]]) -> Vec<u8> {
@@ -355,14 +365,9 @@ impl Session {
         }
         if online {
             self.state = State::Provisioned;
-            let r: &[&[u8]] = if redirect.is_empty() {
-                &[]
-            } else {
-                &[redirect.as_bytes()]
-            };
             vec![
                 Output::State(self.state),
-                Output::Result(encode_result(CMD_WIFI_SETTINGS, r)),
+                Output::Result(provisioned_result(redirect)),
             ]
         } else {
             self.state = State::Authorized;

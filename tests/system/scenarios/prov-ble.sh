@@ -8,7 +8,7 @@
 # submits the home network; the machine saves it, ends online on the home AP and reports
 # "provisioned" over GATT. No hotspot ever; no pass key or label secret in any log.
 # Needs: `svc-agent provision` with `ble_enabled`; the host hook's bluez packages.
-# lab-timeout: 600
+# lab-timeout: 900
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 psk="home-$(lab_run_id)"
@@ -211,9 +211,135 @@ for s in "$psk" "$(hex "$psk")" "$secret"; do
     fi
 done
 cat /tmp/provision.log
+
+# A standard Improv client (#45): Home Assistant's own library, py-improv-ble-client on bleak
+# (the host hook's wheels, unpacked into a folder: the guest has no pip), on hci1 through
+# bluetoothd as Home Assistant runs it, against a machine whose defaults file names a button:
+# a uinput device ("svc-lab-button", KEY_WPS_BUTTON) that the client's script makes and
+# presses once the client sees "authorization required". The machine reads the press as the
+# kernel's input events. The home network is forgotten first, so the machine is offline again.
+mkdir -p /opt/improv-client
+for w in /lab/share/wheels/*.whl; do
+    python3 -m zipfile -e "$w" /opt/improv-client || lab_fail "unpacking $w"
+done
+lab_check "Home Assistant's Improv client imports" env PYTHONPATH=/opt/improv-client python3 -c 'import improv_ble_client, bleak'
+modprobe uinput || lab_fail "module uinput"
+nmcli con delete id "$(sed -n 's/^id=//p' "$keyfile")" > /dev/null
+lab_wait 60 "the machine left lab-home (its profile deleted)" sh -c '! iw dev wlan0 link | grep -q "SSID: lab-home"'
+cat > /etc/svc-defaults.json <<JSON
+{"hotspot_enabled": false, "ble_enabled": true, "check_url": "http://192.168.200.1:8080/",
+ "offline_timeout_secs": 600, "improv_button": {"name": "svc-lab-button", "key": "KEY_WPS_BUTTON"}}
+JSON
+cat > /tmp/improv-ha.py <<'PY'
+import asyncio, fcntl, logging, os, struct, sys, time
+from bleak import BleakScanner
+from improv_ble_client import ImprovBLEClient, State, device_filter
+addr, ssid, psk, adapter, provlog = sys.argv[1:6]
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # DEBUG would log the pass key
+def ms():
+    return int(time.time() * 1000)
+def say(*a):
+    print(*a, flush=True)
+def wait_log(what, line, secs):
+    end = time.monotonic() + secs
+    while line not in open(provlog, errors="replace").read():
+        if time.monotonic() > end:
+            sys.exit(f"the machine never logged {line!r} ({what}) in {secs} s")
+        time.sleep(0.5)
+    say("ok:", what)
+
+# The machine's button: a uinput device (linux/uinput.h's ioctls), kept while the script runs.
+EV_SYN, EV_KEY, KEY_WPS_BUTTON, BUS_VIRTUAL = 0, 1, 0x211, 6
+def ioc(write, nr, size):
+    return (write << 30) | (size << 16) | (ord("U") << 8) | nr
+fd = os.open("/dev/uinput", os.O_WRONLY)
+fcntl.ioctl(fd, ioc(1, 100, 4), EV_KEY)  # UI_SET_EVBIT
+fcntl.ioctl(fd, ioc(1, 101, 4), KEY_WPS_BUTTON)  # UI_SET_KEYBIT
+# UI_DEV_SETUP: struct uinput_setup {struct input_id id; char name[80]; __u32 ff_effects_max}
+fcntl.ioctl(fd, ioc(1, 3, 92), struct.pack("4H80sI", BUS_VIRTUAL, 1, 1, 1, b"svc-lab-button", 0))
+fcntl.ioctl(fd, ioc(0, 1, 0))  # UI_DEV_CREATE
+say("ok: button: uinput device svc-lab-button")
+def event(typ, code, value):  # struct input_event: struct timeval, type, code, value
+    os.write(fd, struct.pack("llHHi", 0, 0, typ, code, value))
+def press():
+    for v in (1, 0):
+        event(EV_KEY, KEY_WPS_BUTTON, v)
+        event(EV_SYN, 0, 0)
+
+async def main():
+    wait_log("the Improv service is registered", "BLE: Improv service registered", 120)
+    wait_log("the machine reads the button", "Improv button: waiting for key", 60)
+    found = asyncio.get_running_loop().create_future()
+    def seen(dev, adv):
+        if dev.address.upper() == addr.upper() and device_filter(adv) and not found.done():
+            found.set_result((dev, adv))
+    async with BleakScanner(seen, bluez={"adapter": adapter}):
+        dev, adv = await asyncio.wait_for(found, 120)
+    say("ok: found the machine's Improv advertisement on", adapter)
+    # The emulated controllers sometimes drop a first link at once, and bleak's client object
+    # then refuses to connect again ("already connected"): a fresh client, as a user's retry
+    # in Home Assistant makes one. Five tries.
+    for attempt in range(5):
+        client = ImprovBLEClient(dev, adv)
+        try:
+            need = await client.need_authorization()
+            break
+        except Exception as e:
+            say(f"connection try {attempt + 1} failed: {e!r}")
+            await asyncio.sleep(2)
+    else:
+        sys.exit("no connection to the machine in five tries")
+    states, events = [], {s: asyncio.Event() for s in State}
+    def on_state(s):
+        say(f"STATE {s.name} {ms()}")
+        if not states or states[-1] != s:
+            states.append(s)
+        events[s].set()
+    if not need:
+        sys.exit("the client did not see 'authorization required'")
+    await client.subscribe_state_updates(on_state)  # the current state first, then notifications
+    await asyncio.wait_for(events[State.AUTHORIZATION_REQUIRED].wait(), 10)
+    say(f"PRESS {ms()}")
+    press()
+    try:
+        await asyncio.wait_for(events[State.AUTHORIZED].wait(), 60)
+    except asyncio.TimeoutError:
+        sys.exit("not authorized within 60 s of the press")
+    say(f"SUBMIT {ms()}")
+    await asyncio.wait_for(client.provision(ssid, psk, None), 300)
+    await asyncio.wait_for(events[State.PROVISIONED].wait(), 30)
+    say(f"PROVISIONED {ms()}")
+    want = [State.AUTHORIZATION_REQUIRED, State.AUTHORIZED, State.PROVISIONING, State.PROVISIONED]
+    if states != want:
+        sys.exit(f"states {[s.name for s in states]}, want {[s.name for s in want]}")
+    say("ok: states as the client saw them:", " -> ".join(s.name for s in states))
+asyncio.run(main())
+PY
+# The gatttool client's links left bluetoothd's hci1 holding the machine as connected, and
+# bleak refused ("Client is already connected"): a phone that never met the machine has none.
+busctl call org.bluez "/org/bluez/$cli" org.bluez.Adapter1 RemoveDevice o "/org/bluez/$cli/dev_$(echo "$addr" | tr : _)" > /dev/null 2>&1 || true
+t_ha=$(lab_ms)
+svc-agent provision --until-online > /tmp/provision-ha.log 2>&1 &
+prov=$!
+PYTHONPATH=/opt/improv-client python3 /tmp/improv-ha.py "$addr" lab-home "$psk" "$cli" /tmp/provision-ha.log > /tmp/client-ha.log 2>&1 ||
+    { cat /tmp/client-ha.log; tail -40 /tmp/provision-ha.log; lab_fail "Home Assistant's Improv client failed"; }
+cat /tmp/client-ha.log
+lab_check "provisioning by the standard client ends online" wait "$prov"
+lab_wait 120 "online through lab-home again" online
+lab_check "the press authorized the waiting connection" grep -q "BLE: button pressed: connection authorized" /tmp/provision-ha.log
+lab_check "one network received over BLE from the standard client" test "$(grep -c 'BLE: network "lab-home" received' /tmp/provision-ha.log)" = 1
+lab_check "no hotspot this time either" sh -c '! grep -q "state: hotspot" /tmp/provision-ha.log'
+journalctl --sync
+for s in "$psk" "$(hex "$psk")" "$secret"; do
+    if grep -qi -- "$s" /tmp/provision-ha.log || journalctl -b -o cat | grep -qi -- "$s"; then
+        lab_fail "a secret (the pass key or the label secret) reached the logs"
+    fi
+done
+cat /tmp/provision-ha.log
 t_submit=$(awk '/^SUBMIT/ {print $2}' /tmp/client.log)
 t_prov=$(awk '/^PROVISIONED/ {print $2}' /tmp/client.log)
 lab_log "figure: provisioning start to Improv service registered: $(( t_up - t_start )) ms"
 lab_log "figure: BLE submit (Wi-Fi settings written) to provisioned read over GATT (online): $(( t_prov - t_submit )) ms"
 lab_log "figure: provisioning PSS with the Improv BLE service up: $pss KiB (RSS $rss KiB)"
 lab_log "figure: provisioning PSS, DPP on, BLE disabled: $(cat /tmp/pss-false) KiB; BLE up: $(cat /tmp/pss-true) KiB"
+lab_log "figure: standard client (py-improv-ble-client): press to authorized $(( $(awk '/^SUBMIT/ {print $2}' /tmp/client-ha.log) - $(awk '/^PRESS/ {print $2}' /tmp/client-ha.log) )) ms; submit to provisioned $(( $(awk '/^PROVISIONED/ {print $2}' /tmp/client-ha.log) - $(awk '/^SUBMIT/ {print $2}' /tmp/client-ha.log) )) ms; agent start to provisioned $(( $(awk '/^PROVISIONED/ {print $2}' /tmp/client-ha.log) - t_ha )) ms"
