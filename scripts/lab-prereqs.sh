@@ -27,6 +27,10 @@ apt_need cpio cpio
 apt_need flock util-linux
 apt_need readelf binutils
 apt_need python3 python3
+# prov-ble fetches Home Assistant's Improv client as wheels from PyPI on the host with Debian's
+# own python3 and pip (whatever python3 comes first on PATH).
+apt_need_file /usr/bin/python3 python3
+apt_need_file /usr/lib/python3/dist-packages/pip/__init__.py python3-pip
 # The real-RAUC scenarios (os-rauc-*) make their bundles on the host (tests/system/rauc-lab.sh).
 apt_need rauc rauc
 apt_need mksquashfs squashfs-tools

@@ -34,7 +34,7 @@ wheels=(
 )
 fetch_wheels() {
     printf '%s\n' "${wheels[@]}" > "$1/requirements.txt"
-    python3 -m pip download --quiet --no-deps --require-hashes --only-binary=:all: \
+    /usr/bin/python3 -m pip download --quiet --no-deps --require-hashes --only-binary=:all: \
         --implementation cp --python-version 3.11 --abi cp311 --abi abi3 --abi none \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -r "$1/requirements.txt" -d "$1" >&2
