@@ -67,22 +67,11 @@ pub(crate) fn verify_file(
     Ok(())
 }
 
-/// Size and sha256 of a file on disk against the artifact (re-check of a cached file).
 /// `file` against a server's sha1: only a check of the transfer (gooseBit gives no other
 /// hash of an image; the trust comes from elsewhere: a signed description, RAUC's keyring).
 pub(crate) fn check_sha1(file: &Path, want: &str) -> Result<(), UpdateError> {
-    let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(io_err(format!("reading {}", file.display())))?;
-        if n == 0 {
-            break;
-        }
-        ctx.update(&buf[..n]);
-    }
+    read_through(file, |b| ctx.update(b))?;
     let got = hex(ctx.finish().as_ref());
     if !want.eq_ignore_ascii_case(&got) {
         return Err(UpdateError::Sha1Mismatch {
@@ -93,9 +82,9 @@ pub(crate) fn check_sha1(file: &Path, want: &str) -> Result<(), UpdateError> {
     Ok(())
 }
 
-pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
+/// Reads `file` through in 64 KiB chunks, each handed to `each`; the bytes read.
+fn read_through(file: &Path, mut each: impl FnMut(&[u8])) -> Result<u64, UpdateError> {
     let mut f = File::open(file).map_err(io_err(format!("opening {}", file.display())))?;
-    let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut size = 0u64;
     loop {
@@ -103,11 +92,17 @@ pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateErr
             .read(&mut buf)
             .map_err(io_err(format!("reading {}", file.display())))?;
         if n == 0 {
-            break;
+            return Ok(size);
         }
-        h.update(&buf[..n]);
+        each(&buf[..n]);
         size += n as u64;
     }
+}
+
+/// Size and sha256 of a file on disk against the artifact (re-check of a cached file).
+pub(crate) fn check_file_hash(file: &Path, a: &Artifact) -> Result<(), UpdateError> {
+    let mut h = Sha256::new();
+    let size = read_through(file, |b| h.update(b))?;
     if let Some(expected) = a.size {
         if expected != size {
             return Err(UpdateError::SizeMismatch {
