@@ -277,6 +277,17 @@ fn ddi_requests(ddi: &DdiServer, part: &str) -> usize {
         .count()
 }
 
+/// A machine on the hawkBit backend of `ddi`, with a day's budget of `LIMIT`.
+fn hawkbit_machine(name: &str, ddi: &DdiServer) -> Sandbox {
+    let sb = hawkbit_daemon::machine(name, ddi);
+    let cfg = json!({"agent": {"svc-agent": {
+        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
+                    "controller_id": CONTROLLER, "auth": "target-token"},
+        "updates": {"budget": {"day_bytes": LIMIT}}}}});
+    hawkbit_daemon::on_hawkbit(&sb, ddi, &cfg);
+    sb
+}
+
 /// Attack (issue 44): the hawkBit backend's SWUpdate image was downloaded whole whatever the
 /// budget said (its download options carried no gate). Now it waits as a binary does: no
 /// request for it, the status's `budget.waiting` names it, the log says it once, the server
@@ -285,12 +296,7 @@ fn ddi_requests(ddi: &DdiServer, part: &str) -> usize {
 #[test]
 fn a_swu_image_over_the_budget_waits_and_the_next_period_resumes_it() {
     let ddi = DdiServer::start();
-    let sb = hawkbit_daemon::machine("budget-swu", &ddi);
-    let cfg = json!({"agent": {"svc-agent": {
-        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
-                    "controller_id": CONTROLLER, "auth": "target-token"},
-        "updates": {"budget": {"day_bytes": LIMIT}}}}});
-    hawkbit_daemon::on_hawkbit(&sb, &ddi, &cfg);
+    let sb = hawkbit_machine("budget-swu", &ddi);
     let body = fake_binary("svc-server", "2.0.0", "hang", 50_000);
     let image = swu_image(&[("svc-server", "2.0.0", &body)], &[&body], None, None);
     let chunk = ddi.chunk("image", "2.0.0", &image).replace(
@@ -357,12 +363,7 @@ fn a_swu_image_over_the_budget_waits_and_the_next_period_resumes_it() {
 #[test]
 fn a_hawkbit_binary_chunk_over_the_budget_waits_and_its_action_is_no_failure() {
     let ddi = DdiServer::start();
-    let sb = hawkbit_daemon::machine("budget-hb-chunk", &ddi);
-    let cfg = json!({"agent": {"svc-agent": {
-        "hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
-                    "controller_id": CONTROLLER, "auth": "target-token"},
-        "updates": {"budget": {"day_bytes": LIMIT}}}}});
-    hawkbit_daemon::on_hawkbit(&sb, &ddi, &cfg);
+    let sb = hawkbit_machine("budget-hb-chunk", &ddi);
     let body = fake_binary("svc-server", "2.0.0", "hang", 50_000);
     ddi.deploy(
         "82",

@@ -164,8 +164,18 @@ impl DdiServer {
 
     /// `execution/finished` of each feedback, for compact assertions.
     pub fn feedback_steps(&self) -> Vec<String> {
+        self.steps_where(|_| true)
+    }
+
+    /// `execution/finished` of each feedback of action `id`.
+    pub fn action_steps(&self, id: &str) -> Vec<String> {
+        self.steps_where(|a| a == id)
+    }
+
+    fn steps_where(&self, of: impl Fn(&str) -> bool) -> Vec<String> {
         self.feedback()
             .iter()
+            .filter(|(a, _)| of(a))
             .map(|(_, d)| {
                 format!(
                     "{}/{}",

@@ -63,20 +63,6 @@ pub(crate) fn cache_config(sb: &Sandbox, cfg: &serde_json::Value, token: &str) {
     .unwrap();
 }
 
-fn steps(ddi: &DdiServer, id: &str) -> Vec<String> {
-    ddi.feedback()
-        .iter()
-        .filter(|(a, _)| a == id)
-        .map(|(_, d)| {
-            format!(
-                "{}/{}",
-                d["status"]["execution"].as_str().unwrap_or("?"),
-                d["status"]["result"]["finished"].as_str().unwrap_or("?")
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn the_daemon_reports_success_only_after_probation() {
     let ddi = DdiServer::start();
@@ -85,13 +71,14 @@ fn the_daemon_reports_success_only_after_probation() {
     ddi.deploy("41", &format!("[{}]", ddi.chunk(NAME, "2.0.0", &body)));
     let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "4")]);
     wait_for("closed/success", 120, || {
-        steps(&ddi, "41").contains(&"closed/success".to_string())
+        ddi.action_steps("41")
+            .contains(&"closed/success".to_string())
     });
     terminate(&mut agent);
     let log = sb.log();
     assert!(log.contains("Eclipse hawkBit"), "{log}");
     assert!(log.contains("svc-server 2.0.0 activated"), "{log}");
-    let s = steps(&ddi, "41");
+    let s = ddi.action_steps("41");
     assert_eq!(
         s.first().map(String::as_str),
         Some("proceeding/none"),
@@ -132,7 +119,8 @@ fn the_daemon_rolls_back_a_crashing_build_and_reports_what_runs() {
     ddi.deploy("42", &format!("[{}]", ddi.chunk(NAME, "3.0.0", &body)));
     let mut agent = sb.spawn_agent(&[]);
     wait_for("closed/failure", 240, || {
-        steps(&ddi, "42").contains(&"closed/failure".to_string())
+        ddi.action_steps("42")
+            .contains(&"closed/failure".to_string())
     });
     wait_for("configData after the failure", 30, || {
         !ddi.state.lock().unwrap().config_data.is_empty()
@@ -145,7 +133,9 @@ fn the_daemon_rolls_back_a_crashing_build_and_reports_what_runs() {
         why.contains("3.0.0 was rolled back") && why.contains("svc-server 1.0.0 runs"),
         "{why}"
     );
-    assert!(!steps(&ddi, "42").contains(&"closed/success".to_string()));
+    assert!(!ddi
+        .action_steps("42")
+        .contains(&"closed/success".to_string()));
     let data = ddi.state.lock().unwrap().config_data.clone();
     assert_eq!(data.last().unwrap()["data"]["svc_server_version"], "1.0.0");
     assert_eq!(data.last().unwrap()["data"]["sw_version"], "1.0.0");
@@ -204,10 +194,11 @@ fn a_window_that_closes_mid_download_holds_the_activation() {
     wait_for("two more polls", 60, || deployment_reads(&ddi) >= reads + 2);
     assert_eq!(linked(&sb), "svc-server-1.0.0");
     assert!(!sb.log().contains("svc-server 2.0.0 activated"));
-    assert_eq!(steps(&ddi, "51"), ["proceeding/none"]);
+    assert_eq!(ddi.action_steps("51"), ["proceeding/none"]);
     ddi.deploy_with("51", &chunks, "forced", "forced", "available");
     wait_for("closed/success", 120, || {
-        steps(&ddi, "51").contains(&"closed/success".to_string())
+        ddi.action_steps("51")
+            .contains(&"closed/success".to_string())
     });
     terminate(&mut agent);
     assert_eq!(linked(&sb), "svc-server-2.0.0");
@@ -224,13 +215,17 @@ fn update_skip_downloads_and_stages_only() {
     ddi.deploy_with("52", &chunks, "forced", "skip", "available");
     let mut agent = sb.spawn_agent(&[("SVC_AGENT_PROBATION_SECS", "3")]);
     wait_for("downloaded", 120, || {
-        steps(&ddi, "52").contains(&"downloaded/none".to_string())
+        ddi.action_steps("52")
+            .contains(&"downloaded/none".to_string())
     });
     let reads = deployment_reads(&ddi);
     wait_for("two more polls", 60, || deployment_reads(&ddi) >= reads + 2);
     terminate(&mut agent);
     assert!(sb.root.join("opt/svc/cache/svc-server-2.0.0").is_file());
     assert_eq!(linked(&sb), "svc-server-1.0.0");
-    assert_eq!(steps(&ddi, "52"), ["proceeding/none", "downloaded/none"]);
+    assert_eq!(
+        ddi.action_steps("52"),
+        ["proceeding/none", "downloaded/none"]
+    );
     assert!(!sb.log().contains("svc-server 2.0.0 activated"));
 }

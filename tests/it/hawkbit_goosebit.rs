@@ -986,17 +986,13 @@ fn rauc_bundle(dir: &Path, version: &str, compatible: &str) -> PathBuf {
     bundle
 }
 
-/// Issue 43: a real RAUC bundle uploaded to gooseBit (which reads its manifest) and assigned
-/// is installed by the one OS engine (downloaded against gooseBit's sha1, RAUC over D-Bus:
-/// the stand-in), the machine reboots into it, and gooseBit hears `closed` + `success` only
-/// after the health gate passed on the new slot, from the new slot's agent.
-#[test]
-#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
-fn goosebit_rauc_bundle_is_closed_success_only_after_the_health_gate() {
+/// A machine (the RAUC stand-in) on a gooseBit fleet `label`, offered a real RAUC bundle of
+/// OS `version` by gooseBit; returned once RAUC wrote it and the agent asked to reboot.
+fn rauc_fleet_installed(label: &str, version: &str) -> (Fleet, crate::os_rauc::Machine) {
     use crate::os_rauc::{config, Machine};
     let venv = venv();
-    let fleet = Fleet::start(&venv, "rauc-ok", usize::MAX);
-    let mut m = Machine::new("gb-rauc-ok", true);
+    let fleet = Fleet::start(&venv, label, usize::MAX);
+    let mut m = Machine::new(&format!("gb-{label}"), true);
     let mut cfg = config();
     cfg["agent"]["svc-agent"] = json!({"hawkbit": fleet.hawkbit_section()});
     crate::hawkbit_daemon::cache_config(&m.sb, &cfg, "goosebit-ignores-this-token");
@@ -1014,8 +1010,19 @@ fn goosebit_rauc_bundle_is_closed_success_only_after_the_health_gate() {
     });
     fleet
         .api
-        .publish(&rauc_bundle(&fleet.vendor.dir, "2.0.0", compatible));
+        .publish(&rauc_bundle(&fleet.vendor.dir, version, compatible));
     m.wait_reboots(1);
+    (fleet, m)
+}
+
+/// Issue 43: a real RAUC bundle uploaded to gooseBit (which reads its manifest) and assigned
+/// is installed by the one OS engine (downloaded against gooseBit's sha1, RAUC over D-Bus:
+/// the stand-in), the machine reboots into it, and gooseBit hears `closed` + `success` only
+/// after the health gate passed on the new slot, from the new slot's agent.
+#[test]
+#[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
+fn goosebit_rauc_bundle_is_closed_success_only_after_the_health_gate() {
+    let (fleet, mut m) = rauc_fleet_installed("rauc-ok", "2.0.0");
     assert_eq!(m.fake().installs.len(), 1);
     assert_eq!(m.fake().versions[1].as_deref(), Some("2.0.0"));
     assert_ne!(
@@ -1039,27 +1046,8 @@ fn goosebit_rauc_bundle_is_closed_success_only_after_the_health_gate() {
 #[test]
 #[ignore = "needs gooseBit (scripts/test-cargo.sh installs it and runs this)"]
 fn goosebit_rauc_bundle_failing_its_gate_is_told_failure_after_the_rollback() {
-    use crate::os_rauc::{config, install_server, Machine, CRASHING_SERVER};
-    let venv = venv();
-    let fleet = Fleet::start(&venv, "rauc-bad-gate", usize::MAX);
-    let mut m = Machine::new("gb-rauc-bad-gate", true);
-    let mut cfg = config();
-    cfg["agent"]["svc-agent"] = json!({"hawkbit": fleet.hawkbit_section()});
-    crate::hawkbit_daemon::cache_config(&m.sb, &cfg, "goosebit-ignores-this-token");
-    let compatible = svc::update::this_target();
-    {
-        let mut f = m.fake();
-        f.real_key = Some("lab".into());
-        f.compatible = Some(compatible.into());
-    }
-    m.start(&[]);
-    wait_for("the device registered with gooseBit", 120, || {
-        fleet.api.device()["id"] == DEVICE
-    });
-    fleet
-        .api
-        .publish(&rauc_bundle(&fleet.vendor.dir, "2.0.1", compatible));
-    m.wait_reboots(1);
+    use crate::os_rauc::{install_server, CRASHING_SERVER};
+    let (fleet, mut m) = rauc_fleet_installed("rauc-bad-gate", "2.0.1");
     install_server(&m.sb, CRASHING_SERVER);
     m.boot(false, &[]);
     m.wait_reboots(2);

@@ -41,20 +41,6 @@ fn deploy(ddi: &DdiServer, id: &str, version: &str, body: &[u8], served: &[u8]) 
     ddi.deploy(id, &chunk);
 }
 
-fn steps(ddi: &DdiServer, id: &str) -> Vec<String> {
-    ddi.feedback()
-        .iter()
-        .filter(|(a, _)| a == id)
-        .map(|(_, d)| {
-            format!(
-                "{}/{}",
-                d["status"]["execution"].as_str().unwrap_or("?"),
-                d["status"]["result"]["finished"].as_str().unwrap_or("?")
-            )
-        })
-        .collect()
-}
-
 /// The `closed` feedback of action `id`, once it came: (finished, details).
 fn closed(ddi: &DdiServer, id: &str) -> Option<(String, String)> {
     ddi.feedback()
@@ -117,7 +103,7 @@ fn a_rauc_bundle_from_hawkbit_is_closed_success_only_after_its_health_gate() {
     assert!(
         closed(&ddi, "41").is_none(),
         "closed before the reboot: {:?}",
-        steps(&ddi, "41")
+        ddi.action_steps("41")
     );
     // The power goes with the reboot: the action id lives on in the record on disk.
     m.boot(false, &[]);
@@ -131,7 +117,7 @@ fn a_rauc_bundle_from_hawkbit_is_closed_success_only_after_its_health_gate() {
     );
     assert_eq!(m.os()["version"], "2.0");
     assert_eq!(m.os()["booted_slot"], "rootfs.1");
-    let s = steps(&ddi, "41");
+    let s = ddi.action_steps("41");
     assert_eq!(
         s.first().map(String::as_str),
         Some("proceeding/none"),
@@ -165,7 +151,7 @@ fn a_rauc_bundle_whose_gate_fails_is_told_failure_by_the_old_slot() {
     assert!(
         closed(&ddi, "42").is_none(),
         "closed on the failing slot: {:?}",
-        steps(&ddi, "42")
+        ddi.action_steps("42")
     );
     install_server(&m.sb, FAKE_SERVER);
     m.boot(false, &[]);
@@ -256,7 +242,7 @@ fn a_bundle_larger_than_the_space_left_is_not_downloaded() {
     assert_eq!(m.reboots(), 0);
     assert!(!m.sb.root.join("opt/svc/os/bundle-2.0.raucb.part").exists());
     assert_eq!(ddi.state.lock().unwrap().served, 0, "bytes downloaded");
-    assert!(closed(&ddi, "46").is_none(), "{:?}", steps(&ddi, "46"));
+    assert!(closed(&ddi, "46").is_none(), "{:?}", ddi.action_steps("46"));
 }
 
 /// Another action offered while RAUC writes the first one's bundle: the install goes on,
@@ -323,13 +309,13 @@ fn power_cuts_during_the_install_and_the_gate_end_in_one_success() {
     m.boot(false, &[("SVC_AGENT_PROBATION_SECS", "3600")]);
     m.wait_os("the gate on the new slot", |o| o["state"] == "gate");
     wait_ddi_polls(&ddi, 2);
-    assert!(closed(&ddi, "49").is_none(), "{:?}", steps(&ddi, "49"));
+    assert!(closed(&ddi, "49").is_none(), "{:?}", ddi.action_steps("49"));
     m.boot(false, &[]);
     let (finished, details) = wait_closed(&m, &ddi, "49");
     assert_eq!(finished, "success", "{details}; {}", m.logs());
     assert_eq!(m.fake().booted, 1);
     wait_ddi_polls(&ddi, 2);
-    let s = steps(&ddi, "49");
+    let s = ddi.action_steps("49");
     assert_eq!(
         s.iter().filter(|x| x.starts_with("closed")).count(),
         1,
