@@ -77,7 +77,9 @@ pub(crate) enum Phase {
     /// install is recognised after it (the booted slot is then still the old one).
     Installing { version: String, from_slot: String },
     /// RAUC wrote slot `slot` whole and made it primary; the reboot waits for the restart
-    /// rule (maintenance window, svc-server idle).
+    /// rule (maintenance window, svc-server idle). RAUC is asked to install only when that
+    /// rule allows, so a wait here is rare (the window closed during the install): the old
+    /// slot is made primary again while it lasts ([`keep_primary`]).
     Installed {
         version: String,
         slot: String,
@@ -298,6 +300,13 @@ pub(crate) fn after_boot(phase: &Phase, booted: &str, boot_id: &str, now: u64) -
         },
         // A cut after RAUC finished, before the state said so: the new slot booted.
         Phase::Installing { version, from_slot } => gate(version, booted, from_slot),
+        // A boot into the written slot before the reboot was asked for (a cut before the old
+        // slot was made primary again, or someone else's reboot): it runs; its gate decides.
+        Phase::Installed {
+            version,
+            slot,
+            from_slot,
+        } if booted == slot => gate(version, slot, from_slot),
         Phase::Installed { .. } => BootFinding::Same,
         Phase::Rebooting {
             version,
@@ -713,6 +722,19 @@ pub(crate) fn install(
     Ok(())
 }
 
+/// Makes `slot` the next boot unless it is already (RAUC's mark-active; a backend without
+/// `get-primary` is marked anyway). True when it was marked. Keeps the old slot booting while
+/// an installed one waits for its window, and makes the new one the next boot before the
+/// reboot into it.
+pub(crate) fn keep_primary(slot: &str) -> Result<bool, OsError> {
+    let r = Rauc::connect()?;
+    if r.primary().is_ok_and(|p| p == slot) {
+        return Ok(false);
+    }
+    r.mark(Mark::Active, slot)?;
+    Ok(true)
+}
+
 /// Marks the booted slot good (the gate passed).
 pub(crate) fn mark_good() -> Result<(), OsError> {
     Rauc::connect()?.mark(Mark::Good, "booted")?;
@@ -801,6 +823,21 @@ mod tests {
                 mark_other_bad: true,
                 ..
             }
+        ));
+        // Installed, waiting for the window: the old slot: nothing changes; the new slot
+        // booted anyway (a cut before the old one was primary again): its gate.
+        let installed = Phase::Installed {
+            version: "2".into(),
+            slot: "rootfs.1".into(),
+            from_slot: "rootfs.0".into(),
+        };
+        assert_eq!(
+            after_boot(&installed, "rootfs.0", "b2", 5),
+            BootFinding::Same
+        );
+        assert!(matches!(
+            after_boot(&installed, "rootfs.1", "b2", 5),
+            BootFinding::Next(Phase::Gate { since: 5, .. })
         ));
         // A cut during the gate's boot: the gate starts again; the same boot: goes on.
         let gate = Phase::Gate {

@@ -439,6 +439,18 @@ impl Machine {
     /// Offers `body` as OS `version` (`bytes` on disk may differ from `body`: a truncated
     /// file); `sig` is the vendor signature, if any.
     pub(crate) fn offer(&self, version: &str, body: &[u8], on_disk: &[u8], sig: Option<String>) {
+        self.offer_with(config(), version, body, on_disk, sig);
+    }
+
+    /// `offer` with the app's config `cfg`.
+    pub(crate) fn offer_with(
+        &self,
+        cfg: Value,
+        version: &str,
+        body: &[u8],
+        on_disk: &[u8],
+        sig: Option<String>,
+    ) {
         std::fs::write(self.sb.app.join(format!("os-{version}.raucb")), on_disk).unwrap();
         let mut t = json!({"version": version, "url": format!("os-{version}.raucb"),
             "sha256": sha256_hex(body), "size": body.len(), "format": "rauc-bundle"});
@@ -446,7 +458,7 @@ impl Machine {
             t["signature"] = json!(s);
         }
         self.sb
-            .answer(json!({"config": config(), "poll_interval_secs": 1,
+            .answer(json!({"config": cfg, "poll_interval_secs": 1,
                               "targets": {"os": t}}));
     }
 
@@ -1132,4 +1144,135 @@ fn an_os_bundle_over_the_byte_budget_waits_and_the_next_period_resumes_it() {
         "{}",
         m.sb.log()
     );
+}
+
+/// The agents of the window tests read the window in UTC (the machine's timezone).
+const UTC: [(&str, &str); 1] = [("TZ", "UTC")];
+
+/// `config()` with a maintenance window `from` minutes after now (UTC) and `len` long.
+fn with_window(from: i64, len: i64) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let hhmm = |m: i64| {
+        let m = (now / 60 + m).rem_euclid(1440);
+        format!("{:02}:{:02}", m / 60, m % 60)
+    };
+    let mut c = config();
+    c["agent"]["svc-server"]["attributes"] =
+        json!({"maintenance_window": {"start": hhmm(from), "end": hhmm(from + len)}});
+    c
+}
+
+/// A window that opens in 3 hours, and one open now (for the next 2 hours).
+fn window_closed() -> Value {
+    with_window(180, 60)
+}
+
+fn window_open() -> Value {
+    with_window(-60, 180)
+}
+
+/// Attack (issue 43): outside the maintenance window the agent let RAUC install at once,
+/// and RAUC made the new slot primary: any reboot before the window (a power cut, someone
+/// else's) booted the new OS with no window. Now the bundle is downloaded and verified
+/// ahead, RAUC is not asked until the window opens, a cut boots the old slot, and the kept
+/// bundle (not downloaded again) is installed in the window, then booted.
+#[test]
+fn outside_the_window_the_bundle_waits_downloaded_and_a_cut_boots_the_old_slot() {
+    let mut m = Machine::new("os-window-closed", true);
+    let b = good("2.0");
+    m.offer_with(window_closed(), "2.0", &b, &b, None);
+    m.start(&UTC);
+    let waits = |o: &Value| {
+        o["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("maintenance window"))
+    };
+    m.wait_os("the wait for the window", waits);
+    {
+        let f = m.fake();
+        assert!(
+            f.installs.is_empty(),
+            "RAUC installed outside the window: {:?}",
+            f.installs
+        );
+        assert_eq!(
+            (f.booted, f.primary),
+            (0, 0),
+            "the next boot is the new slot"
+        );
+    }
+    assert_eq!(m.os()["state"], "downloaded", "{}", m.os());
+    assert!(m.sb.root.join("opt/svc/os/bundle-2.0.raucb").exists());
+    // The power goes before the window: the old slot boots. The app's copy goes away too:
+    // the install in the window must use the bundle kept on the data partition.
+    m.boot(false, &UTC);
+    assert_eq!(m.fake().booted, 0);
+    std::fs::remove_file(m.sb.app.join("os-2.0.raucb")).unwrap();
+    m.wait_os("the wait for the window after the cut", |o| {
+        waits(o) && o["state"] == "downloaded"
+    });
+    m.sb.wait_polls(3, 60);
+    assert!(m.fake().installs.is_empty());
+    assert_eq!(m.reboots(), 0);
+    let log = m.sb.log();
+    assert_eq!(
+        log.matches("OS 2.0 downloaded; installed when the maintenance window opens (")
+            .count(),
+        1,
+        "said once per wait: {log}"
+    );
+    // The window opens: installed from the kept bundle, then the reboot.
+    m.offer_with(window_open(), "2.0", &b, &b, None);
+    m.wait_reboots(1);
+    assert_eq!(m.fake().installs.len(), 1);
+    assert_eq!(m.fake().primary, 1);
+    m.boot(false, &UTC);
+    m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
+    assert_eq!(m.fake().installs.len(), 1);
+}
+
+/// Attack (issue 43): the window closes while RAUC writes the slot (the install began in
+/// it). RAUC makes the written slot primary at its end; the agent makes the booted slot
+/// primary again until the window, so a cut before it boots the old slot; in the window the
+/// new slot is made the next boot and the machine reboots into it.
+#[test]
+fn a_window_that_closes_during_the_install_keeps_the_old_slot_primary() {
+    let mut m = Machine::new("os-window-closes", true);
+    let b = good("2.0");
+    m.fake().hold = true;
+    m.offer_with(window_open(), "2.0", &b, &b, None);
+    m.start(&UTC);
+    wait_for("RAUC to be installing", 120, || {
+        m.fake().installs.len() == 1
+    });
+    m.offer_with(window_closed(), "2.0", &b, &b, None);
+    // Two polls: the second one's config is the closed window.
+    m.sb.wait_polls(2, 60);
+    m.fake().hold = false;
+    m.wait_os("the reboot's wait for the window", |o| {
+        o["state"] == "installed"
+            && o["waiting"]
+                .as_str()
+                .is_some_and(|w| w.contains("maintenance window"))
+    });
+    wait_for("the booted slot primary again", 60, || {
+        m.fake().primary == 0
+    });
+    m.boot(false, &UTC);
+    assert_eq!(
+        m.fake().booted,
+        0,
+        "a cut before the window booted the new slot"
+    );
+    m.wait_os("the wait after the cut", |o| o["state"] == "installed");
+    assert_eq!(m.reboots(), 0);
+    m.offer_with(window_open(), "2.0", &b, &b, None);
+    m.wait_reboots(1);
+    assert_eq!(m.fake().primary, 1);
+    m.boot(false, &UTC);
+    m.wait_os("OS 2.0 marked good", |o| o["version"] == "2.0");
+    assert_eq!(m.fake().installs.len(), 1);
 }

@@ -14,7 +14,8 @@ pub(crate) struct Facts<'a> {
     pub clock: Clock,
     pub unix_now: u64,
     pub server_busy: bool,
-    pub update_server_hold: bool,
+    /// The update server's hold on activations (hawkBit: `update: skip`, its window), why.
+    pub update_server_hold: Option<&'a str>,
     pub server_required: bool,
     pub server_up_secs: Option<u64>,
     pub server_crashes: u64,
@@ -72,7 +73,7 @@ impl crate::agent::Agent {
             clock: Clock::read(),
             unix_now: crate::agent::unix_now(),
             server_busy: self.server.busy(),
-            update_server_hold: self.cached.hold.is_some(),
+            update_server_hold: self.cached.hold.as_deref(),
             server_required: server.managed && server.installed,
             server_up_secs: server.running.then_some(server.uptime_secs).flatten(),
             server_crashes: self.server.crashes(),

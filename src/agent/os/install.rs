@@ -1,12 +1,13 @@
-//! The OS install's worker thread: the download and RAUC's install off the loop, and what
-//! its outcome does to the track (installed, refused for good, or tried again later).
-use super::{Facts, OsTrack, RETRY_PAUSE};
+//! The OS install's worker thread: the download, then (when the restart rule allows the
+//! reboot) RAUC's install, off the loop; and what each outcome does to the track
+//! (downloaded, installed, refused for good, or tried again later).
+use super::{gate_wait, Facts, OsTrack, RETRY_PAUSE};
+use crate::agent::policy::RestartGate;
 use crate::osimage::{self, OfferDecision, OsError, OsState, Phase, SUB};
 use crate::paths::Paths;
 use crate::update::UpdateError;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The OS status's `waiting` while the byte budget holds the bundle.
@@ -14,9 +15,15 @@ const BUDGET_WAIT: &str = "the byte budget (status budget.waiting says until whe
 
 pub(super) struct Worker {
     pub(super) version: String,
-    pub(super) rx: Receiver<Result<(), OsError>>,
-    /// Set by the worker once the bundle is verified and handed to RAUC.
-    pub(super) installing: Arc<AtomicBool>,
+    pub(super) rx: Receiver<Result<Done, OsError>>,
+    /// RAUC's install (else the download).
+    pub(super) installing: bool,
+}
+
+/// What a worker did: a download (the bundle verified on the data partition) or an install.
+pub(super) enum Done {
+    Downloaded(PathBuf),
+    Installed,
 }
 
 impl OsTrack {
@@ -28,6 +35,7 @@ impl OsTrack {
         // space for good.
         if decision != OfferDecision::Install {
             osimage::remove_bundles(paths);
+            self.downloaded = None;
         }
         let Some(o) = f.offered else {
             return;
@@ -66,36 +74,59 @@ impl OsTrack {
                     self.refuse(paths, v, &e.to_string());
                     return;
                 }
-                crate::info!(
-                    SUB,
-                    "OS {v} offered: downloading, then installing through RAUC"
-                );
-                let (tx, rx) = channel();
-                let installing = Arc::new(AtomicBool::new(false));
-                let flag = installing.clone();
-                let (paths2, offer, opts, mut st) =
-                    (paths.clone(), o.clone(), f.download.clone(), state.clone());
-                let (identity, from) = (f.identity.clone(), f.from);
-                let spawned = crate::sys::thread("os-install").spawn(move || {
-                    let r = osimage::fetch_bundle(&paths2, &offer, from, &opts, identity).and_then(
-                        |b| {
-                            flag.store(true, Ordering::Relaxed);
-                            osimage::install(&paths2, &mut st, &offer.target.version, &b)
-                        },
-                    );
-                    let _ = tx.send(r);
-                });
-                match spawned {
-                    Ok(_) => {
-                        self.worker = Some(Worker {
-                            version: v.clone(),
-                            rx,
-                            installing,
-                        })
+                let gate = Self::restart_gate(f);
+                let kept = self.downloaded.clone().filter(|(dv, _)| dv == v);
+                let (version, offer) = (v.clone(), o.clone());
+                match (kept, gate) {
+                    // RAUC makes the slot it writes the next boot: only when the reboot
+                    // into it is allowed, so that no cut boots it outside the window.
+                    (Some((_, bundle)), RestartGate::Now) => {
+                        crate::info!(SUB, "OS {v}: installing through RAUC");
+                        let (paths2, mut st) = (paths.clone(), state.clone());
+                        self.spawn(v, true, move || {
+                            osimage::install(&paths2, &mut st, &version, &bundle)
+                                .map(|()| Done::Installed)
+                        });
                     }
-                    Err(e) => crate::error!(SUB, "cannot start the OS install: {e}"),
+                    (Some(_), gate) => {
+                        let (why, when) = gate_wait(gate, f);
+                        self.waiting = Some(why);
+                        self.say_once(format!("OS {v} downloaded; installed when {when}"), false);
+                    }
+                    (None, _) => {
+                        crate::info!(SUB, "OS {v} offered: downloading and verifying");
+                        let (paths2, opts) = (paths.clone(), f.download.clone());
+                        let (identity, from) = (f.identity.clone(), f.from);
+                        self.spawn(v, false, move || {
+                            osimage::fetch_bundle(&paths2, &offer, from, &opts, identity)
+                                .map(Done::Downloaded)
+                        });
+                    }
                 }
             }
+        }
+    }
+
+    /// Runs `work` for OS `version` on the worker thread (`installing`: RAUC's install).
+    fn spawn(
+        &mut self,
+        version: &str,
+        installing: bool,
+        work: impl FnOnce() -> Result<Done, OsError> + Send + 'static,
+    ) {
+        let (tx, rx) = channel();
+        let spawned = crate::sys::thread("os-install").spawn(move || {
+            let _ = tx.send(work());
+        });
+        match spawned {
+            Ok(_) => {
+                self.worker = Some(Worker {
+                    version: version.to_string(),
+                    rx,
+                    installing,
+                })
+            }
+            Err(e) => crate::error!(SUB, "cannot start the OS install: {e}"),
         }
     }
 
@@ -109,11 +140,22 @@ impl OsTrack {
         crate::error!(SUB, "OS {version} refused: {why}; the booted slot stays");
     }
 
-    pub(super) fn finish_install(&mut self, paths: &Paths, version: &str, r: Result<(), OsError>) {
+    pub(super) fn finish_install(
+        &mut self,
+        paths: &Paths,
+        version: &str,
+        r: Result<Done, OsError>,
+    ) {
+        // The next install reads the bundle this download left, and no other.
+        self.downloaded = None;
         // The worker wrote the phase; the file is the truth.
         let mut s = OsState::load(paths);
         match r {
-            Ok(()) => {
+            Ok(Done::Downloaded(bundle)) => {
+                self.downloaded = Some((version.to_string(), bundle));
+                self.state = Some(s);
+            }
+            Ok(Done::Installed) => {
                 s.last_result = None;
                 self.state = Some(s);
                 crate::info!(SUB, "OS {version} installed by RAUC into the other slot");

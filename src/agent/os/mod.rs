@@ -1,19 +1,22 @@
-//! The daemon's side of OS updates (`osimage`): takes the offer from the answer, runs the
-//! download and RAUC's install on a worker thread, reboots only when the spec's restart rule
-//! for svc-server allows (`policy::restart_gate`: maintenance window, svc-server idle, the
-//! update server's hold), and after the boot runs the health gate over the daemon's facts.
+//! The daemon's side of OS updates (`osimage`): takes the offer from the answer, downloads
+//! and verifies the bundle ahead on a worker thread, and lets RAUC install it (which makes the
+//! new slot the boot loader's next boot) only when the spec's restart rule for svc-server
+//! allows the reboot (`policy::restart_gate`: maintenance window, svc-server idle, the update
+//! server's hold), then reboots; after the boot it runs the health gate over the daemon's
+//! facts. Installing ahead would let a power cut boot the new OS outside the window.
 //! `facts`: what the loop gathers for a step; `install`: the worker thread that downloads
 //! and hands the bundle to RAUC, and what its outcome does.
 mod facts;
 mod install;
 
 use super::policy::{self, RestartGate};
+use crate::config::model::{MaintenanceWindow, DAY_NAMES};
 use crate::osimage::{self, BootFinding, GateFacts, GateVerdict};
 use crate::osimage::{OsError, OsState, OsStatus, Phase, SUB};
 use crate::paths::Paths;
 pub(crate) use facts::Facts;
 use install::Worker;
-use std::sync::atomic::Ordering;
+use std::path::PathBuf;
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
@@ -40,6 +43,49 @@ pub(crate) struct OsTrack {
     /// Why the engine cannot go on now (RAUC unreachable), for the status.
     problem: Option<String>,
     compatible: Option<String>,
+    /// The offered version's bundle, downloaded and verified, waiting for the restart rule
+    /// before RAUC sees it (in memory: after a restart the file is checked again, not
+    /// downloaded again).
+    downloaded: Option<(String, PathBuf)>,
+    /// An installed slot waits for the window: the old slot is the next boot again (RAUC's
+    /// mark-active), asked once per process unless it failed (then again after this).
+    kept_primary: bool,
+    keep_retry_at: Option<Instant>,
+}
+
+/// Why the restart rule waits: the status's `waiting`, and the log's "installed when ...".
+fn gate_wait(gate: RestartGate, f: &Facts<'_>) -> (&'static str, String) {
+    match gate {
+        RestartGate::OutsideWindow => (
+            "outside the maintenance window",
+            format!(
+                "the maintenance window opens ({})",
+                f.window.map(window_text).unwrap_or_default()
+            ),
+        ),
+        RestartGate::UpdateServerHold => (
+            "the update server asks to wait",
+            format!(
+                "the update server allows it ({})",
+                f.update_server_hold.unwrap_or("")
+            ),
+        ),
+        _ => (
+            "svc-server is processing a config change",
+            "svc-server has finished its config change".into(),
+        ),
+    }
+}
+
+/// `02:00-04:00`, with its days when not every day: `sat,sun 02:00-04:00`.
+fn window_text(w: &MaintenanceWindow) -> String {
+    let hhmm = |m: u16| format!("{:02}:{:02}", m / 60, m % 60);
+    let times = format!("{}-{}", hhmm(w.start), hhmm(w.end));
+    if w.days.len() >= 7 {
+        return times;
+    }
+    let days: Vec<&str> = w.days.iter().map(|d| DAY_NAMES[*d as usize % 7]).collect();
+    format!("{} {times}", days.join(","))
 }
 
 impl OsTrack {
@@ -70,8 +116,17 @@ impl OsTrack {
             return None;
         }
         let state = match (&self.worker, &s.phase) {
-            (Some(w), Phase::Idle) if w.installing.load(Ordering::Relaxed) => "installing",
+            (Some(w), Phase::Idle) if w.installing => "installing",
             (Some(_), Phase::Idle) => "downloading",
+            // Verified on the data partition; RAUC is asked when the restart rule allows.
+            (None, Phase::Idle)
+                if self
+                    .downloaded
+                    .as_ref()
+                    .is_some_and(|(v, _)| Some(v) == self.offered.as_ref()) =>
+            {
+                "downloaded"
+            }
             (_, p) => p.name(),
         };
         Some(OsStatus {
@@ -230,8 +285,21 @@ impl OsTrack {
         }
     }
 
-    /// An installed OS waits for the spec's rule for svc-server restarts (the maintenance
-    /// window, no config change in progress), then the machine reboots into its slot.
+    /// The spec's rule for svc-server restarts (the maintenance window, no config change in
+    /// progress, the update server's hold), which an OS's install and reboot follow.
+    fn restart_gate(f: &Facts<'_>) -> RestartGate {
+        policy::restart_gate(
+            f.window,
+            f.clock.local,
+            f.server_busy,
+            f.update_server_hold.is_some(),
+        )
+    }
+
+    /// An installed OS waits for the restart rule, then the machine reboots into its slot.
+    /// RAUC installs only when the rule allows, so this waits only when the window closed
+    /// during the install: the old slot is made the next boot again meanwhile (a cut must
+    /// not boot the new OS outside the window), and the new one just before the reboot.
     fn reboot_when_allowed(
         &mut self,
         paths: &Paths,
@@ -240,22 +308,52 @@ impl OsTrack {
         slot: &str,
         from_slot: &str,
     ) {
-        let gate =
-            policy::restart_gate(f.window, f.clock.local, f.server_busy, f.update_server_hold);
+        let gate = Self::restart_gate(f);
         if gate != RestartGate::Now {
-            let why = match gate {
-                RestartGate::OutsideWindow => "outside the maintenance window",
-                RestartGate::UpdateServerHold => "the update server asks to wait",
-                _ => "svc-server is processing a config change",
-            };
+            let (why, _) = gate_wait(gate, f);
             self.waiting = Some(why);
             self.say_once(
                 format!("OS {version} is installed in slot {slot}; the reboot waits: {why}"),
                 false,
             );
+            if !self.kept_primary && !self.keep_retry_at.is_some_and(|t| f.clock.now < t) {
+                match osimage::keep_primary(from_slot) {
+                    Ok(marked) => {
+                        self.kept_primary = true;
+                        if marked {
+                            crate::info!(
+                                SUB,
+                                "slot {from_slot} is the next boot again until OS {version}'s reboot is allowed"
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        self.keep_retry_at = Some(f.clock.now + BOOT_CHECK_PAUSE);
+                        crate::error!(
+                            SUB,
+                            "cannot make slot {from_slot} the next boot again: {e}; a reboot now would start OS {version}"
+                        );
+                    }
+                }
+            }
             return;
         }
         self.waiting = None;
+        if self.keep_retry_at.is_some_and(|t| f.clock.now < t) {
+            return;
+        }
+        // Slot `slot` the next boot again (undoes `keep_primary`; a no-op after RAUC's own).
+        if let Err(e) = osimage::keep_primary(slot) {
+            self.keep_retry_at = Some(f.clock.now + BOOT_CHECK_PAUSE);
+            self.say_once(
+                format!(
+                    "cannot make slot {slot} the next boot for OS {version}: {e}; not rebooting"
+                ),
+                true,
+            );
+            return;
+        }
+        self.kept_primary = false;
         let phase = Phase::Rebooting {
             version: version.to_string(),
             slot: slot.to_string(),
