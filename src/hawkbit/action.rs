@@ -248,7 +248,8 @@ pub(crate) fn due(
             return Some(Feedback::Failure(why));
         }
         let of = rec.targets.len() as u32;
-        // An OS image is staged once written to the other slot (its reboot waits).
+        // An OS image is staged once its bundle is verified on the data partition
+        // (`staged`; RAUC is not asked while the server holds it), or written to a slot.
         let cnt = rec
             .targets
             .iter()

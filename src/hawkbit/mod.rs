@@ -250,6 +250,9 @@ impl HawkbitTransport {
         let staged = |name: &str, version: &str| {
             if name == ddi::CHUNK_CONFIG {
                 config_now.as_deref() == Some(version)
+            } else if name == ddi::CHUNK_OS {
+                // Downloaded and verified; RAUC waits for the reboot's rule (`update: skip`).
+                crate::osimage::bundle_ready(&self.paths, version)
             } else {
                 cache.join(format!("{name}-{version}")).is_file()
             }

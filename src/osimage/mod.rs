@@ -185,8 +185,8 @@ pub(crate) struct OsStatus {
     pub previous: Option<String>,
     pub offered: Option<String>,
     pub bad: Vec<String>,
-    /// `idle`, `downloading`, `installing`, `installed` (waiting to reboot), `rebooting`,
-    /// `gate`, `rolling-back`.
+    /// `idle`, `downloading`, `downloaded` (verified; RAUC waits for the reboot's rule),
+    /// `installing`, `installed` (waiting to reboot), `rebooting`, `gate`, `rolling-back`.
     pub state: String,
     /// Why the state waits, when it does (the reboot outside the maintenance window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -611,6 +611,13 @@ pub(crate) fn fetch_bundle(
     crate::fsutil::durable_rename(&part, &done)
         .map_err(|e| OsError::State(format!("renaming {}: {e}", part.display())))?;
     Ok(done)
+}
+
+/// Whether the bundle of `version` is downloaded and verified (renamed there only then).
+pub(crate) fn bundle_ready(paths: &Paths, version: &str) -> bool {
+    bundle_dir(paths)
+        .join(format!("bundle-{version}.raucb"))
+        .is_file()
 }
 
 /// Removes every bundle or part in `dir` but `keep` (and its part).

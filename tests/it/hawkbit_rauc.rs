@@ -16,16 +16,33 @@ use serde_json::json;
 /// as in `os_rauc`).
 fn machine(name: &str, ddi: &DdiServer) -> Machine {
     let m = Machine::new(name, true);
-    let mut cfg = config();
+    crate::hawkbit_daemon::on_hawkbit(&m.sb, ddi, &hawkbit_config(config(), ddi));
+    m
+}
+
+/// `cfg` naming the DDI test server.
+fn hawkbit_config(mut cfg: serde_json::Value, ddi: &DdiServer) -> serde_json::Value {
     cfg["agent"]["svc-agent"] = json!({"hawkbit": {"server_url": ddi.url(), "tenant": TENANT,
         "controller_id": CONTROLLER, "auth": "target-token"}});
-    crate::hawkbit_daemon::on_hawkbit(&m.sb, ddi, &cfg);
-    m
+    cfg
 }
 
 /// Offers `served` as RAUC bundle `version` in action `id`, the deployment saying the size
 /// and sha256 of `body` (gooseBit's shape: the chunk named after its `.raucb` file).
 fn deploy(ddi: &DdiServer, id: &str, version: &str, body: &[u8], served: &[u8]) {
+    deploy_in(ddi, id, version, body, served, ("forced", "available"));
+}
+
+/// `deploy` with the server's `update` (`forced`, `skip`) and `maintenanceWindow`
+/// (`available`, `unavailable`).
+fn deploy_in(
+    ddi: &DdiServer,
+    id: &str,
+    version: &str,
+    body: &[u8],
+    served: &[u8],
+    (update, window): (&str, &str),
+) {
     let file = format!("lab-{version}.raucb");
     ddi.state
         .lock()
@@ -38,7 +55,7 @@ fn deploy(ddi: &DdiServer, id: &str, version: &str, body: &[u8], served: &[u8]) 
         body.len(),
         sha256_hex(body)
     );
-    ddi.deploy(id, &chunk);
+    ddi.deploy_with(id, &chunk, "forced", update, window);
 }
 
 /// The `closed` feedback of action `id`, once it came: (finished, details).
@@ -320,5 +337,108 @@ fn power_cuts_during_the_install_and_the_gate_end_in_one_success() {
         s.iter().filter(|x| x.starts_with("closed")).count(),
         1,
         "{s:?}"
+    );
+}
+
+/// Attack (issue 43): a hawkBit RAUC deployment outside the maintenance window (the
+/// server's, `maintenanceWindow: unavailable`, then the machine's own) was installed by RAUC
+/// at once, which made the new slot the next boot: a cut booted it outside the window. Now
+/// the bundle is downloaded and kept, RAUC is not asked, a cut boots the old slot; in the
+/// window it is installed from the kept bundle (fetched once) and `closed` + `success`
+/// follows the gate.
+#[test]
+fn a_rauc_deployment_outside_the_window_waits_downloaded_before_rauc() {
+    use crate::os_rauc::{window_closed, window_open, UTC};
+    let ddi = DdiServer::start();
+    let mut m = machine("hb-os-window", &ddi);
+    let b = good("2.0");
+    deploy_in(&ddi, "45", "2.0", &b, &b, ("forced", "unavailable"));
+    m.start(&UTC);
+    let downloaded_waiting = |what: &'static str| {
+        move |o: &serde_json::Value| {
+            o["state"] == "downloaded" && o["waiting"].as_str().is_some_and(|w| w.contains(what))
+        }
+    };
+    m.wait_os("the wait for the server's window", |o| {
+        o["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("update server"))
+    });
+    wait_ddi_polls(&ddi, 2);
+    {
+        let f = m.fake();
+        assert!(f.installs.is_empty(), "RAUC installed outside the window");
+        assert_eq!((f.booted, f.primary), (0, 0));
+    }
+    assert_eq!(m.os()["state"], "downloaded", "{}", m.os());
+    // A cut; the server's window opens but the machine's own is closed: still waiting.
+    m.power_cycle(false);
+    assert_eq!(m.fake().booted, 0);
+    let cache = |sb: &Sandbox, cfg| {
+        crate::hawkbit_daemon::cache_config(
+            sb,
+            &hawkbit_config(cfg, &ddi),
+            crate::ddi_server::TOKEN,
+        )
+    };
+    cache(&m.sb, window_closed());
+    deploy_in(&ddi, "45", "2.0", &b, &b, ("forced", "available"));
+    m.start(&UTC);
+    m.wait_os(
+        "the wait for the machine's window",
+        downloaded_waiting("maintenance window"),
+    );
+    wait_ddi_polls(&ddi, 2);
+    assert!(
+        m.fake().installs.is_empty(),
+        "RAUC installed outside the window"
+    );
+    assert!(closed(&ddi, "45").is_none(), "{:?}", ddi.action_steps("45"));
+    // The machine's window opens: installed from the kept bundle, rebooted, gate, success.
+    m.power_off();
+    cache(&m.sb, window_open());
+    m.start(&UTC);
+    m.wait_reboots(1);
+    assert_eq!(m.fake().installs.len(), 1);
+    m.boot(false, &UTC);
+    let (finished, details) = wait_closed(&m, &ddi, "45");
+    assert_eq!(finished, "success", "{details}; {}", m.logs());
+    let fetched = ddi
+        .state
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|(meth, p, _)| meth == "GET" && p.ends_with("lab-2.0.raucb"))
+        .count();
+    assert_eq!(fetched, 1, "the bundle was downloaded again");
+}
+
+/// `update: skip` for a RAUC bundle: downloaded and verified, RAUC never asked (it makes the
+/// slot it writes the next boot); `downloaded`, told once the bundle is verified on the data
+/// partition, ends the download-only action (it was told once RAUC had written the slot).
+#[test]
+fn a_download_only_rauc_deployment_is_downloaded_and_never_installed() {
+    let ddi = DdiServer::start();
+    let mut m = machine("hb-os-dlonly", &ddi);
+    let b = good("2.0");
+    deploy_in(&ddi, "46", "2.0", &b, &b, ("skip", "available"));
+    m.start(&[]);
+    wait_for("downloaded", 120, || {
+        ddi.action_steps("46")
+            .contains(&"downloaded/none".to_string())
+    });
+    wait_ddi_polls(&ddi, 2);
+    let f = m.fake();
+    assert!(
+        f.installs.is_empty(),
+        "RAUC installed a download-only action"
+    );
+    assert_eq!((f.booted, f.primary), (0, 0));
+    drop(f);
+    assert_eq!(m.reboots(), 0);
+    assert_eq!(
+        ddi.action_steps("46"),
+        ["proceeding/none", "downloaded/none"]
     );
 }

@@ -1147,10 +1147,10 @@ fn an_os_bundle_over_the_byte_budget_waits_and_the_next_period_resumes_it() {
 }
 
 /// The agents of the window tests read the window in UTC (the machine's timezone).
-const UTC: [(&str, &str); 1] = [("TZ", "UTC")];
+pub(crate) const UTC: [(&str, &str); 1] = [("TZ", "UTC")];
 
 /// `config()` with a maintenance window `from` minutes after now (UTC) and `len` long.
-fn with_window(from: i64, len: i64) -> Value {
+pub(crate) fn with_window(from: i64, len: i64) -> Value {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -1166,11 +1166,11 @@ fn with_window(from: i64, len: i64) -> Value {
 }
 
 /// A window that opens in 3 hours, and one open now (for the next 2 hours).
-fn window_closed() -> Value {
+pub(crate) fn window_closed() -> Value {
     with_window(180, 60)
 }
 
-fn window_open() -> Value {
+pub(crate) fn window_open() -> Value {
     with_window(-60, 180)
 }
 

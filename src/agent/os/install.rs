@@ -6,7 +6,6 @@ use crate::agent::policy::RestartGate;
 use crate::osimage::{self, OfferDecision, OsError, OsState, Phase, SUB};
 use crate::paths::Paths;
 use crate::update::UpdateError;
-use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
@@ -22,7 +21,7 @@ pub(super) struct Worker {
 
 /// What a worker did: a download (the bundle verified on the data partition) or an install.
 pub(super) enum Done {
-    Downloaded(PathBuf),
+    Downloaded,
     Installed,
 }
 
@@ -75,32 +74,32 @@ impl OsTrack {
                     return;
                 }
                 let gate = Self::restart_gate(f);
-                let kept = self.downloaded.clone().filter(|(dv, _)| dv == v);
-                let (version, offer) = (v.clone(), o.clone());
+                let kept = self.downloaded.as_ref() == Some(v);
+                let (paths2, offer, opts) = (paths.clone(), o.clone(), f.download.clone());
+                let (identity, from) = (f.identity.clone(), f.from);
+                // The kept bundle is checked again (size, sha256) just before RAUC reads it:
+                // it may have waited on the data partition for days.
+                let fetch = move || osimage::fetch_bundle(&paths2, &offer, from, &opts, identity);
                 match (kept, gate) {
                     // RAUC makes the slot it writes the next boot: only when the reboot
                     // into it is allowed, so that no cut boots it outside the window.
-                    (Some((_, bundle)), RestartGate::Now) => {
+                    (true, RestartGate::Now) => {
                         crate::info!(SUB, "OS {v}: installing through RAUC");
-                        let (paths2, mut st) = (paths.clone(), state.clone());
+                        let (paths2, mut st, version) = (paths.clone(), state.clone(), v.clone());
                         self.spawn(v, true, move || {
+                            let bundle = fetch()?;
                             osimage::install(&paths2, &mut st, &version, &bundle)
                                 .map(|()| Done::Installed)
                         });
                     }
-                    (Some(_), gate) => {
+                    (true, gate) => {
                         let (why, when) = gate_wait(gate, f);
                         self.waiting = Some(why);
                         self.say_once(format!("OS {v} downloaded; installed when {when}"), false);
                     }
-                    (None, _) => {
+                    (false, _) => {
                         crate::info!(SUB, "OS {v} offered: downloading and verifying");
-                        let (paths2, opts) = (paths.clone(), f.download.clone());
-                        let (identity, from) = (f.identity.clone(), f.from);
-                        self.spawn(v, false, move || {
-                            osimage::fetch_bundle(&paths2, &offer, from, &opts, identity)
-                                .map(Done::Downloaded)
-                        });
+                        self.spawn(v, false, move || fetch().map(|_| Done::Downloaded));
                     }
                 }
             }
@@ -151,8 +150,8 @@ impl OsTrack {
         // The worker wrote the phase; the file is the truth.
         let mut s = OsState::load(paths);
         match r {
-            Ok(Done::Downloaded(bundle)) => {
-                self.downloaded = Some((version.to_string(), bundle));
+            Ok(Done::Downloaded) => {
+                self.downloaded = Some(version.to_string());
                 self.state = Some(s);
             }
             Ok(Done::Installed) => {

@@ -16,7 +16,6 @@ use crate::osimage::{OsError, OsState, OsStatus, Phase, SUB};
 use crate::paths::Paths;
 pub(crate) use facts::Facts;
 use install::Worker;
-use std::path::PathBuf;
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
@@ -46,7 +45,7 @@ pub(crate) struct OsTrack {
     /// The offered version's bundle, downloaded and verified, waiting for the restart rule
     /// before RAUC sees it (in memory: after a restart the file is checked again, not
     /// downloaded again).
-    downloaded: Option<(String, PathBuf)>,
+    downloaded: Option<String>,
     /// An installed slot waits for the window: the old slot is the next boot again (RAUC's
     /// mark-active), asked once per process unless it failed (then again after this).
     kept_primary: bool,
@@ -119,12 +118,7 @@ impl OsTrack {
             (Some(w), Phase::Idle) if w.installing => "installing",
             (Some(_), Phase::Idle) => "downloading",
             // Verified on the data partition; RAUC is asked when the restart rule allows.
-            (None, Phase::Idle)
-                if self
-                    .downloaded
-                    .as_ref()
-                    .is_some_and(|(v, _)| Some(v) == self.offered.as_ref()) =>
-            {
+            (None, Phase::Idle) if self.downloaded.is_some() && self.downloaded == self.offered => {
                 "downloaded"
             }
             (_, p) => p.name(),
