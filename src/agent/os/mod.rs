@@ -169,8 +169,12 @@ impl OsTrack {
             match w.rx.try_recv() {
                 Err(TryRecvError::Empty) => {
                     if let Some(o) = f.offered.filter(|o| o.target.version != w.version) {
+                        let (doing, job) = match w.installing {
+                            true => ("installed", "install"),
+                            false => ("downloaded", "download"),
+                        };
                         let msg = format!(
-                            "OS {} offered while OS {} is being installed: it waits until that install has ended",
+                            "OS {} offered while OS {} is being {doing}: it waits until that {job} has ended",
                             o.target.version, w.version
                         );
                         self.say_once(msg, false);
