@@ -1208,9 +1208,10 @@ fn outside_the_window_the_bundle_waits_downloaded_and_a_cut_boots_the_old_slot()
     assert!(m.sb.root.join("opt/svc/os/bundle-2.0.raucb").exists());
     // The power goes before the window: the old slot boots. The app's copy goes away too:
     // the install in the window must use the bundle kept on the data partition.
-    m.boot(false, &UTC);
+    m.power_cycle(false);
     assert_eq!(m.fake().booted, 0);
     std::fs::remove_file(m.sb.app.join("os-2.0.raucb")).unwrap();
+    m.start(&UTC);
     m.wait_os("the wait for the window after the cut", |o| {
         waits(o) && o["state"] == "downloaded"
     });

@@ -490,3 +490,20 @@ impl OsTrack {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wait's wording names the window as configured: its days only when not all.
+    #[test]
+    fn the_window_is_named_with_its_days_when_not_every_day() {
+        let w = |days: Vec<u8>| MaintenanceWindow {
+            days,
+            start: 120,
+            end: 240,
+        };
+        assert_eq!(window_text(&w((0..7).collect())), "02:00-04:00");
+        assert_eq!(window_text(&w(vec![5, 6])), "sat,sun 02:00-04:00");
+    }
+}
