@@ -392,7 +392,11 @@ for name in "${scenarios[@]}"; do
                 log "$name: WARNING: no saved guest ($(cat "$LAB_SNAPSHOT/status" 2>/dev/null || echo 'not made')); booting"
             fi
         fi
-        mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" 512M > /dev/null
+        # 512 MB, or more for a larger stage (os-rauc-bad-gate's two bundles): a quarter over
+        # its bytes and 64 MB for the file system and what the phases write.
+        lab_mb="$(du -sm --apparent-size "$stage" | cut -f1)"
+        lab_mb=$((lab_mb + lab_mb / 4 + 64)); [ "$lab_mb" -ge 512 ] || lab_mb=512
+        mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" "${lab_mb}M" > /dev/null
         if [ -n "$state" ]; then
             qemu-img create -q -f qcow2 -b "$LAB_SNAPSHOT/root.qcow2" -F qcow2 "$work/root.qcow2"
         else
