@@ -107,22 +107,24 @@ fi
 [ -x "$LAB_AGENT" ] && [ -x "$LAB_SERVER" ] || die "binaries not executable: $LAB_AGENT $LAB_SERVER"
 
 # Second versions (0.2.0) of both binaries for the update scenarios (`# lab-needs: v2`):
-# the same source stamped with another version (scripts/build-static.sh --profile lab-v2:
-# dist's dependencies, only this package compiled again). LAB_V2_AGENT and LAB_V2_SERVER:
-# already built (scripts/test-system.sh builds them once for all its workers).
+# copies of LAB_AGENT and LAB_SERVER that say 0.2.0 (stamp-version.py: the build that
+# SVC_BUILD_VERSION=0.2.0 makes, without compiling again). LAB_V2_AGENT and LAB_V2_SERVER:
+# already made (scripts/test-system.sh makes them once for all its workers).
 LAB_V2=""
 [ -n "$snapshot_dir" ] && scenarios=()
 for s in "${scenarios[@]}"; do
     f="$s"; [ -f "$f" ] || f="$here/scenarios/$s.sh"
     grep -q '^# lab-needs: v2' "$f" 2>/dev/null && LAB_V2=1
 done
+v2dir=""
+trap '[ -z "$v2dir" ] || rm -rf "$v2dir"' EXIT
 if [ -n "$LAB_V2" ] && [ -n "${LAB_V2_AGENT:-}" ] && [ -n "${LAB_V2_SERVER:-}" ]; then
     [ -x "$LAB_V2_AGENT" ] && [ -x "$LAB_V2_SERVER" ] || die "0.2.0 binaries not executable: $LAB_V2_AGENT $LAB_V2_SERVER"
     LAB_V2="$LAB_V2_AGENT $LAB_V2_SERVER"
 elif [ -n "$LAB_V2" ]; then
-    log "building the 0.2.0 binaries for the update scenarios"
-    mapfile -t built_v2 < <(SVC_BUILD_VERSION=0.2.0 "$root/scripts/build-static.sh" "$LAB_MACHINE" --profile lab-v2)
-    [ ${#built_v2[@]} -eq 2 ] || die "the 0.2.0 build did not report two binaries"
+    v2dir="$(mktemp -d)"
+    mapfile -t built_v2 < <("$here/stamp-version.py" 0.2.0 "$v2dir" "$LAB_AGENT" "$LAB_SERVER")
+    [ ${#built_v2[@]} -eq 2 ] || die "the 0.2.0 copies of $LAB_AGENT and $LAB_SERVER failed"
     LAB_V2="${built_v2[0]} ${built_v2[1]}"
 fi
 
@@ -390,7 +392,11 @@ for name in "${scenarios[@]}"; do
                 log "$name: WARNING: no saved guest ($(cat "$LAB_SNAPSHOT/status" 2>/dev/null || echo 'not made')); booting"
             fi
         fi
-        mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" 512M > /dev/null
+        # 512 MB, or more for a larger stage (os-rauc-bad-gate's two bundles): a quarter over
+        # its bytes and 64 MB for the file system and what the phases write.
+        lab_mb="$(du -sm --apparent-size "$stage" | cut -f1)"
+        lab_mb=$((lab_mb + lab_mb / 4 + 64)); [ "$lab_mb" -ge 512 ] || lab_mb=512
+        mke2fs -q -t ext4 -d "$stage" -L lab "$work/lab.img" "${lab_mb}M" > /dev/null
         if [ -n "$state" ]; then
             qemu-img create -q -f qcow2 -b "$LAB_SNAPSHOT/root.qcow2" -F qcow2 "$work/root.qcow2"
         else
