@@ -72,3 +72,8 @@ if ! grep -qsx enabled "$binfmt/qemu-aarch64"; then
 fi
 grep -qsx enabled "$binfmt/qemu-aarch64" && grep -qs '^flags:.*F' "$binfmt/qemu-aarch64" \
     || { echo "lab-prereqs: no fix-binary qemu-aarch64 binfmt handler in $binfmt" >&2; exit 1; }
+
+# gooseBit, for os-rauc-good's hawkBit phase (tests/system/scenarios/os-rauc-good.final.sh):
+# the pinned venv the cargo tier uses (scripts/lib/goosebit.sh; made once, python3-venv from
+# apt when the stock python3 cannot make one). The hook reads it from the same place.
+bash "$root/scripts/lib/goosebit.sh" install "${XDG_CACHE_HOME:-$HOME/.cache}/svc-agent-tests/goosebit"

@@ -24,6 +24,8 @@ pub(crate) struct Join<'a> {
     /// world-readable in /proc).
     pub token_file: &'a str,
     pub auto_confirm: bool,
+    /// `hawkbit.board` (the `hw_boardname` sent); `None`: the architecture.
+    pub board: Option<&'a str>,
 }
 
 /// The controller id `rule` names on this device.
@@ -96,16 +98,17 @@ pub(crate) fn join(paths: &Paths, j: &Join) -> Result<String, String> {
         .or_insert_with(|| json!({}))
         .as_object_mut()
         .ok_or("the cached config's /agent/svc-agent is not an object")?;
-    own.insert(
-        "hawkbit".into(),
-        json!({
-            "server_url": j.url,
-            "tenant": j.tenant,
-            "controller_id": controller,
-            "auth": j.auth,
-            "auto_confirm": j.auto_confirm,
-        }),
-    );
+    let mut section = json!({
+        "server_url": j.url,
+        "tenant": j.tenant,
+        "controller_id": controller,
+        "auth": j.auth,
+        "auto_confirm": j.auto_confirm,
+    });
+    if let Some(b) = j.board {
+        section["board"] = b.into();
+    }
+    own.insert("hawkbit".into(), section);
     // The one validator: a bad URL, tenant or id is refused here, naming the field.
     let (cfg, _) = crate::config::parse_value(&raw).map_err(|report| {
         let errors: Vec<String> = report.errors.iter().map(|d| d.to_string()).collect();
@@ -141,11 +144,13 @@ pub(crate) fn join(paths: &Paths, j: &Join) -> Result<String, String> {
 pub(crate) const HELP: &str = "\
 usage: svc-agent hawkbit join --url URL --tenant T --controller-id ID|@machine-id|@hostname
                               --token-file FILE|- [--auth target-token|gateway-token]
-                              [--auto-confirm] [--root DIR]
+                              [--auto-confirm] [--board BOARD] [--root DIR]
   Joins a hawkBit fleet (docs/hawkbit.md): writes the token to /etc/svc-hawkbit.token
   (0600) and the hawkbit section into the cached machine config, after checking both;
   wakes a running agent, which then polls the server. The token comes from a file or
-  standard input, never from the command line. Exit 0 joined, 1 refused (nothing written).
+  standard input, never from the command line. --board: the hw_boardname the server
+  matches images by (default the architecture; a RAUC machine on gooseBit: its RAUC
+  compatible string). Exit 0 joined, 1 refused (nothing written).
 ";
 
 /// The command's arguments, checked; runs it.
@@ -174,6 +179,7 @@ pub(crate) fn run(
             auth: &auth,
             token_file: &token,
             auto_confirm,
+            board: get("board").as_deref(),
         },
     )
 }

@@ -115,6 +115,7 @@ fn cmd_hawkbit_join(rest: &[String]) -> Result<i32, UsageError> {
             "controller-id",
             "token-file",
             "auth",
+            "board",
         ],
     )?;
     if a.flag("help") {

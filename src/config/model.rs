@@ -232,6 +232,11 @@ pub struct HawkbitSettings {
     /// Consent (`confirmationBase`) is given without asking anyone; `false` (the default):
     /// an action the server sends for confirmation waits for `svc-agent hawkbit confirm`.
     pub auto_confirm: bool,
+    /// The board this machine tells the server (`configData` `hw_boardname`), by which
+    /// gooseBit assigns images: `None` (the default) sends the architecture, which
+    /// `svc-release swu` images name; a RAUC machine on gooseBit names its RAUC `compatible`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -1241,6 +1241,7 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
         }
     }
     let auto_confirm = o.boolean("auto_confirm", r).unwrap_or(false);
+    let board = hawkbit_board(o, r);
     let mut extra = o.extra(
         &[
             "server_url",
@@ -1248,6 +1249,7 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
             "controller_id",
             "auth",
             "auto_confirm",
+            "board",
         ],
         r,
     );
@@ -1258,8 +1260,42 @@ fn hawkbit(o: &Obj<'_>, r: &mut Report) -> Option<HawkbitSettings> {
         controller_id: controller_id?,
         auth: auth?,
         auto_confirm,
+        board: board?,
         extra,
     })
+}
+
+/// `hawkbit.board`: sent as `hw_boardname`, which gooseBit compares byte for byte with an
+/// image's board (a RAUC bundle's `compatible`), so a value that cannot be one is refused
+/// here rather than leaving the machine silently offered nothing. `Some(None)`: not set.
+fn hawkbit_board(o: &Obj<'_>, r: &mut Report) -> Option<Option<String>> {
+    const MAX: usize = 128;
+    if o.get("board").is_none() {
+        return Some(None);
+    }
+    // A wrong type is reported by `string`.
+    let b = o.string("board", false, r)?;
+    let why = if b.is_empty() {
+        Some("must not be empty (omit it to send the architecture)".to_string())
+    } else if b.len() > MAX {
+        Some(format!("is {} bytes; at most {MAX}", b.len()))
+    } else if let Some(c) = b.chars().find(|c| c.is_control()) {
+        Some(format!("has the control character U+{:04X}", c as u32))
+    } else if b.trim() != b {
+        Some("starts or ends with white space".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => Some(Some(b)),
+        Some(why) => {
+            r.error(
+                &o.at("board"),
+                format!("board {why}: it is the hw_boardname the server matches images by (a RAUC compatible string, or the architecture)"),
+            );
+            None
+        }
+    }
 }
 
 /// `svc-agent.logs`: levels by name, a wait bounded to a day (a line older than that is

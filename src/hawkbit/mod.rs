@@ -112,6 +112,8 @@ pub struct HawkbitTransport {
     identity: http::Identity,
     /// Consent is given without asking (`auto_confirm`).
     auto_confirm: bool,
+    /// `configData`'s `hw_boardname` (`board`, else the architecture).
+    board: String,
     last_bytes: (u64, u64),
     /// An action was closed by this poll's feedback: its offer in the same answer is the
     /// server not caught up yet, not an offer again.
@@ -159,6 +161,10 @@ impl HawkbitTransport {
             base,
             identity,
             auto_confirm: settings.auto_confirm,
+            board: settings
+                .board
+                .clone()
+                .unwrap_or_else(|| crate::update::this_target().to_string()),
             last_bytes: (0, 0),
             closed_now: false,
             download: DownloadOptions::default(),
@@ -325,7 +331,7 @@ impl HawkbitTransport {
         };
         let doc = serde_json::json!({
             "mode": "merge",
-            "data": config_data(&current("svc-agent"), &current("svc-server")),
+            "data": config_data(&current("svc-agent"), &current("svc-server"), &self.board),
         });
         let url = format!("{}/configData", self.base);
         let a = self.send_json(true, &url, &doc)?;
@@ -1002,15 +1008,16 @@ impl HawkbitTransport {
 }
 
 /// The attributes of `PUT configData`: versions (`svc-agent` from the record, else the running
-/// build's), architecture, and the SWUpdate names gooseBit and hawkBit UIs show.
-fn config_data(agent: &str, server: &str) -> serde_json::Value {
+/// build's), architecture, and the SWUpdate names gooseBit and hawkBit UIs show: the board
+/// (`hawkbit.board`, else the architecture) and svc-server's version.
+fn config_data(agent: &str, server: &str, board: &str) -> serde_json::Value {
     let agent = if agent == "none" {
         env!("SVC_VERSION")
     } else {
         agent
     };
     serde_json::json!({
-        "hw_boardname": crate::update::this_target(),
+        "hw_boardname": board,
         "sw_version": server,
         "svc_agent_version": agent,
         "svc_server_version": server,
@@ -1139,6 +1146,7 @@ mod tests {
             controller_id: "dev-1".into(),
             auth: HawkbitAuth::GatewayToken,
             auto_confirm: false,
+            board: None,
             extra: Default::default(),
         };
         let t = HawkbitTransport::with_token(&Paths::new("/x"), &s, "tok-123");

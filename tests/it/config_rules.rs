@@ -133,6 +133,43 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "/agent/svc-agent/hawkbit",
         "must be an object",
     ),
+    // hawkbit.board (issue 43): the hw_boardname gooseBit assigns images by
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": ""}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "board must not be empty",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "board is 130 bytes; at most 128",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": "acme-gw\nrev2"}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "board has the control character U+000A",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": "acme-gw\u007f"}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "control character U+007F",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": " acme-gw"}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "starts or ends with white space",
+    ),
+    (
+        "/agent/svc-agent/hawkbit",
+        r#"{"server_url": "https://hb.example", "tenant": "DEFAULT", "controller_id": "d1", "auth": "target-token", "board": 7}"#,
+        "/agent/svc-agent/hawkbit/board",
+        "expected a string",
+    ),
     // required fields and types
     (
         "/components/0/name",
@@ -661,6 +698,37 @@ fn hawkbit_backend_is_read_with_its_url_trimmed_and_no_token_kept() {
     );
     let r = parse_value(&v).unwrap_err();
     assert!(!r.to_string().contains("tok-never-shown"), "{r}");
+}
+
+/// `hawkbit.board` (issue 43): kept as written, shown by `--effective`; absent or null it is
+/// not set (the architecture is sent), and an older config without it stays valid.
+#[test]
+fn hawkbit_board_is_read_and_optional() {
+    let section = json!({"server_url": "https://hb.example", "tenant": "DEFAULT",
+                         "controller_id": "kiosk-17", "auth": "target-token"});
+    for (board, want) in [
+        (Value::Null, None),
+        (json!("svc-lab-amd64"), Some("svc-lab-amd64")),
+        (
+            json!("Acme Gateway rev. B/2"),
+            Some("Acme Gateway rev. B/2"),
+        ),
+    ] {
+        let mut v = base();
+        let mut h = section.clone();
+        h["board"] = board.clone();
+        set(&mut v, "/agent/svc-agent/hawkbit", h);
+        let (cfg, report) = parse_value(&v).unwrap_or_else(|r| panic!("{board}: {r}"));
+        assert!(report.warnings.is_empty(), "{board}: {report}");
+        let effective = serde_json::to_value(&cfg.agent).unwrap();
+        assert_eq!(
+            effective["svc-agent"]["hawkbit"]
+                .get("board")
+                .and_then(Value::as_str),
+            want
+        );
+        assert!(schema().is_valid(&v), "the schema refuses board {board}");
+    }
 }
 
 #[test]

@@ -355,7 +355,28 @@ fn config_data_is_sent_when_the_server_asks() {
     assert_eq!(d["data"]["svc_server_version"], "1.0.0");
     assert_eq!(d["data"]["sw_version"], "1.0.0");
     assert_eq!(d["data"]["arch"], std::env::consts::ARCH);
+    // No `board`: the architecture, the board `svc-release swu` images name.
+    assert_eq!(d["data"]["hw_boardname"], std::env::consts::ARCH);
     assert!(d["data"]["svc_agent_version"].is_string());
+}
+
+/// Issue 43: `hawkbit.board` is the `hw_boardname` the server is told (gooseBit assigns a
+/// RAUC bundle only to a device whose board is the bundle's `compatible`).
+#[test]
+fn config_data_names_the_configured_board() {
+    let f = setup("configdata-board");
+    f.ddi.state.lock().unwrap().ask_config = true;
+    let cfg = json!({"agent": {"svc-agent": {"hawkbit": {
+        "server_url": f.ddi.url(), "tenant": TENANT, "controller_id": CONTROLLER,
+        "auth": "target-token", "board": "svc-lab-amd64"}}}});
+    let (cfg, _) = svc::config::parse_value(&cfg).unwrap();
+    let mut t =
+        HawkbitTransport::connect(&f.paths, cfg.agent.agent.hawkbit.as_ref().unwrap()).unwrap();
+    t.poll(&serde_json::Value::Null, None).unwrap();
+    let docs = f.ddi.state.lock().unwrap().config_data.clone();
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    assert_eq!(docs[0]["data"]["hw_boardname"], "svc-lab-amd64");
+    assert_eq!(docs[0]["data"]["arch"], std::env::consts::ARCH);
 }
 
 #[test]

@@ -460,6 +460,51 @@ fn a_device_joins_a_fleet_by_one_command() {
     assert!(!log.contains(TOKEN), "{log}");
 }
 
+/// Issue 43: `hawkbit join --board` writes `hawkbit.board` (the `hw_boardname` gooseBit
+/// assigns RAUC bundles by) into the cached config; an empty one, or one with a control
+/// character, is refused naming the key, and nothing is written.
+#[test]
+fn hawkbit_join_takes_a_board() {
+    let sb = crate::common::sandbox::Sandbox::new("op-join-board");
+    let paths = svc::paths::Paths::new(&sb.root);
+    let token = sb.root.join("token-file");
+    std::fs::write(&token, "tok-board-test\n").unwrap();
+    let with = |board: &str| {
+        join(
+            &sb.root,
+            &[
+                "--url",
+                "https://hb.example",
+                "--tenant",
+                "DEFAULT",
+                "--controller-id",
+                "gw-1",
+                "--token-file",
+                token.to_str().unwrap(),
+                "--board",
+                board,
+            ],
+        )
+    };
+    for bad in ["", "svc-lab\namd64"] {
+        let out = with(bad);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("/agent/svc-agent/hawkbit/board"), "{err}");
+        assert!(!paths.device("/etc/svc-hawkbit.token").exists(), "{bad:?}");
+        assert!(!sb.root.join("opt/svc/config.json").exists(), "{bad:?}");
+    }
+    let out = with("svc-lab-amd64");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let cached: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sb.root.join("opt/svc/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        cached["agent"]["svc-agent"]["hawkbit"]["board"],
+        "svc-lab-amd64"
+    );
+}
+
 /// Finding 5: install.sh takes the hawkBit variables in the spec's shape: all three or none
 /// (refused before anything is fetched), and with them a machine needs no management-app
 /// credentials. (The whole install runs in the VM lab; here it stops at the release URL,

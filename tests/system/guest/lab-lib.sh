@@ -411,3 +411,20 @@ if slot:
         s = s.get("slot_status") or {}
 print(s.get(key) if s.get(key) is not None else "")' "$1" "$2"
 }
+
+# lab_goosebit_device [FIELD VALUE]: the device lab-rauc as the host's gooseBit lists it (JSON,
+# {} when not there; GB_PORT and GB_TOKEN from /lab/share/goosebit.env, os-rauc-good's hawkBit
+# phase); with FIELD (a dotted path, e.g. hardware.model) and VALUE, it succeeds only when
+# that field has that value.
+# shellcheck disable=SC2120
+lab_goosebit_device() {
+    curl -sf -H "Authorization: Bearer $GB_TOKEN" "http://10.0.2.2:$GB_PORT/api/v1/devices" | python3 -c '
+import json, sys
+d = next((d for d in json.load(sys.stdin)["devices"] if d["id"] == "lab-rauc"), {})
+print(json.dumps(d))
+if len(sys.argv) > 2:
+    v = d
+    for k in sys.argv[1].split("."):
+        v = (v or {}).get(k)
+    sys.exit(0 if v == sys.argv[2] else 1)' "$@"
+}

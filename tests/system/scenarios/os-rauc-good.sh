@@ -6,7 +6,10 @@
 # slot image. The agent downloads and verifies it (sha256, size, the vendor's signature) into
 # /data, RAUC checks its own signature and writes slot B (/dev/vdd), the agent asks for the
 # reboot, the lab cuts the power and boots the slot the boot loader chose. Phase 2
-# (os-rauc-good.after.sh): the health gate passes, slot B is marked good, reported.
+# (os-rauc-good.after.sh): the health gate passes, slot B is marked good, reported; then the
+# machine joins gooseBit on the host (board: RAUC's compatible) and takes the same good image
+# as gooseBit's deployment (OS 2.0.2-lab) into slot A. Phase 3 (os-rauc-good.final.sh): slot
+# A's gate passes, and only then gooseBit hears closed + success (Finished).
 # lab-timeout: 1200
 # lab-needs: data-disk
 # lab-data-size: 1G
