@@ -505,6 +505,12 @@ buildroot() {
 			if tar -tzf "$tarball" | grep -q '^[^/]*/target/'; then bad "the vendored tarball holds target/"; else ok "the vendored tarball holds no target/ ($(du -h "$tarball" | cut -f1))"; fi
 			local srcb=$BRW/srcbuild
 			rm -rf "$srcb" && mkdir -p "$srcb" && tar -xzf "$tarball" -C "$srcb" --strip-components=1
+			# Each of the two builds of a vendored tree has a target folder of its own, kept
+			# between runs: in one folder they took turns invalidating every dependency (cargo
+			# fingerprints a vendored crate by its path, which differs between the two trees),
+			# two whole debug builds a run. With an unchanged pin only aws-lc-sys (its build
+			# script watches its folder, new at every extraction) and the six crates above it
+			# compile again (7 of 61); a moved pin or toolchain compiles all.
 			if (cd "$srcb" && offline env CARGO_HOME="$dl/br-cargo-home" CARGO_TARGET_DIR="$BRW/target" \
 				nice cargo build --offline --locked --bin svc-agent) >"$BRW/source-build.log" 2>&1; then
 				ok "the vendored sources build offline with CARGO_HOME=DL_DIR/br-cargo-home"
@@ -615,9 +621,10 @@ br_data_partition() {
 	fi
 	bdir=$out/build/svc-agent-$pv
 	tgt=$bdir/target/$rtarget/release
-	if (cd "$bdir" && offline env CARGO_HOME="$dl/br-cargo-home" CARGO_TARGET_DIR="$BRW/target" \
+	# Its own target folder (see "the vendored sources build offline" above).
+	if (cd "$bdir" && offline env CARGO_HOME="$dl/br-cargo-home" CARGO_TARGET_DIR="$BRW/target-dp" \
 		SVC_STATE_DIR="$senv" SVC_CREDENTIALS_DIR="$cenv" nice cargo build --offline --locked --bin svc-agent) \
-		>"$BRW/dp-build.log" 2>&1 && install -D -m 0755 "$BRW/target/debug/svc-agent" "$tgt/svc-agent"; then
+		>"$BRW/dp-build.log" 2>&1 && install -D -m 0755 "$BRW/target-dp/debug/svc-agent" "$tgt/svc-agent"; then
 		ok "data partition: the extracted sources build offline with the package's cargo environment"
 	else
 		tail -n 8 "$BRW/dp-build.log"

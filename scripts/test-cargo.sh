@@ -39,13 +39,27 @@ cargo build --locked --all-targets
 # timers most of the time, and none asserts a time. The integration binary took 128 s at 4
 # threads, 68 s at 8, 40-46 s at 16 and 50 s at 32, with the same ~60 CPU s each
 # (BENCHMARKS.md, session 11).
-cargo test --locked --lib --bins -- --test-threads=16
+# The library tests run beside the integration tests (both wait on timers and processes far
+# more than they compute): their output goes to a file, printed whole after the integration
+# tests' (so the two never interleave), and a failure of either fails the tier.
+unit_log=$(mktemp)
+list=$(mktemp) && trap 'rm -f "$list" "$unit_log"' EXIT
+cargo test --locked --lib --bins --no-run
+cargo test --locked --lib --bins -- --test-threads=16 >"$unit_log" 2>&1 &
+unit_pid=$!
 # The integration tests, with those a bare `cargo test` leaves out because they need what this
 # script installed (`#[ignore = "needs ..."]`: nginx, gooseBit, root); only child processes
 # and measurements stay out, by exact name (scripts/lib/ignored-tests.py checks every reason).
-list=$(mktemp) && trap 'rm -f "$list"' EXIT
 cargo test --locked --test it -- --list --ignored >"$list"
 names=$(python3 scripts/lib/ignored-tests.py "$list" tests/it src)
 skip=()
 for name in $names; do skip+=(--skip "$name"); done
-cargo test --locked --test it -- --include-ignored --exact "${skip[@]}" --test-threads=16
+it_rc=0
+cargo test --locked --test it -- --include-ignored --exact "${skip[@]}" --test-threads=16 || it_rc=$?
+unit_rc=0
+wait "$unit_pid" || unit_rc=$?
+echo "--- the library tests (run beside the integration tests above)"
+cat "$unit_log"
+[ "$unit_rc" -eq 0 ] || echo "test-cargo: the library tests FAILED (status $unit_rc)"
+[ "$it_rc" -eq 0 ] || echo "test-cargo: the integration tests FAILED (status $it_rc)"
+[ "$unit_rc" -eq 0 ] && [ "$it_rc" -eq 0 ]
