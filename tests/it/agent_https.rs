@@ -154,18 +154,23 @@ fn a_redirected_poll_is_not_followed_and_the_secret_stays_home(front: Front) {
     let (sb, srv) = setup("https-redirect", front);
     // Where the redirect points: plain HTTP on loopback, recording whatever arrives.
     let plain = HttpsServer::start_plain();
-    srv.script(Behavior::Status(
-        307,
-        vec![("Location".into(), plain.url("/api/v1/agent/poll"))],
-        String::new(),
-    ));
+    // Every poll is redirected: on a machine so busy that a request outlives the test's 3 s
+    // request timeout (the whole request's deadline), a poll whose 307 was sent can still
+    // end as a timeout; the next one is redirected too, so the 307 is read in the end.
+    for _ in 0..20 {
+        srv.script(Behavior::Status(
+            307,
+            vec![("Location".into(), plain.url("/api/v1/agent/poll"))],
+            String::new(),
+        ));
+    }
     let mut agent = spawn(&sb, &srv);
     wait_for("the redirect answered", 60, || {
         srv.polls().iter().any(|p| p.status_sent == 307)
     });
     // The poll's error is logged when its request is over: a redirect followed would have
     // reached the plain server (and been answered) before that.
-    wait_for("the redirect reported as the poll's answer", 60, || {
+    wait_for("the redirect reported as the poll's answer", 180, || {
         sb.log().contains("HTTP 307")
     });
     terminate(&mut agent);
