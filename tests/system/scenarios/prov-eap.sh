@@ -80,8 +80,8 @@ json.dump({"hotspot_prefix": "svc-lab", "hotspot_password": "hotspot-" + rid,
 PY
 )
 # Every argv while the machine joins: no secret may be in one.
-( while :; do ps -eo args >> /tmp/argv.txt 2>/dev/null; sleep 0.3; done ) > /dev/null 2>&1 &
-argv_watch=$!
+lab_argv_watch /tmp/argv.txt 0.3
+argv_watch=$LAB_ARGV_WATCH
 # A failed check ends the scenario: these must not outlive it (nor hold its output open).
 trap 'kill "$argv_watch" ${agent:+"$agent"} 2>/dev/null || true' EXIT
 t0=$(lab_ms)
