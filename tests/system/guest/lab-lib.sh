@@ -92,6 +92,7 @@ lab_netns_radio() {
 # lab_ap NETNS IFACE SSID PSK NET [internet]: a WPA2 access point (hostapd) at NET.1/24 with
 # DHCP (dnsmasq, router NET.1). With "internet", the check URL host 192.168.200.1:8080 is
 # reachable through it (an address on the namespace's loopback and an HTTP server there).
+# LAB_AP_EXTRA: more lines for hostapd's configuration (a control interface, say).
 lab_ap() {
     local ns="$1" ifc="$2" ssid="$3" psk="$4" net="$5"
     cat > "/tmp/ap-$ns.conf" <<CONF
@@ -104,6 +105,7 @@ wpa=2
 wpa_key_mgmt=WPA-PSK
 rsn_pairwise=CCMP
 wpa_passphrase=$psk
+${LAB_AP_EXTRA:-}
 CONF
     lab_ap_start "$ns" "$ifc" "$ssid" "$net" "${6:-}"
 }

@@ -23,7 +23,8 @@ bound=$(( offline + 120 + 15 + retry + 3 * tick ))
 hotspot_bound=$(( offline + 2 * retry + 2 * tick ))
 lab_radios 2
 lab_netns_radio wlan1 home
-lab_ap home wlan1 lab-home "$psk" 192.168.77 internet
+# hostapd with a control interface (for the radio's off and on).
+LAB_AP_EXTRA="ctrl_interface=/run/hostapd-home" lab_ap home wlan1 lab-home "$psk" 192.168.77 internet
 ap_pid() { cat /run/ap-home.pid 2>/dev/null; }
 ap_stop() {
     local pid
@@ -32,10 +33,6 @@ ap_stop() {
     lab_wait 30 "hostapd $pid stopped" sh -c "! kill -0 $pid 2>/dev/null"
 }
 ap_cli() { ip netns exec home hostapd_cli -p /run/hostapd-home -i wlan1 "$@" | grep -qx OK; }
-# hostapd again with a control interface (for the radio's off and on).
-ap_stop
-echo "ctrl_interface=/run/hostapd-home" >> /tmp/ap-home.conf
-lab_ap_up home
 lab_credentials /var/lib/lab/mgmt
 lab_no_ethernet
 cat > /etc/svc-defaults.json <<JSON
