@@ -1,7 +1,7 @@
 #!/bin/bash
 # Host side of prov-ble: the guest image has no Bluetooth stack, so the host hands it Debian's
 # own bluez (bluetoothd, btmgmt, gatttool), bluez-test-tools (btvirt) and the two libraries
-# bluez needs that the image lacks, as .deb files in /lab/share/debs (unpacked with dpkg in
+# bluez needs that the image lacks, as .deb files in /lab/share/debs (installed with dpkg in
 # the guest). The image's recipe (and its cache key) stays as it is. The packages are fetched
 # with apt-get download from the mirror apt uses on the host (bookworm, as the guest), once,
 # into $LAB_CACHE/debs-bluez.
