@@ -92,6 +92,7 @@ lab_netns_radio() {
 # lab_ap NETNS IFACE SSID PSK NET [internet]: a WPA2 access point (hostapd) at NET.1/24 with
 # DHCP (dnsmasq, router NET.1). With "internet", the check URL host 192.168.200.1:8080 is
 # reachable through it (an address on the namespace's loopback and an HTTP server there).
+# LAB_AP_EXTRA: more lines for hostapd's configuration (a control interface, say).
 lab_ap() {
     local ns="$1" ifc="$2" ssid="$3" psk="$4" net="$5"
     cat > "/tmp/ap-$ns.conf" <<CONF
@@ -104,6 +105,7 @@ wpa=2
 wpa_key_mgmt=WPA-PSK
 rsn_pairwise=CCMP
 wpa_passphrase=$psk
+${LAB_AP_EXTRA:-}
 CONF
     lab_ap_start "$ns" "$ifc" "$ssid" "$net" "${6:-}"
 }
@@ -161,6 +163,42 @@ lab_phone_join() {
     lab_phone_start "$1" "$2"
     lab_wait 120 "the phone associated with $1" lab_phone_associated
     ip netns exec phone ip addr add 10.42.0.50/24 dev wlan1
+}
+
+# lab_argv_watch OUT SECS: every process's arguments ("/proc/PID/cmdline:ARGS", NULs as
+# spaces, one line per line of an argument) appended to OUT by one python3 process that sweeps
+# /proc every SECS and writes each line it has not written yet; returns after the first sweep,
+# the sweeper's pid in LAB_ARGV_WATCH. A shell loop forking ps (or grep, tr, sleep) per sweep
+# kept an emulated core busy and slowed everything it watched (install-sh, prov-eap).
+lab_argv_watch() {
+    rm -f /tmp/argv-watch.ready
+    python3 - /tmp/argv-watch.ready "$2" >> "$1" <<'PY' &
+import os, sys, time
+out, seen, ready, every = sys.stdout.buffer, set(), sys.argv[1], float(sys.argv[2])
+while True:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read()
+        except OSError:
+            continue  # gone since the listing
+        if not args:
+            continue  # a kernel thread
+        for line in args.replace(b"\0", b" ").split(b"\n"):
+            line = b"/proc/%s/cmdline:%s\n" % (pid.encode(), line)
+            if line not in seen:
+                seen.add(line)
+                out.write(line)
+    out.flush()
+    if ready:
+        open(ready, "w").close()
+        ready = None
+    time.sleep(every)
+PY
+    LAB_ARGV_WATCH=$!
+    lab_wait 120 "the argument watcher swept /proc once" test -e /tmp/argv-watch.ready
 }
 
 # lab_ms: milliseconds since the epoch.

@@ -48,38 +48,10 @@ as_user() {
 spec_with_vars="sudo /bin/sh -c \"SVC_API_KEY_ID=lab-key-id SVC_API_KEY=$secret SVC_PART_ID=lab-part; \$(curl -fsSL $release/install.sh)\""
 spec_no_vars="sudo /bin/sh -c \"\$(curl -fsSL $release/install.sh)\""
 
-# Watch every process's arguments ("/proc/PID/cmdline:ARGS", NULs as spaces, one line per
-# line of an argument) while the installer runs: one process that sweeps /proc every 20 ms
-# and logs each line it has not logged yet. A shell loop forked grep, tr and sleep per sweep:
-# on the arm64 machine a sweep took 0.5-1 s, so it sampled at about 1 Hz and kept one of
-# the two emulated cores busy, which doubled every systemctl daemon-reload of the installs.
-python3 - /tmp/argv.ready > /tmp/argv.log <<'PY' &
-import os, sys, time
-out, seen, ready = sys.stdout.buffer, set(), sys.argv[1]
-while True:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read()
-        except OSError:
-            continue  # gone since the listing
-        if not args:
-            continue  # a kernel thread
-        for line in args.replace(b"\0", b" ").split(b"\n"):
-            line = b"/proc/%s/cmdline:%s\n" % (pid.encode(), line)
-            if line not in seen:
-                seen.add(line)
-                out.write(line)
-    out.flush()
-    if ready:
-        open(ready, "w").close()
-        ready = None
-    time.sleep(0.02)
-PY
-watcher=$!
-lab_wait 120 "the argument watcher swept /proc once" test -e /tmp/argv.ready
+# Watch every process's arguments while the installer runs (lab_argv_watch: one process
+# that sweeps /proc every 20 ms and logs each line it has not logged yet).
+lab_argv_watch /tmp/argv.log 0.02
+watcher=$LAB_ARGV_WATCH
 
 # 1. The variables before sudo: env_reset drops them. It must fail and install nothing.
 if as_user "SVC_API_KEY_ID=lab-key-id SVC_API_KEY=misplaced-key SVC_PART_ID=lab-part sudo /bin/sh -c \"\$(curl -fsSL $release/install.sh)\"" 2> /tmp/misplaced.err; then

@@ -218,11 +218,8 @@ cat /tmp/provision.log
 # a uinput device ("svc-lab-button", KEY_WPS_BUTTON) that the client's script makes and
 # presses once the client sees "authorization required". The machine reads the press as the
 # kernel's input events. The home network is forgotten first, so the machine is offline again.
-mkdir -p /opt/improv-client
-for w in /lab/share/wheels/*.whl; do
-    python3 -m zipfile -e "$w" /opt/improv-client || lab_fail "unpacking $w"
-done
-lab_check "Home Assistant's Improv client imports" env PYTHONPATH=/opt/improv-client python3 -c 'import improv_ble_client, bleak'
+# The client's wheels, unpacked by the host hook.
+lab_check "Home Assistant's Improv client imports" env PYTHONPATH=/lab/share/improv-client python3 -c 'import improv_ble_client, bleak'
 modprobe uinput || lab_fail "module uinput"
 nmcli con delete id "$(sed -n 's/^id=//p' "$keyfile")" > /dev/null
 lab_wait 60 "the machine left lab-home (its profile deleted)" sh -c '! iw dev wlan0 link | grep -q "SSID: lab-home"'
@@ -321,7 +318,7 @@ busctl call org.bluez "/org/bluez/$cli" org.bluez.Adapter1 RemoveDevice o "/org/
 t_ha=$(lab_ms)
 svc-agent provision --until-online > /tmp/provision-ha.log 2>&1 &
 prov=$!
-PYTHONPATH=/opt/improv-client python3 /tmp/improv-ha.py "$addr" lab-home "$psk" "$cli" /tmp/provision-ha.log > /tmp/client-ha.log 2>&1 ||
+PYTHONPATH=/lab/share/improv-client python3 /tmp/improv-ha.py "$addr" lab-home "$psk" "$cli" /tmp/provision-ha.log > /tmp/client-ha.log 2>&1 ||
     { cat /tmp/client-ha.log; tail -40 /tmp/provision-ha.log; lab_fail "Home Assistant's Improv client failed"; }
 cat /tmp/client-ha.log
 lab_check "provisioning by the standard client ends online" wait "$prov"
