@@ -197,6 +197,7 @@ while True:
         ready = None
     time.sleep(every)
 PY
+    # shellcheck disable=SC2034 # read by the scenarios that source this file
     LAB_ARGV_WATCH=$!
     lab_wait 120 "the argument watcher swept /proc once" test -e /tmp/argv-watch.ready
 }
