@@ -36,7 +36,7 @@ answer() { cp "$app/$1" "$app/.poll.json.tmp" && mv "$app/.poll.json.tmp" "$app/
 
 lab_check "start the image's agent" systemctl start svc-agent.service
 lab_wait 900 "RAUC refused the bundle signed with another key" sh -c \
-    "journalctl -b -u svc-agent -o cat | grep 'OS 2.1.0-lab' | grep -qi 'signature\|keyring\|verif'"
+    "journalctl -b -u svc-agent -o cat | grep 'OS 2.1.0-lab refused' | grep -qi 'signature\|keyring\|verif'"
 agent_log | grep 'OS ' || true
 journalctl -b -u rauc -o cat --no-pager | tail -n 20 || true
 lab_check "RAUC was asked (the agent's own checks passed)" test "$(rauc_installs)" -ge 1
@@ -47,7 +47,7 @@ before=$(rauc_installs)
 # The same bundle with a wrong vendor signature.
 answer poll-badsig.json
 lab_wait 300 "the agent refused 2.2.0-lab's vendor signature" sh -c \
-    "journalctl -b -u svc-agent -o cat | grep '2.2.0-lab' | grep -qi 'signature'"
+    "journalctl -b -u svc-agent -o cat | grep 'OS 2.2.0-lab refused' | grep -qi 'signature'"
 agent_log | grep '2.2.0-lab' || true
 lab_check "RAUC never saw 2.2.0-lab" test "$(rauc_installs)" = "$before"
 lab_check "RAUC's log never names 2.2.0-lab's bundle" sh -c '! journalctl -b -u rauc -o cat | grep -q 2.2.0-lab'
