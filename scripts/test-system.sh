@@ -16,7 +16,7 @@ log() { echo "test-system: $*" >&2; }
 die() { echo "test-system: ERROR: $*" >&2; echo "system: 0 passed, 1 failed"; exit 1; }
 t0=$SECONDS
 
-[ "$(id -u)" = 0 ] || die "must run as root (apt, debootstrap, chroot)"
+[ "$(id -u)" = 0 ] || die "must run as root (apt, mmdebstrap, chroot)"
 [ "$(uname -m)" = x86_64 ] || die "the lab host must be x86_64 (the guest is amd64 under TCG)"
 
 "$root/scripts/lab-prereqs.sh" || die "the lab's host prerequisites could not be installed (see above)"
