@@ -171,45 +171,53 @@ RAUC_LAB_DROP=(/boot /var/cache/apt /usr/share/doc /usr/share/man /usr/share/inf
 
 # rauc_lab_prune_cmds IMAGE TMP: debugfs commands on stdout that remove RAUC_LAB_DROP and every
 # module but RAUC_LAB_MODULES (and their dependencies) from IMAGE and write the module indexes
-# depmod makes for what stays (files read out with debugfs into TMP; no loop mount).
+# depmod makes for what stays (files read out with debugfs into TMP; no loop mount). Of the
+# modules only the indexes and the kept ones are read: modules.dep names every module file.
 rauc_lab_prune_cmds() {
-    local img="$1" tmp="$2" kver d f m keep
+    local img="$1" tmp="$2" kver d f m keep mods
     kver="$(debugfs -R "ls -p /usr/lib/modules" "$img" 2>/dev/null | awk -F/ '$6 ~ /^[0-9]/ { print $6; exit }')"
     [ -n "$kver" ] || { echo "rauc-lab: no kernel modules in $img" >&2; return 1; }
-    mkdir -p "$tmp/tree"
-    for d in "${RAUC_LAB_DROP[@]}" "/usr/lib/modules/$kver"; do
-        debugfs -R "rdump $d $tmp/tree" "$img" > /dev/null 2>&1
-        [ -d "$tmp/tree/${d##*/}" ] || { echo "rauc-lab: could not read $d of $img" >&2; return 1; }
-        mv "$tmp/tree/${d##*/}" "$tmp/tree/$(echo "$d" | tr / _)"
+    mods="/usr/lib/modules/$kver"
+    mkdir -p "$tmp/tree" "$tmp/dep/lib/modules/$kver" "$tmp/depmod.d"
+    for f in modules.dep modules.order modules.builtin modules.builtin.modinfo; do
+        debugfs -R "dump $mods/$f $tmp/$f" "$img" > /dev/null 2>&1
+        [ -s "$tmp/$f" ] || { echo "rauc-lab: could not read $mods/$f of $img" >&2; return 1; }
     done
     # The kept modules: each named one's line of modules.dep (the module and all it needs).
-    local mods="$tmp/tree/_usr_lib_modules_$kver"
     keep="$tmp/keep.txt"
     : > "$keep.all"
     for m in "${RAUC_LAB_MODULES[@]}"; do
         awk -v m="$m" -F: '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n); gsub(/-/, "_", n) }
             n == m { print $1; k = split($2, d, " "); for (i = 1; i <= k; i++) print d[i]; f = 1 }
-            END { exit !f }' "$mods/modules.dep" >> "$keep.all" \
+            END { exit !f }' "$tmp/modules.dep" >> "$keep.all" \
             || { echo "rauc-lab: module $m is not in the image's modules.dep" >&2; return 1; }
     done
     LC_ALL=C sort -u "$keep.all" > "$keep"
     # The indexes of the kept set: depmod over a tree of just those (and the builtin lists).
-    mkdir -p "$tmp/dep/lib/modules/$kver" "$tmp/depmod.d"
-    cp "$mods/modules.order" "$mods/modules.builtin" "$mods/modules.builtin.modinfo" \
+    cp "$tmp/modules.order" "$tmp/modules.builtin" "$tmp/modules.builtin.modinfo" \
         "$tmp/dep/lib/modules/$kver/" || return 1
     while read -r f; do
-        mkdir -p "$(dirname "$tmp/dep/lib/modules/$kver/$f")" && cp "$mods/$f" "$tmp/dep/lib/modules/$kver/$f" || return 1
+        mkdir -p "$(dirname "$tmp/dep/lib/modules/$kver/$f")" || return 1
+        debugfs -R "dump $mods/$f $tmp/dep/lib/modules/$kver/$f" "$img" > /dev/null 2>&1
+        [ -s "$tmp/dep/lib/modules/$kver/$f" ] || { echo "rauc-lab: could not read $mods/$f of $img" >&2; return 1; }
     done < "$keep"
     depmod -C "$tmp/depmod.d" -b "$tmp/dep" "$kver" || { echo "rauc-lab: depmod failed" >&2; return 1; }
-    for d in "${RAUC_LAB_DROP[@]}" "/usr/lib/modules/$kver"; do
-        (cd "$tmp/tree/$(echo "$d" | tr / _)" && find . -mindepth 1 ! -type d | sed 's#^\./##' | LC_ALL=C sort) \
-            | if [ "$d" = "/usr/lib/modules/$kver" ]; then LC_ALL=C comm -23 - "$keep"; else cat; fi \
-            | sed "s#^#rm $d/#"
-        (cd "$tmp/tree/$(echo "$d" | tr / _)" && find . -mindepth 1 -depth -type d | sed 's#^\./##') \
-            | sed "s#^#rmdir $d/#"
-    done
+    # Out: every other module, its folders once empty, and the old indexes.
+    cut -d: -f1 "$tmp/modules.dep" | LC_ALL=C sort | LC_ALL=C comm -23 - "$keep" | sed "s#^#rm $mods/#"
+    cut -d: -f1 "$tmp/modules.dep" | while read -r f; do
+        while [ "${f%/*}" != "$f" ]; do f="${f%/*}"; echo "$f"; done
+    done | sort -u | awk '{ print length($0), $0 }' | sort -rn | cut -d' ' -f2- | sed "s#^#rmdir $mods/#"
+    debugfs -R "ls -p $mods" "$img" 2>/dev/null | awk -F/ '$6 ~ /^modules\./ { print $6 }' | sed "s#^#rm $mods/#"
     for f in "$tmp/dep/lib/modules/$kver"/modules.*; do
-        echo "write $f /usr/lib/modules/$kver/${f##*/}"
+        echo "write $f $mods/${f##*/}"
+    done
+    # The other folders: read out whole (a few tens of MB) for their lists of files.
+    for d in "${RAUC_LAB_DROP[@]}"; do
+        debugfs -R "rdump $d $tmp/tree" "$img" > /dev/null 2>&1
+        [ -d "$tmp/tree/${d##*/}" ] || { echo "rauc-lab: could not read $d of $img" >&2; return 1; }
+        (cd "$tmp/tree/${d##*/}" && find . -mindepth 1 ! -type d | sed 's#^\./##') | sed "s#^#rm $d/#"
+        (cd "$tmp/tree/${d##*/}" && find . -mindepth 1 -depth -type d | sed 's#^\./##') | sed "s#^#rmdir $d/#"
+        rm -rf "${tmp:?}/tree/${d##*/}"
     done
 }
 
