@@ -144,7 +144,10 @@ EOF
     printf 'SVC_STATE_DIR=/data/svc\nSVC_CREDENTIALS_DIR=/data/etc\nexport SVC_STATE_DIR SVC_CREDENTIALS_DIR\n' \
         > "$d/etc/profile.d/svc-agent.sh"
     # svc-server's probation (and the OS gate's part of it) 15 s, the gate's deadline 150 s.
-    printf '[Service]\nEnvironment=SVC_AGENT_PROBATION_SECS=15 SVC_AGENT_OS_GATE_SECS=150\n' \
+    # The first-contact wait 5 s (as air-gap-usb): os-rauc-powercut boots slot B twice with the
+    # app away, and its phase that brings the app back runs only once the agent's unit has
+    # started, which the default wait held back ~45 s at each of those boots.
+    printf '[Service]\nEnvironment=SVC_AGENT_PROBATION_SECS=15 SVC_AGENT_OS_GATE_SECS=150 SVC_AGENT_FIRST_CONTACT_SECS=5\n' \
         > "$d/etc/systemd/system/svc-agent.service.d/lab-gate.conf"
     install -m 0644 "$pub" "$d/etc/svc-signing.pub"
     cat > "$d/etc/fstab" <<'EOF'
