@@ -34,6 +34,8 @@ apt_need_file /usr/lib/python3/dist-packages/pip/__init__.py python3-pip
 apt_need rauc rauc
 apt_need mksquashfs squashfs-tools
 apt_need resize2fs e2fsprogs
+# ... and the slot image's module indexes (depmod, tests/system/rauc-lab.sh).
+apt_need depmod kmod
 apt_need openssl openssl
 # qemu's firmware for -kernel boots (SeaBIOS and the linuxboot option ROM).
 apt_need_file /usr/share/seabios/bios-256k.bin seabios
