@@ -5,6 +5,9 @@
 //! endian), then a zlib stream of a bsdiff patch as the `bsdiff` crate writes it (records of
 //! three u64 LE: `mix` bytes added to the old file's bytes, `copy` bytes taken as they are,
 //! then a signed `seek` in the old file; each followed by its `mix + copy` bytes).
+//! `svc-delta-v2`: `SVCDLT02`, the size, one filter byte (1: [`super::arm64_filter`]), then
+//! the same stream, made between the filtered old and new files; the result is unfiltered
+//! as it is written.
 //!
 //! Applying is streamed: the old file in memory (the running binary, a few MiB), the patch
 //! read 64 KiB at a time through a 32 KiB inflate window, the result written as it is made
@@ -25,8 +28,50 @@ use crate::paths::Paths;
 use crate::protocol::Delta;
 use std::path::PathBuf;
 
-/// The first bytes of every delta.
+/// The first bytes of an `svc-delta-v1` delta.
 pub const MAGIC: &[u8; 8] = b"SVCDLT01";
+/// The first bytes of an `svc-delta-v2` delta (a filter byte follows the size).
+pub const MAGIC_V2: &[u8; 8] = b"SVCDLT02";
+/// `svc-delta-v2`'s filter byte for [`super::arm64_filter`].
+const FILTER_ARM64: u8 = 1;
+
+/// A delta's format, as an offer names it (`deltas[].format`, absent: v1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `svc-delta-v1`: bsdiff + zlib, what every agent with delta support applies.
+    V1,
+    /// `svc-delta-v2` with the ARM64 branch-address filter: for aarch64 ELF binaries.
+    V2Arm64,
+}
+
+impl Format {
+    /// The name in an offer; `None` for v1, which older agents know without one.
+    pub fn offer_name(self) -> Option<&'static str> {
+        match self {
+            Format::V1 => None,
+            Format::V2Arm64 => Some("svc-delta-v2"),
+        }
+    }
+
+    /// The format an offer names, `None` when this agent does not know it.
+    pub fn from_offer(name: Option<&str>) -> Option<Format> {
+        match name {
+            None | Some("svc-delta-v1") => Some(Format::V1),
+            Some("svc-delta-v2") => Some(Format::V2Arm64),
+            Some(_) => None,
+        }
+    }
+
+    /// The formats worth making from `old` to `new`, v1 first (the one every agent reads).
+    pub fn for_pair(old: &[u8], new: &[u8]) -> &'static [Format] {
+        use super::arm64_filter::is_aarch64_elf;
+        if is_aarch64_elf(old) && is_aarch64_elf(new) {
+            &[Format::V1, Format::V2Arm64]
+        } else {
+            &[Format::V1]
+        }
+    }
+}
 
 /// Why a delta was not used. The delta's own bytes (format, corruption, truncation, a
 /// record reaching outside the files), the offer's description of it, the running binary it
@@ -36,8 +81,10 @@ pub const MAGIC: &[u8; 8] = b"SVCDLT01";
 pub enum DeltaError {
     /// Shorter than the 16-byte header.
     NoHeader,
-    /// Not `SVCDLT01`.
+    /// Neither `SVCDLT01` nor `SVCDLT02`.
     NotThisFormat,
+    /// An `SVCDLT02` delta with a filter this agent does not know.
+    UnknownFilter(u8),
     /// The header's size is not the target's.
     SizeDiffers {
         announced: u64,
@@ -86,6 +133,11 @@ pub enum DeltaError {
         name: String,
         running: String,
     },
+    /// The deltas from the running binary are all in formats this agent does not know.
+    UnknownFormats {
+        name: String,
+        formats: Vec<String>,
+    },
     /// No delta could be used and the vendor's rule (`delta_fallback`) forbids the full
     /// download; `miss` is what happened to the deltas.
     NoFallback {
@@ -99,7 +151,10 @@ impl std::fmt::Display for DeltaError {
         use DeltaError::*;
         match self {
             NoHeader => f.write_str("shorter than its 16-byte header"),
-            NotThisFormat => f.write_str("not an svc-delta-v1 file (magic SVCDLT01)"),
+            NotThisFormat => {
+                f.write_str("not an svc-delta-v1 or -v2 file (magic SVCDLT01, SVCDLT02)")
+            }
+            UnknownFilter(b) => write!(f, "svc-delta-v2 with an unknown filter ({b})"),
             SizeDiffers { announced, target } => write!(
                 f,
                 "it makes a file of {announced} bytes, the target has {target}"
@@ -132,6 +187,11 @@ impl std::fmt::Display for DeltaError {
                 f,
                 "none of the {offered} deltas offered is from the running {name} (sha256 {running})"
             ),
+            UnknownFormats { name, formats } => write!(
+                f,
+                "the deltas from the running {name} are in formats this agent does not read: {}",
+                formats.join(", ")
+            ),
             NoFallback { miss } => write!(
                 f,
                 "no usable delta and the vendor's rule forbids the full download: {miss}"
@@ -151,13 +211,26 @@ impl DeltaError {
     }
 }
 
-/// Makes a delta from `old` to `new` (svc-release; never on a device).
-pub fn make(old: &[u8], new: &[u8]) -> io::Result<Vec<u8>> {
+/// Makes a delta from `old` to `new` in `format` (svc-release; never on a device).
+pub fn make(old: &[u8], new: &[u8], format: Format) -> io::Result<Vec<u8>> {
     let mut patch = Vec::new();
-    bsdiff::diff(old, new, &mut patch)?;
-    let mut out = Vec::with_capacity(patch.len() / 4 + 16);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+    let mut out = Vec::new();
+    match format {
+        Format::V1 => {
+            bsdiff::diff(old, new, &mut patch)?;
+            out.extend_from_slice(MAGIC);
+            out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+        }
+        Format::V2Arm64 => {
+            let (mut o, mut n) = (old.to_vec(), new.to_vec());
+            super::arm64_filter::encode(&mut o, 0);
+            super::arm64_filter::encode(&mut n, 0);
+            bsdiff::diff(&o, &n, &mut patch)?;
+            out.extend_from_slice(MAGIC_V2);
+            out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+            out.push(FILTER_ARM64);
+        }
+    }
     out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&patch, 10));
     Ok(out)
 }
@@ -171,7 +244,8 @@ pub struct Applied {
 
 /// Applies the delta read from `patch` to `old`, writing the result to `out`; the result
 /// must be exactly `size` bytes (the full artifact's announced size). Memory: `old`, a
-/// 64 KiB input buffer, a 64 KiB output buffer and the inflate state (about 40 KiB).
+/// 64 KiB input buffer, a 64 KiB output buffer and the inflate state (about 40 KiB); for
+/// `svc-delta-v2`, a filtered copy of `old` and a 64 KiB buffer for the unfiltered result.
 pub fn apply(
     old: &[u8],
     patch: &mut dyn Read,
@@ -182,9 +256,31 @@ pub fn apply(
     patch
         .read_exact(&mut header)
         .map_err(|_| DeltaError::NoHeader)?;
-    if &header[..8] != MAGIC {
-        return Err(DeltaError::NotThisFormat);
-    }
+    let filtered;
+    let (old, unfilter) = match &header[..8] {
+        m if m == MAGIC => (old, None),
+        m if m == MAGIC_V2 => {
+            let mut filter = [0u8];
+            patch
+                .read_exact(&mut filter)
+                .map_err(|_| DeltaError::NoHeader)?;
+            if filter[0] != FILTER_ARM64 {
+                return Err(DeltaError::UnknownFilter(filter[0]));
+            }
+            // The patch reads the old file as it was filtered when the delta was made.
+            let mut o = old.to_vec();
+            super::arm64_filter::encode(&mut o, 0);
+            filtered = o;
+            (
+                &filtered[..],
+                Some((
+                    super::arm64_filter::Decoder::default(),
+                    Vec::with_capacity(64 * 1024 + 4),
+                )),
+            )
+        }
+        _ => return Err(DeltaError::NotThisFormat),
+    };
     let announced = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
     if announced != size {
         return Err(DeltaError::SizeDiffers {
@@ -195,6 +291,7 @@ pub fn apply(
     let mut sink = Patcher {
         old,
         out,
+        unfilter,
         hasher: Sha256::new(),
         written: 0,
         limit: size,
@@ -241,6 +338,9 @@ pub fn apply(
 struct Patcher<'a> {
     old: &'a [u8],
     out: &'a mut dyn Write,
+    /// `svc-delta-v2`: the patch makes the filtered file; this undoes the filter on what is
+    /// made (with its buffer) before it is hashed and written.
+    unfilter: Option<(super::arm64_filter::Decoder, Vec<u8>)>,
     hasher: Sha256,
     written: u64,
     limit: u64,
@@ -342,21 +442,27 @@ impl Patcher<'_> {
     }
 
     fn emit(&mut self, bytes: &[u8]) -> Result<(), DeltaError> {
-        self.hasher.update(bytes);
         let before = self.written;
         self.written += bytes.len() as u64;
         // The power-cut campaign's cut in the middle of an apply (test builds only).
         if before * 2 < self.limit && self.written * 2 >= self.limit {
             super::crash_point("delta-applying");
         }
-        self.out
-            .write_all(bytes)
-            .map_err(|e| DeltaError::Io("writing the result".into(), e))
+        match &mut self.unfilter {
+            None => write_out(&mut *self.out, &mut self.hasher, bytes),
+            Some((dec, buf)) => {
+                dec.feed(bytes, buf);
+                write_out(&mut *self.out, &mut self.hasher, buf)
+            }
+        }
     }
 
-    fn finish(self) -> Result<Applied, DeltaError> {
+    fn finish(mut self) -> Result<Applied, DeltaError> {
         if self.have != 0 || self.mix_left != 0 || self.copy_left != 0 {
             return Err(DeltaError::EndsInRecord);
+        }
+        if let Some((dec, _)) = self.unfilter.take() {
+            write_out(&mut *self.out, &mut self.hasher, &dec.finish())?;
         }
         if self.written != self.limit {
             return Err(DeltaError::MadeOtherSize {
@@ -369,6 +475,13 @@ impl Patcher<'_> {
             sha256: crate::encoding::hex(&self.hasher.finalize()),
         })
     }
+}
+
+/// Bytes of the result, hashed as they are written.
+fn write_out(out: &mut dyn Write, hasher: &mut Sha256, bytes: &[u8]) -> Result<(), DeltaError> {
+    hasher.update(bytes);
+    out.write_all(bytes)
+        .map_err(|e| DeltaError::Io("writing the result".into(), e))
 }
 
 /// [`apply`] from file to file (the `apply-delta` command, benches/delta.sh). The old file is
@@ -448,14 +561,30 @@ pub(crate) fn obtain(
         }
     };
     let running_sha = crate::encoding::hex(&Sha256::digest(&old));
-    let Some(d) = deltas
+    let from_running: Vec<&Delta> = deltas
         .iter()
-        .find(|d| d.from.eq_ignore_ascii_case(&running_sha))
-    else {
+        .filter(|d| d.from.eq_ignore_ascii_case(&running_sha))
+        .collect();
+    if from_running.is_empty() {
         return Err(Miss::Unusable(DeltaError::NoneFromRunning {
             offered: deltas.len(),
             name: a.name.clone(),
             running: running_sha,
+        }));
+    }
+    // Of the formats this agent reads, the smallest: a format it does not know is never
+    // downloaded (an offer may name one for newer agents beside an older one).
+    let Some(d) = from_running
+        .iter()
+        .filter(|d| Format::from_offer(d.format.as_deref()).is_some())
+        .min_by_key(|d| d.size)
+    else {
+        return Err(Miss::Unusable(DeltaError::UnknownFormats {
+            name: a.name.clone(),
+            formats: from_running
+                .iter()
+                .map(|d| d.format.clone().unwrap_or_default())
+                .collect(),
         }));
     };
     let refuse = |e: DeltaError| Miss::Failed(UpdateError::Delta(e));
@@ -572,19 +701,99 @@ mod tests {
         let mut new = old.clone();
         new[1000..1010].copy_from_slice(b"0123456789");
         new.splice(5000..5000, b"inserted".iter().copied());
-        let d = make(&old, &new).unwrap();
+        let d = make(&old, &new, Format::V1).unwrap();
         assert!(d.len() < 2000, "{}", d.len());
         let (out, a) = run(&old, &d, new.len() as u64).unwrap();
         assert_eq!(out, new);
         assert_eq!(a.size, new.len() as u64);
     }
 
+    /// A stand-in for aarch64 code of `n` words: calls (BL) to word 10 and page loads
+    /// (ADRP) of page 0x100 between other words, with `gap` words of other code put in at
+    /// word 100 (as a linker lays out code that grew: everything after it moves, the
+    /// targets before it stay).
+    fn code(n: u32, seed: u32, gap: u32) -> Vec<u8> {
+        let word = |j: u32| {
+            let p = if j < 100 { j } else { j + gap };
+            match j % 4 {
+                0 => 0x9400_0000 | 10u32.wrapping_sub(p) & 0x03ff_ffff,
+                1 => {
+                    let imm = 0x100u32.wrapping_sub(p * 4 >> 12) & 0x1f_ffff;
+                    0x9000_0000 | (imm & 3) << 29 | (imm >> 2) << 5 | 3
+                }
+                2 => j.wrapping_mul(2654435761) ^ seed,
+                _ => 0xd503_201f, // nop
+            }
+        };
+        let filler = (0..gap).map(|k| k.wrapping_mul(40503) ^ seed);
+        (0..100)
+            .map(word)
+            .chain(filler)
+            .chain((100..n).map(word))
+            .flat_map(u32::to_le_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn v2_undoes_its_filter_and_is_smaller_when_code_moved() {
+        let old = code(50_000, 7, 0);
+        // Code inserted near the start: every call and page load after it moves.
+        let new = code(50_000, 7, 64);
+        let v1 = make(&old, &new, Format::V1).unwrap();
+        let v2 = make(&old, &new, Format::V2Arm64).unwrap();
+        assert_eq!(&v2[..8], MAGIC_V2);
+        assert_eq!(v2[16], FILTER_ARM64);
+        let (out, a) = run(&old, &v2, new.len() as u64).unwrap();
+        assert_eq!(out, new);
+        assert_eq!(a.sha256, crate::encoding::hex(&Sha256::digest(&new)));
+        assert!(v2.len() < v1.len(), "v2 {} v1 {}", v2.len(), v1.len());
+        // A length not a multiple of 4: the tail is carried through as it is.
+        let mut odd = new.clone();
+        odd.extend_from_slice(&[0x94, 0x00, 0x01]);
+        let d = make(&old, &odd, Format::V2Arm64).unwrap();
+        assert_eq!(run(&old, &d, odd.len() as u64).unwrap().0, odd);
+    }
+
+    #[test]
+    fn v2_with_an_unknown_filter_is_refused() {
+        let old = code(1000, 1, 0);
+        let mut d = make(&old, &old, Format::V2Arm64).unwrap();
+        d[16] = 2;
+        let e = run(&old, &d, old.len() as u64).unwrap_err();
+        assert!(matches!(e, DeltaError::UnknownFilter(2)), "{e}");
+        assert!(e.to_string().contains("unknown filter (2)"), "{e}");
+        // Cut inside the filter byte: no header.
+        let e = run(&old, &d[..16], old.len() as u64).unwrap_err();
+        assert!(matches!(e, DeltaError::NoHeader), "{e}");
+    }
+
+    #[test]
+    fn formats_by_offer_name_and_by_binary() {
+        assert_eq!(Format::from_offer(None), Some(Format::V1));
+        assert_eq!(
+            Format::from_offer(Some("svc-delta-v2")),
+            Some(Format::V2Arm64)
+        );
+        assert_eq!(Format::from_offer(Some("svc-delta-v9")), None);
+        let mut elf = vec![0u8; 64];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[18] = 183;
+        assert_eq!(Format::for_pair(&elf, &elf), &[Format::V1, Format::V2Arm64]);
+        assert_eq!(Format::for_pair(&elf, &[0u8; 64]), &[Format::V1]);
+    }
+
     #[test]
     fn corrupted_truncated_and_wrong_size_are_refused() {
-        let old = sample(50_000, 1);
-        let mut new = old.clone();
+        for format in [Format::V1, Format::V2Arm64] {
+            refused_when_damaged(format);
+        }
+    }
+
+    fn refused_when_damaged(format: Format) {
+        let old = code(12_500, 1, 0);
+        let mut new = code(12_500, 1, 1);
         new[10] ^= 0xff;
-        let d = make(&old, &new).unwrap();
+        let d = make(&old, &new, format).unwrap();
         let n = new.len() as u64;
         // Truncated at every length: never a panic, always an error.
         for cut in 0..d.len() {
@@ -604,7 +813,7 @@ mod tests {
         trailing.push(0);
         assert!(run(&old, &trailing, n).is_err());
         // Applied to another old file: a different result, or a refusal.
-        let other = sample(50_000, 2);
+        let other = code(12_500, 2, 0);
         if let Ok((out, _)) = run(&other, &d, n) {
             assert_ne!(out, new);
         }
