@@ -17,7 +17,7 @@ fn binaries(sb: &Sandbox) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     sb.install_fake_server();
     let old = std::fs::read(sb.root.join("opt/svc/bin/svc-server")).unwrap();
     let new = std::fs::read(env!("CARGO_BIN_EXE_svc-server")).unwrap();
-    let delta = svc::update::delta::make(&old, &new).unwrap();
+    let delta = svc::update::delta::make(&old, &new, svc::update::delta::Format::V1).unwrap();
     (old, new, delta)
 }
 
@@ -176,4 +176,136 @@ fn publish_makes_deltas_from_the_releases_before() {
     // The directory still verifies as a device would check it.
     let public = format!("{}.pub", key.display());
     tool(&["verify", "--pub", &public, mgmt.to_str().unwrap()]);
+}
+
+/// A stand-in for an aarch64 release (a 64-byte ELF header, e_machine 183, then code: calls
+/// (BL) to word 16 and page loads (ADRP) of page 0x80 among other words) whose code grew by
+/// `gap` words at word 1000: every call and page load after it changed its bytes.
+fn aarch64_release(gap: u32) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+    b[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN, as a static-pie
+    b[18..20].copy_from_slice(&183u16.to_le_bytes());
+    let word = |j: u32| {
+        let p = 16 + if j < 1000 { j } else { j + gap };
+        match j % 4 {
+            0 => 0x9400_0000 | 16u32.wrapping_sub(p) & 0x03ff_ffff,
+            1 => {
+                let imm = 0x80u32.wrapping_sub(p * 4 >> 12) & 0x1f_ffff;
+                0x9000_0000 | (imm & 3) << 29 | (imm >> 2) << 5 | 1
+            }
+            2 => j.wrapping_mul(2654435761),
+            _ => 0xd503_201f,
+        }
+    };
+    let code = (0..1000)
+        .map(word)
+        .chain((0..gap).map(|k| k.wrapping_mul(40503)))
+        .chain((1000..60_000).map(word))
+        .flat_map(u32::to_le_bytes);
+    b.extend(code);
+    b
+}
+
+/// svc-release's deltas for an aarch64 binary: each `from` gets an svc-delta-v1 first (what
+/// agents before v2 take: the first delta from their binary) and a smaller svc-delta-v2;
+/// both make the new release through the agent's own apply.
+#[test]
+fn publish_makes_v1_and_smaller_v2_deltas_for_aarch64() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("delta-publish-arm");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("vendor.key");
+    let mgmt = dir.join("mgmt");
+    tool(&["keygen", key.to_str().unwrap()]);
+    tool(&["init", mgmt.to_str().unwrap()]);
+    let releases: Vec<Vec<u8>> = (0..2).map(|i| aarch64_release(i * 24)).collect();
+    for (i, b) in releases.iter().enumerate() {
+        let p = dir.join(format!("svc-server-{i}"));
+        std::fs::write(&p, b).unwrap();
+        let version = format!("1.0.{i}");
+        tool(&[
+            "publish",
+            "--key",
+            key.to_str().unwrap(),
+            "--name",
+            "svc-server",
+            "--version",
+            &version,
+            mgmt.to_str().unwrap(),
+            p.to_str().unwrap(),
+        ]);
+    }
+    let answer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(mgmt.join("poll.json")).unwrap()).unwrap();
+    let deltas = answer["targets"]["svc-server"]["deltas"]
+        .as_array()
+        .unwrap();
+    let formats: Vec<_> = deltas.iter().map(|d| d["format"].as_str()).collect();
+    assert_eq!(formats, [None, Some("svc-delta-v2")], "{deltas:?}");
+    let mut sizes = Vec::new();
+    for d in deltas {
+        assert_eq!(d["from"], sha(&releases[0]));
+        let bytes = std::fs::read(mgmt.join(d["url"].as_str().unwrap())).unwrap();
+        assert_eq!(d["size"], bytes.len());
+        let mut out = Vec::new();
+        svc::update::delta::apply(
+            &releases[0],
+            &mut &bytes[..],
+            &mut out,
+            releases[1].len() as u64,
+        )
+        .unwrap();
+        assert!(
+            out == releases[1],
+            "{:?} makes the new release",
+            d["format"]
+        );
+        sizes.push(bytes.len());
+    }
+    assert!(
+        sizes[1] < sizes[0],
+        "v2 {} bytes, v1 {}",
+        sizes[1],
+        sizes[0]
+    );
+    // `svc-release delta` makes v2 for aarch64 by default, v1 when asked; v2 is refused for
+    // binaries of another architecture.
+    let (a, b) = (dir.join("svc-server-0"), dir.join("svc-server-1"));
+    let out = dir.join("d");
+    let p = |x: &std::path::Path| x.to_str().unwrap().to_string();
+    let said = tool(&["delta", &p(&a), &p(&b), &p(&out)]);
+    assert!(String::from_utf8_lossy(&said.stdout).starts_with("svc-delta-v2: "));
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT02");
+    tool(&[
+        "delta",
+        "--format",
+        "svc-delta-v1",
+        &p(&a),
+        &p(&b),
+        &p(&out),
+    ]);
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT01");
+    let x86 = dir.join("x86");
+    let mut x = releases[0].clone();
+    x[18..20].copy_from_slice(&62u16.to_le_bytes());
+    std::fs::write(&x86, x).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_svc-release"))
+        .args([
+            "delta",
+            "--format",
+            "svc-delta-v2",
+            &p(&x86),
+            &p(&b),
+            &p(&out),
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is for aarch64 ELF binaries"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
