@@ -5,10 +5,15 @@
 # Cargo.lock, a minor version of a crate both binaries link through rustls; no code change),
 # then `svc-release delta` from `old` to each: delta bytes against the full artifact, and the
 # device's apply time and peak memory (`old`'s own `svc-agent apply-delta`, the binary a
-# device runs when it applies the delta, under /usr/bin/time -v). Prints one line per binary
-# and change; the figures go to BENCHMARKS.md, "Binary deltas".
+# device runs when it applies the delta, under /usr/bin/time -v). Prints one line per binary,
+# change and format: svc-delta-v1, and for aarch64 also svc-delta-v2 (the ARM64 branch filter)
+# on the same builds; the figures go to BENCHMARKS.md, "Binary deltas".
 #
 #   benches/delta.sh [x86_64|aarch64]     default x86_64
+#
+# DELTA_BENCH_CHANGES: the changes measured (default "new dep"; only those are built).
+# DELTA_BENCH_AGENT: the device's agent that applies the deltas (default `old`'s own; one that
+# reads svc-delta-v2 when `old` was built from a tree before it).
 #
 # aarch64: the device side runs on this x86_64 host through qemu-aarch64-static (binfmt), so
 # its time and peak RSS are the emulator's (qemu-user's own memory included), not a board's.
@@ -47,30 +52,40 @@ build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run
     cp "$src/Cargo.lock" "$work/$name/Cargo.lock"
     git rev-parse HEAD >"$work/$name/.head"
 }
+changes="${DELTA_BENCH_CHANGES:-new dep}"
 build old 0.1.0
-build new 0.1.1 "sed -i 's/is damaged ({e}); downloading again/is damaged ({e}); fetching it again/' src/update/mod.rs"
-build dep 0.1.1 "cargo update --quiet -p rustls-pki-types --precise 1.16.0"
-grep -q '^version = "1.16.0"' <(grep -A1 '^name = "rustls-pki-types"' "$work/dep/Cargo.lock") \
-    || { echo "delta.sh: the dep build's Cargo.lock does not name rustls-pki-types 1.16.0" >&2; exit 1; }
+case " $changes " in *" new "*)
+    build new 0.1.1 "sed -i 's/is damaged ({e}); downloading again/is damaged ({e}); fetching it again/' src/update/mod.rs" ;;
+esac
+case " $changes " in *" dep "*)
+    build dep 0.1.1 "cargo update --quiet -p rustls-pki-types --precise 1.16.0"
+    grep -q '^version = "1.16.0"' <(grep -A1 '^name = "rustls-pki-types"' "$work/dep/Cargo.lock") \
+        || { echo "delta.sh: the dep build's Cargo.lock does not name rustls-pki-types 1.16.0" >&2; exit 1; } ;;
+esac
 
 # The device's side: `old`'s own dist agent (it is the one that applies the delta).
-agent="$work/old/svc-agent"
+agent="${DELTA_BENCH_AGENT:-$work/old/svc-agent}"
 tool="$root/target/debug/svc-release"
 CARGO_TARGET_DIR="$root/target" cargo build --quiet --bin svc-release
-echo "$arch svc-agent dist with delta support: $(stat -c %s "$agent") B (ceiling 4194304)"
-for change in new dep; do
+echo "$arch svc-agent dist that applies: $(stat -c %s "$agent") B (ceiling 4194304)"
+formats=svc-delta-v1
+[ "$arch" = aarch64 ] && formats="svc-delta-v1 svc-delta-v2"
+for change in $changes; do
     for bin in svc-agent svc-server; do
-        old="$work/old/$bin" new="$work/$change/$bin" patch="$work/$bin.$change.delta" res="$work/$bin.$change.result"
-        t0=$(date +%s.%N)
-        "$tool" delta "$old" "$new" "$patch" >/dev/null
-        t1=$(date +%s.%N)
-        /usr/bin/time -v "$agent" apply-delta "$old" "$patch" "$res" 2>"$work/$bin.$change.time" >/dev/null
-        cmp "$new" "$res"
-        full=$(stat -c %s "$new") delta=$(stat -c %s "$patch")
-        rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$work/$bin.$change.time")
-        wall=$(awk -F': ' '/Elapsed \(wall/ {print $2}' "$work/$bin.$change.time")
-        printf '%s %s %s: full %d B, delta %d B (%.1f %%), make %.1f s, apply %s wall, peak RSS %s KiB\n' \
-            "$arch" "$change" "$bin" "$full" "$delta" "$(echo "100*$delta/$full" | bc -l)" \
-            "$(echo "$t1-$t0" | bc -l)" "$wall" "$rss"
+        for format in $formats; do
+            old="$work/old/$bin" new="$work/$change/$bin" patch="$work/$bin.$change.$format" res="$work/$bin.$change.result"
+            t0=$(date +%s.%N)
+            "$tool" delta --format "$format" "$old" "$new" "$patch" >/dev/null
+            t1=$(date +%s.%N)
+            rm -f "$res"
+            /usr/bin/time -v "$agent" apply-delta "$old" "$patch" "$res" 2>"$work/$bin.$change.time" >/dev/null
+            cmp "$new" "$res"
+            full=$(stat -c %s "$new") delta=$(stat -c %s "$patch")
+            rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$work/$bin.$change.time")
+            wall=$(awk -F': ' '/Elapsed \(wall/ {print $2}' "$work/$bin.$change.time")
+            printf '%s %s %s %s: full %d B, delta %d B (%.1f %%), make %.1f s, apply %s wall, peak RSS %s KiB\n' \
+                "$arch" "$change" "$bin" "$format" "$full" "$delta" "$(echo "100*$delta/$full" | bc -l)" \
+                "$(echo "$t1-$t0" | bc -l)" "$wall" "$rss"
+        done
     done
 done

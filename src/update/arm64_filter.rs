@@ -197,6 +197,66 @@ mod tests {
         }
     }
 
+    /// Real aarch64 code: the cross C library the aarch64 `dist` build links with
+    /// (gcc-aarch64-linux-gnu, a prerequisite of scripts/build-static.sh aarch64) and
+    /// Rust's aarch64 std, whichever are here.
+    fn real_aarch64_binaries() -> Vec<Vec<u8>> {
+        let mut paths = vec![std::path::PathBuf::from(
+            "/usr/aarch64-linux-gnu/lib/libc.so.6",
+        )];
+        if let Ok(out) = std::process::Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+        {
+            let root = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let lib =
+                std::path::Path::new(&root).join("lib/rustlib/aarch64-unknown-linux-musl/lib");
+            if let Ok(rd) = std::fs::read_dir(lib) {
+                paths.extend(rd.flatten().map(|e| e.path()).filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("libstd-"))
+                        && p.extension().is_some_and(|x| x == "so")
+                }));
+            }
+        }
+        paths
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok())
+            .filter(|b| is_aarch64_elf(b))
+            .collect()
+    }
+
+    #[test]
+    fn a_real_aarch64_binary_round_trips_and_its_calls_are_turned() {
+        let bins = real_aarch64_binaries();
+        assert!(
+            !bins.is_empty(),
+            "no aarch64 ELF here: install gcc-aarch64-linux-gnu (scripts/build-static.sh aarch64 does)"
+        );
+        for orig in bins {
+            let mut enc = orig.clone();
+            encode(&mut enc, 0);
+            let turned = enc
+                .chunks_exact(4)
+                .zip(orig.chunks_exact(4))
+                .filter(|(a, b)| a != b)
+                .count();
+            assert!(
+                turned > 1000,
+                "only {turned} words turned in {} bytes",
+                orig.len()
+            );
+            let mut d = Decoder::default();
+            let (mut all, mut out) = (Vec::new(), Vec::new());
+            for piece in enc.chunks(65_537) {
+                d.feed(piece, &mut out);
+                all.extend_from_slice(&out);
+            }
+            all.extend_from_slice(&d.finish());
+            assert!(all == orig, "the decoded file is the original");
+        }
+    }
+
     #[test]
     fn elf_machine_is_read() {
         let mut h = vec![0u8; 64];
