@@ -12,8 +12,10 @@
 #   benches/delta.sh [x86_64|aarch64]     default x86_64
 #
 # DELTA_BENCH_CHANGES: the changes measured (default "new dep"; only those are built).
-# DELTA_BENCH_AGENT: the device's agent that applies the deltas (default `old`'s own; one that
-# reads svc-delta-v2 when `old` was built from a tree before it).
+# DELTA_BENCH_REV: the commit the builds are made from (default HEAD).
+# DELTA_BENCH_AGENT_REV: build the device's agent that applies the deltas from this commit
+# (`agent`), e.g. one that reads svc-delta-v2 when DELTA_BENCH_REV is from before it;
+# default: `old`'s own agent.
 #
 # aarch64: the device side runs on this x86_64 host through qemu-aarch64-static (binfmt), so
 # its time and peak RSS are the emulator's (qemu-user's own memory included), not a board's.
@@ -35,7 +37,7 @@ export CARGO_TARGET_DIR="${DELTA_BENCH_TARGET:-$root/target}"
 out="$CARGO_TARGET_DIR/$arch-unknown-linux-musl/dist"
 
 build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run in it
-    # One source folder for all three (each extracted afresh): the aarch64 build's linker is a
+    # One source folder for all (each extracted afresh): the aarch64 build's linker is a
     # path in it (scripts/build-static.sh), so one path lets the three share what they can.
     # Each build's Cargo.lock is kept beside its binaries.
     local name="$1" version="$2" change="${3:-}" src="$work/src"
@@ -44,15 +46,16 @@ build() { # build NAME VERSION [COMMAND]: a copy of HEAD, changed by COMMAND run
         return 0
     fi
     rm -rf "$src" && mkdir -p "$src" "$work/$name"
-    git archive HEAD | tar -x -C "$src"
+    git archive "$rev" | tar -x -C "$src"
     [ -z "$change" ] || (cd "$src" && eval "$change")
     # The release stamp's version differs too, as between two real releases.
     (cd "$src" && SVC_BUILD_VERSION="$version" bash scripts/build-static.sh "$arch" --profile dist >/dev/null)
     cp "$out/svc-agent" "$out/svc-server" "$work/$name/"
     cp "$src/Cargo.lock" "$work/$name/Cargo.lock"
-    git rev-parse HEAD >"$work/$name/.head"
+    git rev-parse "$rev" >"$work/$name/.head"
 }
 changes="${DELTA_BENCH_CHANGES:-new dep}"
+rev="${DELTA_BENCH_REV:-HEAD}"
 build old 0.1.0
 case " $changes " in *" new "*)
     build new 0.1.1 "sed -i 's/is damaged ({e}); downloading again/is damaged ({e}); fetching it again/' src/update/mod.rs" ;;
@@ -64,7 +67,12 @@ case " $changes " in *" dep "*)
 esac
 
 # The device's side: `old`'s own dist agent (it is the one that applies the delta).
-agent="${DELTA_BENCH_AGENT:-$work/old/svc-agent}"
+agent="$work/old/svc-agent"
+if [ -n "${DELTA_BENCH_AGENT_REV:-}" ]; then
+    rev="$DELTA_BENCH_AGENT_REV"
+    build agent 0.1.0
+    agent="$work/agent/svc-agent"
+fi
 tool="$root/target/debug/svc-release"
 CARGO_TARGET_DIR="$root/target" cargo build --quiet --bin svc-release
 echo "$arch svc-agent dist that applies: $(stat -c %s "$agent") B (ceiling 4194304)"
