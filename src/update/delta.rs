@@ -718,7 +718,7 @@ mod tests {
             match j % 4 {
                 0 => 0x9400_0000 | 10u32.wrapping_sub(p) & 0x03ff_ffff,
                 1 => {
-                    let imm = 0x100u32.wrapping_sub(p * 4 >> 12) & 0x1f_ffff;
+                    let imm = 0x100u32.wrapping_sub((p * 4) >> 12) & 0x1f_ffff;
                     0x9000_0000 | (imm & 3) << 29 | (imm >> 2) << 5 | 3
                 }
                 2 => j.wrapping_mul(2654435761) ^ seed,

@@ -191,7 +191,7 @@ fn aarch64_release(gap: u32) -> Vec<u8> {
         match j % 4 {
             0 => 0x9400_0000 | 16u32.wrapping_sub(p) & 0x03ff_ffff,
             1 => {
-                let imm = 0x80u32.wrapping_sub(p * 4 >> 12) & 0x1f_ffff;
+                let imm = 0x80u32.wrapping_sub((p * 4) >> 12) & 0x1f_ffff;
                 0x9000_0000 | (imm & 3) << 29 | (imm >> 2) << 5 | 1
             }
             2 => j.wrapping_mul(2654435761),
