@@ -31,8 +31,8 @@ usage: svc-release COMMAND [options]
                                with --delta-from, a delta from each OLD binary of the same name
                                is written to DIR/<its sha256> and named in the target's `deltas`
   delta [--format F] OLD NEW OUT
-                               write the delta that makes NEW from OLD to OUT; F: svc-delta-v1,
-                               or svc-delta-v2 (aarch64 ELF binaries only; their default)
+                               write the delta that makes NEW from OLD to OUT; F: svc-delta-v1
+                               (bsdiff + zlib, the default) or svc-delta-v2 (bsdiff + LZMA)
   verify --pub PUB --signature SIG BINARY
                                check a signature of BINARY by PUB (a key file, 1 or 2 keys)
   verify --pub PUB DIR         check every target of the management directory DIR
@@ -55,7 +55,7 @@ usage: svc-release COMMAND [options]
                                --deltas N (default 3, 0: none) publishes beside each binary a
                                delta from each of the N releases published before it whose
                                file is still in DIR/artifacts (docs/releases.md, *Deltas*);
-                               for aarch64 binaries an svc-delta-v2 too, when it is smaller
+                               an svc-delta-v2 (LZMA) beside each v1, when it is smaller
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
   match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
@@ -272,22 +272,12 @@ fn run(args: &[String]) -> Result<(), Failure> {
                 verify::read_bounded(Path::new(p), MAX_BINARY).map_err(|e| format!("{p}: {e}"))
             };
             let (old, new) = (read(&o.positional[0])?, read(&o.positional[1])?);
-            let best = *Format::for_pair(&old, &new).last().unwrap_or(&Format::V1);
+            // v1 unless asked: the format every agent with delta support reads.
             let format = match o.format.as_deref() {
-                None => best,
-                Some(f) => match Format::from_offer(Some(f)) {
-                    Some(Format::V2Arm64) if best != Format::V2Arm64 => {
-                        return Err(Failure::Error(format!(
-                            "{f} is for aarch64 ELF binaries; OLD and NEW are not both that"
-                        )))
-                    }
-                    Some(known) => known,
-                    None => {
-                        return Err(Failure::Usage(format!(
-                            "--format {f:?}: svc-delta-v1 or svc-delta-v2"
-                        )))
-                    }
-                },
+                None => Format::V1,
+                Some(f) => Format::from_offer(Some(f)).ok_or_else(|| {
+                    Failure::Usage(format!("--format {f:?}: svc-delta-v1 or svc-delta-v2"))
+                })?,
             };
             let d = svc::update::delta::make(&old, &new, format).map_err(|e| e.to_string())?;
             svc::fsutil::atomic_write(Path::new(&o.positional[2]), &d, 0o644)
@@ -605,13 +595,13 @@ impl Delta {
     /// The deltas from `old` (whose sha256 is `from`) to `new`, each smaller than `new`
     /// itself (else a device would rather download the full artifact): svc-delta-v1 first,
     /// which every agent with delta support reads and agents before v2 take (the first from
-    /// their binary), then for aarch64 an svc-delta-v2 when it is smaller still, which newer
+    /// their binary), then an svc-delta-v2 (LZMA) when it is smaller still, which newer
     /// agents take (the smallest they read).
     fn make(old: &[u8], from: &str, new: &[u8]) -> R<Vec<Delta>> {
         let mut out: Vec<Delta> = Vec::new();
-        for &format in Format::for_pair(old, new) {
-            let bytes = svc::update::delta::make(old, new, format)
-                .map_err(|e| format!("making a delta: {e}"))?;
+        let made = svc::update::delta::make_each(old, new, Format::ALL)
+            .map_err(|e| format!("making a delta: {e}"))?;
+        for (format, bytes) in made {
             let least = out.iter().map(|d| d.bytes.len()).min().unwrap_or(new.len());
             if bytes.len() < least {
                 out.push(Delta {

@@ -23,7 +23,6 @@ use std::time::Duration;
 use crate::paths::Paths;
 
 pub(crate) mod activate;
-pub(crate) mod arm64_filter;
 pub mod budget;
 pub mod cache;
 pub mod delta;

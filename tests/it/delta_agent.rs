@@ -7,6 +7,7 @@ use common::sandbox::*;
 use serde_json::json;
 use sha2::Digest;
 use std::process::Command;
+use svc::update::delta::Format;
 
 fn sha(b: &[u8]) -> String {
     svc::encoding::hex(&sha2::Sha256::digest(b))
@@ -14,10 +15,14 @@ fn sha(b: &[u8]) -> String {
 
 /// The running (fake) svc-server, the real one to move to, and the delta between them.
 fn binaries(sb: &Sandbox) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    binaries_in(sb, Format::V1)
+}
+
+fn binaries_in(sb: &Sandbox, format: Format) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     sb.install_fake_server();
     let old = std::fs::read(sb.root.join("opt/svc/bin/svc-server")).unwrap();
     let new = std::fs::read(env!("CARGO_BIN_EXE_svc-server")).unwrap();
-    let delta = svc::update::delta::make(&old, &new, svc::update::delta::Format::V1).unwrap();
+    let delta = svc::update::delta::make(&old, &new, format).unwrap();
     (old, new, delta)
 }
 
@@ -96,6 +101,56 @@ fn the_agent_updates_svc_server_by_delta_from_a_file_directory() {
         "config": {"agent": {}},
         "targets": target(&old, &new, &delta, "artifacts/full", "artifacts/delta"),
     }));
+    let mut agent = sb.spawn_agent(&[]);
+    wait_applied(&sb);
+    terminate(&mut agent);
+}
+
+/// svc-delta-v2 end to end: offered beside a v1 delta (which agents before v2 would take),
+/// the agent fetches the v2 one alone and applies it.
+#[test]
+fn the_agent_updates_svc_server_by_a_v2_delta_from_an_https_app() {
+    let sb = Sandbox::new("delta-v2-https");
+    let srv = HttpsServer::start_behind(&sb.root.join("tls"), common::https::Front::Direct);
+    sb.write_credentials(srv.base_url());
+    let (old, new, v2) = binaries_in(&sb, Format::V2);
+    let mut t = target(&old, &new, &v2, "artifacts/full", "artifacts/v2");
+    t["svc-server"]["deltas"][1]["format"] = "svc-delta-v2".into();
+    // A v1 delta listed first and announced larger: the smaller one this agent reads wins.
+    let v1 = json!({"from": sha(&old), "url": "artifacts/v1", "size": v2.len() + 1,
+                    "sha256": "ef".repeat(32)});
+    t["svc-server"]["deltas"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, v1);
+    srv.add("/artifacts/full", new.clone(), Behavior::Normal);
+    srv.add("/artifacts/v2", v2.clone(), Behavior::Normal);
+    srv.set_answer(json!({"poll_interval_secs": 1, "config": {"agent": {}}, "targets": t}));
+    let mut agent = sb.spawn_agent(&[("SSL_CERT_FILE", srv.ca.ca_file.to_str().unwrap())]);
+    wait_applied(&sb);
+    assert_eq!(srv.requests("/artifacts/v2").len(), 1);
+    assert_eq!(
+        (
+            srv.requests("/artifacts/v1").len(),
+            srv.requests("/artifacts/full").len()
+        ),
+        (0, 0),
+        "neither the v1 delta nor the full artifact"
+    );
+    terminate(&mut agent);
+}
+
+#[test]
+fn the_agent_updates_svc_server_by_a_v2_delta_from_a_file_directory() {
+    let sb = Sandbox::new("delta-v2-file");
+    sb.file_app();
+    let (old, new, v2) = binaries_in(&sb, Format::V2);
+    let artifacts = sb.app.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    std::fs::write(artifacts.join("delta"), &v2).unwrap();
+    let mut t = target(&old, &new, &v2, "artifacts/full", "artifacts/delta");
+    t["svc-server"]["deltas"][1]["format"] = "svc-delta-v2".into();
+    sb.answer(json!({"poll_interval_secs": 1, "config": {"agent": {}}, "targets": t}));
     let mut agent = sb.spawn_agent(&[]);
     wait_applied(&sb);
     terminate(&mut agent);
@@ -207,11 +262,11 @@ fn aarch64_release(gap: u32) -> Vec<u8> {
     b
 }
 
-/// svc-release's deltas for an aarch64 binary: each `from` gets an svc-delta-v1 first (what
+/// svc-release's deltas (here for an aarch64 binary): each `from` gets an svc-delta-v1 first (what
 /// agents before v2 take: the first delta from their binary) and a smaller svc-delta-v2;
 /// both make the new release through the agent's own apply.
 #[test]
-fn publish_makes_v1_and_smaller_v2_deltas_for_aarch64() {
+fn publish_makes_v1_and_smaller_v2_deltas() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("delta-publish-arm");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -269,41 +324,38 @@ fn publish_makes_v1_and_smaller_v2_deltas_for_aarch64() {
         sizes[1],
         sizes[0]
     );
-    // `svc-release delta` makes v2 for aarch64 by default, v1 when asked; v2 is refused for
-    // binaries of another architecture.
+    // `svc-release delta` makes v1 by default (what every agent reads), v2 when asked, and
+    // refuses a format it does not know.
     let (a, b) = (dir.join("svc-server-0"), dir.join("svc-server-1"));
     let out = dir.join("d");
     let p = |x: &std::path::Path| x.to_str().unwrap().to_string();
     let said = tool(&["delta", &p(&a), &p(&b), &p(&out)]);
-    assert!(String::from_utf8_lossy(&said.stdout).starts_with("svc-delta-v2: "));
-    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT02");
-    tool(&[
+    assert!(String::from_utf8_lossy(&said.stdout).starts_with("svc-delta-v1: "));
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT01");
+    let said = tool(&[
         "delta",
         "--format",
-        "svc-delta-v1",
+        "svc-delta-v2",
         &p(&a),
         &p(&b),
         &p(&out),
     ]);
-    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT01");
-    let x86 = dir.join("x86");
-    let mut x = releases[0].clone();
-    x[18..20].copy_from_slice(&62u16.to_le_bytes());
-    std::fs::write(&x86, x).unwrap();
+    assert!(String::from_utf8_lossy(&said.stdout).starts_with("svc-delta-v2: "));
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"SVCDLT02");
     let refused = Command::new(env!("CARGO_BIN_EXE_svc-release"))
         .args([
             "delta",
             "--format",
-            "svc-delta-v2",
-            &p(&x86),
+            "svc-delta-v9",
+            &p(&a),
             &p(&b),
             &p(&out),
         ])
         .output()
         .unwrap();
-    assert!(!refused.status.success());
+    assert_eq!(refused.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("is for aarch64 ELF binaries"),
+        String::from_utf8_lossy(&refused.stderr).contains("svc-delta-v1 or svc-delta-v2"),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );

@@ -6,7 +6,7 @@
 use crate::common::https::{Behavior, HttpsServer};
 use crate::update_support::*;
 use svc::protocol::Delta;
-use svc::update::delta::Format::{V2Arm64, V1};
+use svc::update::delta::Format::{V1, V2};
 use svc::update::delta::{DeltaError, Miss};
 use svc::update::{DeltaFallback, Engine, Kind, Staging, UpdateError, VersionRecords};
 
@@ -312,7 +312,7 @@ fn a_v2_delta_is_applied_as_v1_ones_are() {
     let f = setup("v2-applied");
     let d = f.serve_at(
         "/delta",
-        svc::update::delta::make(&f.old, &f.new, V2Arm64).unwrap(),
+        svc::update::delta::make(&f.old, &f.new, V2).unwrap(),
         &f.old,
         Some("svc-delta-v2"),
     );
@@ -328,7 +328,7 @@ fn of_the_deltas_from_the_running_binary_the_smallest_readable_one_alone_is_fetc
     let v1 = svc::update::delta::make(&f.old, &f.new, V1).unwrap();
     // The v2 delta made the larger by junk after its stream (refused if it were taken):
     // the agent takes the smaller, v1, and fetches neither the other nor the unknown one.
-    let mut v2 = svc::update::delta::make(&f.old, &f.new, V2Arm64).unwrap();
+    let mut v2 = svc::update::delta::make(&f.old, &f.new, V2).unwrap();
     v2.resize(v1.len() + 1000, 0);
     let unknown = f.serve_at("/v9", vec![1; 10], &f.old, Some("svc-delta-v9"));
     let big = f.serve_at("/v2", v2, &f.old, Some("svc-delta-v2"));
@@ -405,7 +405,7 @@ fn a_corrupted_v2_delta_is_refused() {
     refused_then_full(
         "v2-corrupted",
         |f| {
-            let mut d = svc::update::delta::make(&f.old, &f.new, V2Arm64).unwrap();
+            let mut d = svc::update::delta::make(&f.old, &f.new, V2).unwrap();
             let n = d.len();
             for b in &mut d[21..n - 8] {
                 *b ^= 0x5a;
@@ -427,7 +427,7 @@ fn a_truncated_v2_delta_is_refused() {
     refused_then_full(
         "v2-truncated",
         |f| {
-            let d = svc::update::delta::make(&f.old, &f.new, V2Arm64).unwrap();
+            let d = svc::update::delta::make(&f.old, &f.new, V2).unwrap();
             f.serve_at(
                 "/delta",
                 d[..d.len() / 2].to_vec(),
@@ -447,23 +447,44 @@ fn a_truncated_v2_delta_is_refused() {
     );
 }
 
+/// The attack on the device's memory: an LZMA header (the sender's) asking for a 4 GiB
+/// dictionary for a patch it says is 1 TiB. Refused from the header, the full artifact only
+/// by the vendor's rule.
 #[test]
-fn a_v2_delta_with_an_unknown_filter_is_refused() {
+fn a_v2_delta_asking_for_a_huge_dictionary_is_refused() {
     refused_then_full(
-        "v2-filter",
+        "v2-dict",
         |f| {
-            let mut d = svc::update::delta::make(&f.old, &f.new, V2Arm64).unwrap();
-            d[16] = 9;
+            let mut d = svc::update::delta::make(&f.old, &f.new, V2).unwrap();
+            d[17..21].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+            d[21..29].copy_from_slice(&(1u64 << 40).to_le_bytes());
             f.serve_at("/delta", d, &f.old, Some("svc-delta-v2"))
         },
         |m| {
             matches!(
                 m,
-                Miss::Failed(UpdateError::Delta(DeltaError::UnknownFilter(9)))
+                Miss::Failed(UpdateError::Delta(DeltaError::DictionaryTooLarge {
+                    asked: 0xffff_fff0
+                }))
             )
         },
-        "unknown filter (9)",
+        "dictionary of 4294967280 bytes",
     );
+}
+
+/// An old-format delta still applies when the offer names its format (`svc-delta-v1`).
+#[test]
+fn a_v1_delta_named_as_such_is_applied() {
+    let f = setup("v1-named");
+    let d = f.serve_at(
+        "/delta",
+        svc::update::delta::make(&f.old, &f.new, V1).unwrap(),
+        &f.old,
+        Some("svc-delta-v1"),
+    );
+    f.stage(&[d], DeltaFallback::Never).unwrap();
+    assert_eq!((f.requests("/delta"), f.requests("/full")), (1, 0));
+    f.activate_and_check();
 }
 
 /// How an agent reads an offer's delta: fields it does not know (a later one's) are
@@ -481,4 +502,36 @@ fn an_offer_s_delta_with_fields_unknown_to_the_agent_is_read() {
     }))
     .unwrap();
     assert_eq!(d.format, None);
+}
+
+/// The attack on memory itself: the same 4 GiB dictionary given to `svc-agent apply-delta`
+/// under a 512 MiB address-space limit: refused from its header, by the cap, with a clear
+/// error. Without the cap the decoder took the header at its word (a 4 GiB allocation that
+/// every decoded byte then fills; a stream of empty bsdiff records fills all of it) and this
+/// delta failed only at its end, as "truncated".
+#[test]
+fn apply_delta_refuses_a_huge_dictionary_before_allocating_it() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("delta-v2-dict-cli");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let old: Vec<u8> = (0..100_000u32)
+        .flat_map(|i| (i * 7).to_le_bytes())
+        .collect();
+    let mut d = svc::update::delta::make(&old, &old, V2).unwrap();
+    d[17..21].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    d[21..29].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let (o, p, out) = (dir.join("old"), dir.join("delta"), dir.join("out"));
+    std::fs::write(&o, &old).unwrap();
+    std::fs::write(&p, &d).unwrap();
+    let r = std::process::Command::new("prlimit")
+        .arg("--as=536870912")
+        .arg(env!("CARGO_BIN_EXE_svc-agent"))
+        .arg("apply-delta")
+        .args([&o, &p, &out])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "refused, not killed: {err}");
+    assert!(err.contains("dictionary of 4294967280 bytes"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
