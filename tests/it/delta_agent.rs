@@ -204,12 +204,15 @@ fn publish_makes_deltas_from_the_releases_before() {
     let t = &answer["targets"]["svc-server"];
     let deltas = t["deltas"].as_array().unwrap();
     let froms: Vec<&str> = deltas.iter().map(|d| d["from"].as_str().unwrap()).collect();
-    assert_eq!(
-        froms,
-        [sha(&releases[1]), sha(&releases[0])],
-        "newest first, N = 2"
-    );
-    for (d, old) in deltas.iter().zip([&releases[1], &releases[0]]) {
+    let (r1, r0) = (sha(&releases[1]), sha(&releases[0]));
+    assert_eq!(froms, [&r1, &r1, &r0, &r0], "newest first, N = 2");
+    // From each: svc-delta-v1 first (what agents before v2 take), then a smaller v2.
+    let formats: Vec<_> = deltas.iter().map(|d| d["format"].as_str()).collect();
+    let v2 = Some("svc-delta-v2");
+    assert_eq!(formats, [None, v2, None, v2]);
+    assert!(deltas[1]["size"].as_u64() < deltas[0]["size"].as_u64());
+    let olds = [&releases[1], &releases[1], &releases[0], &releases[0]];
+    for (d, old) in deltas.iter().zip(olds) {
         let bytes = std::fs::read(mgmt.join(d["url"].as_str().unwrap())).unwrap();
         assert_eq!(d["size"], bytes.len());
         assert_eq!(d["sha256"], sha(&bytes));
