@@ -482,7 +482,7 @@ impl Patcher<'_> {
         if self
             .oldpos
             .checked_add(mix)
-            .map_or(true, |e| e > self.old.len() as u64)
+            .is_none_or(|e| e > self.old.len() as u64)
         {
             return Err(DeltaError::ReadsPastOld);
         }
