@@ -6,8 +6,8 @@
 # then `svc-release delta` from `old` to each: delta bytes against the full artifact, and the
 # device's apply time and peak memory (`old`'s own `svc-agent apply-delta`, the binary a
 # device runs when it applies the delta, under /usr/bin/time -v). Prints one line per binary,
-# change and format: svc-delta-v1, and for aarch64 also svc-delta-v2 (the ARM64 branch filter)
-# on the same builds; the figures go to BENCHMARKS.md, "Binary deltas".
+# change and format: svc-delta-v1 (bsdiff + zlib) and svc-delta-v2 (the same patch in LZMA) on
+# the same builds; the figures go to BENCHMARKS.md, "Binary deltas".
 #
 #   benches/delta.sh [x86_64|aarch64]     default x86_64
 #
@@ -15,7 +15,8 @@
 # DELTA_BENCH_REV: the commit the builds are made from (default HEAD).
 # DELTA_BENCH_AGENT_REV: build the device's agent that applies the deltas from this commit
 # (`agent`), e.g. one that reads svc-delta-v2 when DELTA_BENCH_REV is from before it;
-# default: `old`'s own agent.
+# default: `old`'s own agent. DELTA_BENCH_FORMATS: the formats made and applied (default
+# "svc-delta-v1 svc-delta-v2"; v1 alone for an applying agent from before v2).
 #
 # aarch64: the device side runs on this x86_64 host through qemu-aarch64-static (binfmt), so
 # its time and peak RSS are the emulator's (qemu-user's own memory included), not a board's.
@@ -76,8 +77,7 @@ fi
 tool="$root/target/debug/svc-release"
 CARGO_TARGET_DIR="$root/target" cargo build --quiet --bin svc-release
 echo "$arch svc-agent dist that applies: $(stat -c %s "$agent") B (ceiling 4194304)"
-formats=svc-delta-v1
-[ "$arch" = aarch64 ] && formats="svc-delta-v1 svc-delta-v2"
+formats="${DELTA_BENCH_FORMATS:-svc-delta-v1 svc-delta-v2}"
 for change in $changes; do
     for bin in svc-agent svc-server; do
         for format in $formats; do
