@@ -7,7 +7,8 @@
 //! then a signed `seek` in the old file; each followed by its `mix + copy` bytes).
 //! `svc-delta-v2`: `SVCDLT02`, the size, then the same bsdiff patch as an LZMA stream with
 //! its 13-byte `.lzma` header (properties byte, dictionary size u32 LE, the patch's size u64
-//! LE): about a quarter smaller than zlib on our binaries (BENCHMARKS.md, "Binary deltas").
+//! LE): a quarter to two fifths smaller than zlib on our binaries (BENCHMARKS.md, "Binary
+//! deltas").
 //! The header is the sender's: a dictionary above [`MAX_DICT`] or more than 4 literal
 //! context and position bits are refused before anything is allocated.
 //!
