@@ -898,22 +898,29 @@ mod tests {
     #[test]
     fn a_record_past_the_size_or_the_old_file_is_refused_before_its_bytes() {
         let old = vec![1u8; 100];
-        let forge = |mix: u64, copy: u64, seek: u64, size: u64| {
-            let mut p = Vec::new();
-            p.extend_from_slice(&mix.to_le_bytes());
-            p.extend_from_slice(&copy.to_le_bytes());
-            p.extend_from_slice(&seek.to_le_bytes());
-            let mut d = MAGIC.to_vec();
-            d.extend_from_slice(&size.to_le_bytes());
-            d.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&p, 6));
-            d
-        };
-        let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
-        assert!(matches!(e, DeltaError::TooLong { limit: 10 }), "{e}");
-        assert!(e.to_string().contains("more than the target"), "{e}");
-        let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
-        assert!(matches!(e, DeltaError::ReadsPastOld), "{e}");
-        let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
-        assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
+        // Each forged record in both formats: v2's LZMA stream meets the same checks.
+        for v2 in [false, true] {
+            let forge = |mix: u64, copy: u64, seek: u64, size: u64| {
+                let mut p = Vec::new();
+                p.extend_from_slice(&mix.to_le_bytes());
+                p.extend_from_slice(&copy.to_le_bytes());
+                p.extend_from_slice(&seek.to_le_bytes());
+                let mut d = if v2 { MAGIC_V2 } else { MAGIC }.to_vec();
+                d.extend_from_slice(&size.to_le_bytes());
+                if v2 {
+                    d.extend_from_slice(&lzma_pack(&p).unwrap());
+                } else {
+                    d.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&p, 6));
+                }
+                d
+            };
+            let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
+            assert!(matches!(e, DeltaError::TooLong { limit: 10 }), "{e}");
+            assert!(e.to_string().contains("more than the target"), "{e}");
+            let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
+            assert!(matches!(e, DeltaError::ReadsPastOld), "{e}");
+            let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
+            assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
+        }
     }
 }
