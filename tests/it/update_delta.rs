@@ -535,3 +535,19 @@ fn apply_delta_refuses_a_huge_dictionary_before_allocating_it() {
     assert!(err.contains("dictionary of 4294967280 bytes"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_v2_delta_that_makes_other_bytes_is_refused() {
+    refused_then_full(
+        "v2-other-bytes",
+        |f| {
+            let mut wrong = f.new.clone();
+            let n = wrong.len();
+            wrong[n - 1] ^= 1;
+            let d = svc::update::delta::make(&f.old, &wrong, V2).unwrap();
+            f.serve_at("/delta", d, &f.old, Some("svc-delta-v2"))
+        },
+        |m| matches!(m, Miss::Failed(UpdateError::ShaMismatch { .. })),
+        "sha256 mismatch",
+    );
+}
