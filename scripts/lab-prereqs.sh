@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The machine lab's host prerequisites (qemu for amd64 and arm64 guests, qemu-user-static,
-# debootstrap, e2fsprogs, ...), installed when missing, through scripts/lib/apt.sh (apt never removes a package here, and every tool is
+# mmdebstrap, e2fsprogs, ...), installed when missing, through scripts/lib/apt.sh (apt never removes a package here, and every tool is
 # checked afterwards). qemu-utils is lined up with the qemu-system-x86 that apt installs,
 # whichever suite the installed one came from: the stock image has qemu-utils from
 # bookworm-backports, which conflicts with bookworm's qemu-system-common.
@@ -19,7 +19,6 @@ apt_need update-binfmts binfmt-support
 apt_need mmdebstrap mmdebstrap
 apt_need arch-test arch-test
 apt_need qemu-img qemu-utils
-apt_need debootstrap debootstrap
 apt_need mke2fs e2fsprogs
 apt_need debugfs e2fsprogs
 # The lab's small initrd is cut from the image's (tests/system/guest/build-image.sh).
@@ -60,7 +59,7 @@ esac
 apt_install_needed "${extra[@]}"
 
 # arm64 programs run here through qemu-user-static's binfmt handler (the arm64 image's
-# debootstrap, and `svc-agent version --json` of the aarch64 build). Its fix-binary flag
+# mmdebstrap, and `svc-agent version --json` of the aarch64 build). Its fix-binary flag
 # (Debian's default for qemu-user-static) opens the handler now, so a chroot needs no copy.
 binfmt=/proc/sys/fs/binfmt_misc
 if [ ! -e "$binfmt/register" ]; then

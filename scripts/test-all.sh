@@ -91,7 +91,7 @@ run_tier() {
   echo "$line" >"$out/$name.result"
 }
 
-# The system tier's guest images (debootstrap: mostly downloads and unpacking) are built in the
+# The system tier's guest images (mmdebstrap: mostly downloads and unpacking) are built in the
 # background while the compiling tiers run, once the stock tier has put qemu's packages back:
 # the lab's prerequisites first (apt, before any lane's apt), then the image. The system
 # tier's own build-image.sh waits for it on the cache's lock, finds it ready, or builds it

@@ -21,23 +21,29 @@ enum Step {
     LogPipeline,
     /// The line saying the agent starts.
     Announce,
+    /// agent-provisioning, as the cached config (or none) and the manufacturer defaults say:
+    /// before the first-contact wait, which on a machine whose only way out is a Wi-Fi
+    /// network it has not joined yet would otherwise only wait (up to 60 s) for itself. A
+    /// config that first contact brings reaches it as any config change does.
+    Provisioning,
     /// One bounded attempt at contact (and so at updates) before svc-server starts.
     FirstContact,
     StartServer,
-    /// agent-syscfg and agent-provisioning, as the cached config says.
-    Subsystems,
+    /// agent-syscfg, as the config says.
+    Syscfg,
 }
 
 /// The start-up, in order.
-const ORDER: [Step; 8] = [
+const ORDER: [Step; 9] = [
     Step::Signals,
     Step::LoadRest,
     Step::Housekeeping,
     Step::LogPipeline,
     Step::Announce,
+    Step::Provisioning,
     Step::FirstContact,
     Step::StartServer,
-    Step::Subsystems,
+    Step::Syscfg,
 ];
 
 /// `ORDER`, or with fast start: svc-server's start first and no wait for first contact;
@@ -113,10 +119,8 @@ impl Agent {
                     self.start_server();
                     signals::test_signal_point("svc-server-started");
                 }
-                Step::Subsystems => {
-                    self.apply_syscfg();
-                    self.apply_provisioning(false);
-                }
+                Step::Provisioning => self.apply_provisioning(false),
+                Step::Syscfg => self.apply_syscfg(),
             }
         }
         Ok(pipeline)
@@ -315,5 +319,17 @@ mod tests {
             .filter(|s| !matches!(s, Step::StartServer | Step::FirstContact))
             .collect();
         assert_eq!(fast[1..], rest[..]);
+    }
+
+    /// #39: provisioning started after the first-contact wait, so a machine that could
+    /// reach the app only through a network provisioning joins waited up to 60 s for nothing.
+    #[test]
+    fn provisioning_starts_before_the_first_contact_wait() {
+        let at = |p: &[Step], s: Step| p.iter().position(|x| *x == s).unwrap();
+        let slow = plan(false);
+        assert!(at(&slow, Step::Provisioning) < at(&slow, Step::FirstContact));
+        assert!(at(&slow, Step::LoadRest) < at(&slow, Step::Provisioning));
+        let fast = plan(true);
+        assert!(at(&fast, Step::LoadRest) < at(&fast, Step::Provisioning));
     }
 }

@@ -215,8 +215,37 @@ const TOLD: &[&str] = &[
 const MAX_EVENTS: usize = 8;
 const MAX_EVENT: usize = 160;
 
+/// Whether wpa_supplicant has settled an activation as refused: an EAP failure after an EAP
+/// exchange that began while we listened, and before any success. NetworkManager itself only
+/// gives up when its 802.1X timeout (`auth-timeout`, 25 s) runs out; wpa_supplicant knows at
+/// once. A failure left over from before the activation (no start seen), or one after the
+/// credentials were accepted (a reauthentication), is not taken for a refusal.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    started: bool,
+    accepted: bool,
+}
+
+impl Verdict {
+    /// Takes one event; true when it settles the activation as refused.
+    pub(crate) fn refused(&mut self, ev: &str) -> bool {
+        if ev.starts_with("CTRL-EVENT-EAP-STARTED") {
+            self.started = true;
+        } else if ev.starts_with("CTRL-EVENT-EAP-SUCCESS") {
+            self.accepted = true;
+        } else if ev.starts_with("CTRL-EVENT-EAP-FAILURE") {
+            return self.started && !self.accepted;
+        }
+        false
+    }
+}
+
+/// What the watch does once wpa_supplicant refused the activation (cut it short).
+pub(crate) type OnRefused = Box<dyn FnOnce() + Send>;
+
 /// Listens to wpa_supplicant (the Wi-Fi interface's control socket) while NetworkManager
-/// activates a network, and keeps the events that say why 802.1X failed.
+/// activates a network, and keeps the events that say why 802.1X failed; calls `on_refused`
+/// (once) when they settle the activation as refused (`Verdict`).
 pub(crate) struct Watch {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<Vec<String>>,
@@ -224,7 +253,7 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// `None` when there is no wpa_supplicant to listen to (then nmcli's words are all).
-    pub(crate) fn start(ctrl_dir: &Path, sys_net: &Path) -> Option<Watch> {
+    pub(crate) fn start(ctrl_dir: &Path, sys_net: &Path, on_refused: OnRefused) -> Option<Watch> {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::time::Duration;
         let ifname = super::dpp::find_interface(ctrl_dir, sys_net)?;
@@ -238,12 +267,19 @@ impl Watch {
         let thread = crate::sys::thread("eap-watch")
             .spawn(move || {
                 let mut told = Vec::new();
+                let mut verdict = Verdict::default();
+                let mut on_refused = Some(on_refused);
                 // After the stop, what is already queued is still read (short waits).
                 let mut last_look = false;
                 loop {
                     let wait = if last_look { 20 } else { 200 };
                     match ctrl.event(Duration::from_millis(wait)) {
                         Ok(Some(ev)) => {
+                            if verdict.refused(&ev) {
+                                if let Some(f) = on_refused.take() {
+                                    f();
+                                }
+                            }
                             if let Some(t) = told_event(&ev) {
                                 if told.len() < MAX_EVENTS {
                                     told.push(t);
@@ -599,6 +635,93 @@ mod tests {
         let err = nm.up("net-corp").expect_err("nmcli failed").to_string();
         assert!(crate::provisioning::nm::failure_reason(&err).contains("refused the credentials"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// #39: wpa_supplicant reports EAP-FAILURE at once, but NetworkManager held the
+    /// activation until its 802.1X timeout ran out (~30 s a refused network in prov-eap),
+    /// and the agent waited for it. The refusal now stops the activation (`connection
+    /// down`), and the reason and the one failure are as before. The stand-in `connection
+    /// up` waits, as NetworkManager does, until the activation is stopped or its own 25 s.
+    #[test]
+    fn a_refused_802_1x_network_is_given_up_at_once() {
+        let dir = std::env::temp_dir().join(format!("svc-eap-abort-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ctrl")).unwrap();
+        std::fs::create_dir_all(dir.join("net/wlan0/phy80211")).unwrap();
+        let prog = dir.join("nmcli");
+        let (calls, down) = (dir.join("calls"), dir.join("down"));
+        std::fs::write(
+            &prog,
+            format!(
+                r#"#!/bin/sh
+echo "$*" >> '{calls}'
+case "$*" in
+*"connection down"*) : > '{down}'; exit 0 ;;
+esac
+i=0
+while [ ! -e '{down}' ] && [ $i -lt 250 ]; do sleep 0.1; i=$((i+1)); done
+if [ -e '{down}' ]; then
+    echo 'Error: Connection activation failed: The device was disconnected by user' >&2
+else
+    echo 'Error: Connection activation failed: Secrets were required, but not provided' >&2
+fi
+exit 4
+"#,
+                calls = calls.display(),
+                down = down.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut nm = Nmcli::new(dir.join("conns"), dir.join("eap"));
+        nm.program = prog;
+        nm.wpa_ctrl_dir = dir.join("ctrl");
+        nm.sys_net = dir.join("net");
+        let t = stand_in_supplicant(
+            &dir.join("ctrl/wlan0"),
+            vec![
+                "CTRL-EVENT-EAP-STARTED EAP authentication started".to_string(),
+                "CTRL-EVENT-EAP-STATUS status='accept proposed method' parameter='PEAP'"
+                    .to_string(),
+                "CTRL-EVENT-EAP-FAILURE EAP authentication failed".to_string(),
+            ],
+        );
+        let err = nm.up("net-corp").expect_err("refused").to_string();
+        t.join().unwrap();
+        let log = std::fs::read_to_string(&calls).unwrap();
+        assert!(
+            log.lines().any(|l| l == "connection down id net-corp"),
+            "the activation was not stopped when wpa_supplicant refused it: {log}"
+        );
+        let why = crate::provisioning::nm::failure_reason(&err);
+        assert!(why.contains("user name or password"), "{why} <- {err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Only an exchange of this activation that failed is a refusal: not a failure left over
+    /// from before it, nor one after the credentials were accepted (a reauthentication).
+    #[test]
+    fn only_a_failure_of_this_activations_exchange_is_a_refusal() {
+        let feed = |evs: &[&str]| {
+            let mut v = Verdict::default();
+            evs.iter().map(|e| v.refused(e)).collect::<Vec<bool>>()
+        };
+        let (start, fail, ok) = (
+            "CTRL-EVENT-EAP-STARTED EAP authentication started",
+            "CTRL-EVENT-EAP-FAILURE EAP authentication failed",
+            "CTRL-EVENT-EAP-SUCCESS EAP authentication completed successfully",
+        );
+        assert_eq!(feed(&[start, fail]), [false, true]);
+        assert_eq!(feed(&[fail, start]), [false, false], "stale failure");
+        assert_eq!(
+            feed(&[start, ok, "CTRL-EVENT-CONNECTED - Connection", start, fail]),
+            [false; 5],
+            "reauthentication after success"
+        );
+        assert_eq!(
+            feed(&["CTRL-EVENT-EAP-STATUS status='started'", fail]),
+            [false, false]
+        );
     }
 
     /// A certificate valid 2020-01-01 to 2021-01-01 (X.509 v1, P-256).

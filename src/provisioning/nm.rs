@@ -329,7 +329,24 @@ impl NetworkBackend for Nmcli {
         // nmcli says "Secrets were required" for a wrong 802.1X password, an untrusted
         // server certificate and an expired client certificate alike: wpa_supplicant's
         // events during the activation tell them apart (`failure_reason`).
-        let watch = super::eap::Watch::start(&self.wpa_ctrl_dir, &self.sys_net);
+        // wpa_supplicant knows a refusal at once; NetworkManager holds the activation until
+        // its 802.1X timeout (25 s, then "Secrets were required"): the watch cuts it short,
+        // so the next network is tried at once. Still one failed `up`, one failure counted.
+        let (program, target) = (self.program.clone(), id.to_string());
+        let abort: super::eap::OnRefused = Box::new(move || {
+            crate::info!(
+                "provisioning",
+                "{target:?}: wpa_supplicant reports the 802.1X authentication failed: activation stopped"
+            );
+            if let Err(e) = nmcli(
+                &program,
+                &["connection", "down", "id", &target],
+                NMCLI_CHANGE,
+            ) {
+                crate::warn!("provisioning", "stopping the activation of {target:?}: {e}");
+            }
+        });
+        let watch = super::eap::Watch::start(&self.wpa_ctrl_dir, &self.sys_net, abort);
         let r = self.run(&["-w", "60", "connection", "up", "id", id]);
         let events = watch.map(super::eap::Watch::finish).unwrap_or_default();
         match r {

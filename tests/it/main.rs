@@ -65,6 +65,7 @@ mod probation;
 mod process_start;
 mod provisioning_netns;
 mod provisioning_portal;
+mod provisioning_start;
 mod release_tool;
 mod server;
 mod server_app;

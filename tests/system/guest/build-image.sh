@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The machine lab's guest image: Debian bookworm from Debian's own packages (debootstrap),
+# The machine lab's guest image: Debian bookworm from Debian's own packages (mmdebstrap),
 # with systemd as PID 1, journald, NetworkManager, hostapd, wpa_supplicant, dnsmasq, the
 # Debian kernel (which ships mac80211_hwsim) and the lab runner unit.
 #
@@ -8,8 +8,8 @@
 # The image is cached under tests/system/.cache/image-<hash>/, keyed by a hash of this
 # recipe and the files it bakes in, so it is rebuilt only when the recipe changes. The
 # directory holds base.img (raw ext4, treated as immutable: scenarios boot copy-on-write
-# overlays of it), vmlinuz, initrd.img (the image's own) and initrd-small.img (the one the lab
-# boots: small_initrd below). Needs root, debootstrap, e2fsprogs and cpio.
+# overlays of it), vmlinuz, initrd-small.img (the one the lab boots: guest/initrd-init),
+# packages.txt and timings.txt (what each step cost). Needs root, mmdebstrap, e2fsprogs and cpio.
 # LAB_MIRROR overrides the Debian mirror (default: the one configured for apt on the host).
 set -euo pipefail
 
@@ -24,9 +24,9 @@ key="$(cat "$here/build-image.sh" "$here/lab.service" "$here/lab-boot" "$here/in
 out="$cache/image-$key"
 if [ -f "$out/ready" ]; then echo "$out"; exit 0; fi
 
-[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
-for c in debootstrap mke2fs chroot cpio; do
-    command -v "$c" >/dev/null || die "$c not found (scripts/test-system.sh installs it)"
+[ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap, chroot)"
+for c in mmdebstrap mke2fs chroot cpio; do
+    command -v "$c" >/dev/null || die "$c not found (scripts/lab-prereqs.sh installs it)"
 done
 
 # One builder at a time; a second caller waits and then finds the image ready.
@@ -46,50 +46,48 @@ mirror="${LAB_MIRROR:-$(mirror_from_apt)}"
 work="$cache/build-$key.$$"
 rootfs="$work/rootfs"
 remove_build_dir() { # never follow a mount out of the build folder
-    if mountpoint -q "$1/rootfs/proc" 2>/dev/null; then umount "$1/rootfs/proc" || return 1; fi
+    local m
+    for m in proc sys dev/pts dev; do
+        if mountpoint -q "$1/rootfs/$m" 2>/dev/null; then umount -l "$1/rootfs/$m" || return 1; fi
+    done
     rm -rf --one-file-system "$1"
 }
 trap 'remove_build_dir "$work"' EXIT
 for stale in "$cache"/build-*; do [ -e "$stale" ] && remove_build_dir "$stale"; done
 mkdir -p "$work"
 
-# small_initrd INITRD OUT: the lab's initrd (guest/initrd-init) from the image's own: its klibc
-# tools and the modules that reading an ext4 root on a virtio disk needs, uncompressed (nothing
-# for the emulated kernel to gunzip). The image's initrd stays beside it, unused by the lab.
-small_initrd_modules="drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko
-    drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci_modern_dev.ko
-    drivers/virtio/virtio_pci.ko drivers/block/virtio_blk.ko crypto/crc32c_generic.ko
-    lib/crc16.ko fs/mbcache.ko fs/jbd2/jbd2.ko fs/ext4/ext4.ko"
-small_initrd() {
-    local x="$work/initrd-x" s="$work/initrd-s" m kdir
-    mkdir -p "$x" "$s/bin" "$s/lib" "$s/m"
-    zcat "$1" | (cd "$x" && cpio -idm --quiet) || return 1
-    kdir="$(ls "$x/lib/modules")"
-    for b in sh cat mount mkdir sleep insmod run-init poweroff; do cp -a "$x/bin/$b" "$s/bin/" || return 1; done
-    cp -a "$x"/lib/klibc-*.so "$s/lib/" || return 1
-    : > "$s/modules"
-    for m in $small_initrd_modules; do
-        cp "$x/lib/modules/$kdir/kernel/$m" "$s/m/" || return 1
-        basename "$m" >> "$s/modules"
-    done
-    install -m 0755 "$here/initrd-init" "$s/init"
-    (cd "$s" && find . | cpio -o -H newc --quiet) > "$2"
-}
-
 t0=$(date +%s)
-packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,hostapd,wpasupplicant,dnsmasq-base,iw,curl,ca-certificates,python3,procps,unattended-upgrades
-log "debootstrap bookworm from $mirror"
-debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" > "$work/debootstrap.log" 2>&1 \
-    || { tail -n 40 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
+# The root: bookworm's required packages and apt (debootstrap's minbase), then these. The
+# kernel brings initramfs-tools (a dependency) and with it klibc-utils, whose tools the small
+# initrd takes. mmdebstrap, not debootstrap: apt resolves and downloads in parallel and dpkg
+# unpacks and configures in a few runs, not one per package; no man pages, docs or
+# translations (dpkg path-exclude), dpkg's unsafe-io (no fsync: a half-built root is thrown
+# away, never used); the kernel's graphics, sound and media drivers are left out; no
+# mkinitramfs (update-initramfs diverted to a no-op: the lab boots the small initrd).
+packages=systemd,systemd-sysv,udev,kmod,dbus,libpam-systemd,iproute2,network-manager,hostapd,wpasupplicant,dnsmasq-base,iw,curl,ca-certificates,python3,procps,unattended-upgrades,linux-image-amd64
+excl=()
+for p in /usr/share/man /usr/share/doc /usr/share/info /usr/share/locale /usr/share/lintian \
+    /lib/modules/*/kernel/drivers/gpu /lib/modules/*/kernel/sound /lib/modules/*/kernel/drivers/media \
+    /lib/modules/*/kernel/drivers/infiniband /lib/modules/*/kernel/drivers/staging \
+    /lib/modules/*/kernel/drivers/iio; do
+    excl+=(--dpkgopt="path-exclude=$p/*")
+done
+stamp() { # each line with the seconds since the start: what each of mmdebstrap's steps cost
+    local l now
+    while IFS= read -r l; do printf -v now '%(%s)T' -1; printf '%4d %s\n' $((now - t0)) "$l"; done
+}
+log "mmdebstrap bookworm from $mirror"
+# shellcheck disable=SC2016 # $1 is mmdebstrap's, expanded by its hook shell
+# The merged-usr hook: the root made merged from the start, as debootstrap does (usr-is-merged,
+# not the usrmerge converter and perl).
+mmdebstrap --mode=root --variant=minbase --include="$packages" \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+    --dpkgopt=force-unsafe-io "${excl[@]}" \
+    --essential-hook='chroot "$1" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs' \
+    --essential-hook='printf "#!/bin/sh\n# the lab boots its own small initrd\nexit 0\n" > "$1/usr/sbin/update-initramfs"; chmod 0755 "$1/usr/sbin/update-initramfs"' \
+    bookworm "$rootfs" "$mirror" 2>&1 | stamp > "$work/mmdebstrap.log" \
+    || { tail -n 40 "$work/mmdebstrap.log" >&2; die "mmdebstrap failed (log: the lines above)"; }
 t1=$(date +%s)
-
-log "kernel and initrd"
-mount -t proc proc "$rootfs/proc"
-DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y --no-install-recommends \
-    linux-image-amd64 initramfs-tools > "$work/kernel.log" 2>&1 \
-    || { tail -n 40 "$work/kernel.log" >&2; die "kernel install failed"; }
-umount "$rootfs/proc"
-t2=$(date +%s)
 
 log "configure"
 echo lab > "$rootfs/etc/hostname"
@@ -117,22 +115,45 @@ rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*_Pack
 # Machine id is made on first boot of each overlay.
 : > "$rootfs/etc/machine-id"
 
-kernel="$(ls "$rootfs"/boot/vmlinuz-* | head -n1)"
-initrd="$(ls "$rootfs"/boot/initrd.img-* | head -n1)"
-[ -f "$kernel" ] && [ -f "$initrd" ] || die "no kernel/initrd in the rootfs"
 chroot "$rootfs" dpkg-query -W -f '${Package} ${Version}\n' > "$work/packages.txt"
+
+# The lab's small initrd (guest/initrd-init): klibc's tools and the modules that reading an
+# ext4 root on a virtio disk needs, uncompressed (nothing for the emulated kernel to gunzip).
+log "small initrd"
+kernel="$(ls "$rootfs"/boot/vmlinuz-* | head -n1)"
+[ -f "$kernel" ] || die "no kernel in the root"
+kver="${kernel##*/vmlinuz-}"
+mods="$rootfs/lib/modules/$kver/kernel"
+s="$work/initrd-s"
+mkdir -p "$s/bin" "$s/lib" "$s/m"
+for b in sh cat mount mkdir sleep insmod run-init poweroff; do
+    cp -L "$rootfs/usr/lib/klibc/bin/$b" "$s/bin/" || die "klibc-utils has no $b"
+done
+# The tools' interpreter is /lib/klibc-<hash>.so.
+cp -L "$rootfs"/usr/lib/klibc-*.so "$s/lib/" || die "no libklibc in the root"
+: > "$s/modules"
+for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko \
+    drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci_modern_dev.ko \
+    drivers/virtio/virtio_pci.ko drivers/block/virtio_blk.ko crypto/crc32c_generic.ko \
+    lib/crc16.ko fs/mbcache.ko fs/jbd2/jbd2.ko fs/ext4/ext4.ko; do
+    f="$mods/$m"
+    # The package may ship them compressed; the initrd's insmod reads plain ELF.
+    if [ ! -f "$f" ] && [ -f "$f.xz" ]; then xz -dc "$f.xz" > "$s/m/$(basename "$m")"; else cp "$f" "$s/m/" || die "no module $m in $kver"; fi
+    basename "$m" >> "$s/modules"
+done
+install -m 0755 "$here/initrd-init" "$s/init"
+t2=$(date +%s)
 
 log "ext4 image"
 mkdir -p "$work/out"
 cp "$kernel" "$work/out/vmlinuz"
-cp "$initrd" "$work/out/initrd.img"
-small_initrd "$initrd" "$work/out/initrd-small.img" || die "the lab's small initrd could not be made from $initrd"
-cp "$work/packages.txt" "$work/debootstrap.log" "$work/kernel.log" "$work/out/"
+(cd "$s" && find . | cpio -o -H newc --quiet) > "$work/out/initrd-small.img"
+cp "$work/packages.txt" "$work/mmdebstrap.log" "$work/out/"
 # stdout carries only the image path: mke2fs -q still says "Creating regular file".
 mke2fs -q -t ext4 -d "$rootfs" -L root "$work/out/base.img" 3G >&2
 chmod 0444 "$work/out/base.img"
 t3=$(date +%s)
-printf 'debootstrap_s=%s kernel_s=%s image_s=%s total_s=%s mirror=%s\n' \
+printf 'mmdebstrap_s=%s configure_s=%s image_s=%s total_s=%s mirror=%s\n' \
     $((t1-t0)) $((t2-t1)) $((t3-t2)) $((t3-t0)) "$mirror" > "$work/out/timings.txt"
 touch "$work/out/ready"
 rm -rf "$out"; mv "$work/out" "$out"

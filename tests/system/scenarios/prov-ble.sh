@@ -140,26 +140,38 @@ def rpc(f):
         run("--char-write-req", "-a", chars["8003"], "-n", f[i:i + 20].hex())
 def settings(ssid, key):
     return frame(1, bytes([len(ssid)]) + ssid + bytes([len(key)]) + key)
-def expect(what, c, want):
+def read_until(c, ok):
+    # The machine answers a write once it is taken, and acts on it after (its values are
+    # notified, which gatttool's one-shot connections cannot wait for): read until the value
+    # is the one wanted, at most 20 s; the last read is returned either way.
+    deadline = time.monotonic() + 20
     got = read(c)
+    while not ok(got) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        got = read(c)
+    return got
+def expect(what, c, want):
+    got = read_until(c, lambda v: v == want)
     print(("ok: " if got == want else "FAIL: ") + f"{what}: {got.hex()} (want {want.hex()})", flush=True)
     if got != want:
         sys.exit(1)
 expect("state: authorization required", "8001", b"\x01")
 rpc(frame(3))
-info = read("8004")
+info = read_until("8004", lambda v: v[:1] == b"\x03")
 print("device info:", info, flush=True)
 assert info[0] == 3 and b"svc-agent" in info, info
 rpc(settings(b"lab-home", psk.encode()))
 expect("Wi-Fi settings without authorization: not authorized", "8002", b"\x04")
 expect("...and nothing is being provisioned", "8001", b"\x01")
 rpc(frame(0xA0))
-r = read("8004")
+r = read_until("8004", lambda v: v[:1] == b"\xa0")
 assert r[0] == 0xA0 and r[1] == 17 and r[2] == 16, r.hex()
 rpc(frame(0xA0, hmac.new(b"not-the-label-secret", r[3:19], hashlib.sha256).digest()))
 expect("a wrong label secret: not authorized", "8002", b"\x04")
 rpc(frame(0xA0))
-r = read("8004")
+old_nonce = r
+r = read_until("8004", lambda v: v[:1] == b"\xa0" and v != old_nonce)
+assert r[0] == 0xA0 and r != old_nonce, r.hex()
 rpc(frame(0xA0, hmac.new(secret.encode(), r[3:19], hashlib.sha256).digest()))
 expect("the label secret's answer: authorized", "8001", b"\x02")
 # An RPC Improv does not define (a portal form it has no equivalent of, such as the

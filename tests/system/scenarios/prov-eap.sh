@@ -85,9 +85,8 @@ argv_watch=$LAB_ARGV_WATCH
 # A failed check ends the scenario: these must not outlive it (nor hold its output open).
 trap 'kill "$argv_watch" ${agent:+"$agent"} 2>/dev/null || true' EXIT
 t0=$(lab_ms)
-# No wait for a first contact the file:// app cannot give (docs/agent.md): provisioning,
-# which this proves, starts only after it (up to 60 s; measured 47 s here).
-SVC_AGENT_FIRST_CONTACT_SECS=0 svc-agent run > /tmp/agent.log 2>&1 &
+# The agent's own first-contact wait (up to 60 s) stays: provisioning starts before it (#39).
+svc-agent run > /tmp/agent.log 2>&1 &
 agent=$!
 online_via() {
     iw dev wlan0 link | grep -q "SSID: $1" && curl -fsS --max-time 5 http://192.168.200.1:8080/ | grep -q "$1"
