@@ -14,6 +14,7 @@ use rustls::pki_types::PrivateKeyDer;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use svc::fsutil::Dir;
+use svc::update::delta::Format;
 use svc::update::verify;
 use svc::update::{Artifact, UpdateError};
 
@@ -29,7 +30,9 @@ usage: svc-release COMMAND [options]
                                HTTPS app; each url is P<sha256>, P defaults to artifacts/);
                                with --delta-from, a delta from each OLD binary of the same name
                                is written to DIR/<its sha256> and named in the target's `deltas`
-  delta OLD NEW OUT            write the delta (svc-delta-v1) that makes NEW from OLD to OUT
+  delta [--format F] OLD NEW OUT
+                               write the delta that makes NEW from OLD to OUT; F: svc-delta-v1
+                               (bsdiff + zlib, the default) or svc-delta-v2 (bsdiff + LZMA)
   verify --pub PUB --signature SIG BINARY
                                check a signature of BINARY by PUB (a key file, 1 or 2 keys)
   verify --pub PUB DIR         check every target of the management directory DIR
@@ -51,7 +54,8 @@ usage: svc-release COMMAND [options]
                                under the name `os` for the binaries' target or --target;
                                --deltas N (default 3, 0: none) publishes beside each binary a
                                delta from each of the N releases published before it whose
-                               file is still in DIR/artifacts (docs/releases.md, *Deltas*)
+                               file is still in DIR/artifacts (docs/releases.md, *Deltas*);
+                               an svc-delta-v2 (LZMA) beside each v1, when it is smaller
 
   BINARY options: --target x86_64|aarch64 (default: the binary's own ELF architecture; it must
   match), --name svc-agent|svc-server and --version V (default: the binary's release stamp,
@@ -114,6 +118,8 @@ struct Opts {
     deltas: Option<usize>,
     /// `--delta-from OLD` (`targets`), repeatable.
     delta_from: Vec<PathBuf>,
+    /// `--format F` (`delta`).
+    format: Option<String>,
     positional: Vec<String>,
 }
 
@@ -147,6 +153,7 @@ fn parse(args: &[String]) -> Result<Opts, Failure> {
                 })?);
             }
             "--delta-from" => o.delta_from.push(value(a)?.into()),
+            "--format" => o.format = Some(value(a)?),
             "-h" | "--help" => return Err(Failure::Usage("help".into())),
             s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option {s}"))),
             s => o.positional.push(s.to_string()),
@@ -206,17 +213,19 @@ fn run(args: &[String]) -> Result<(), Failure> {
                     let dir = o.out.as_deref().ok_or_else(|| {
                         Failure::Usage("--delta-from needs --out DIR for the delta files".into())
                     })?;
-                    let Some(d) = Delta::make(&old.bytes, old.sha256(), &r.bytes)? else {
+                    let made = Delta::make(&old.bytes, old.sha256(), &r.bytes)?;
+                    if made.is_empty() {
                         eprintln!(
                             "svc-release: no delta from {}: it would not be smaller",
                             path.display()
                         );
-                        continue;
-                    };
-                    let file = dir.join(&d.sha256);
-                    svc::fsutil::atomic_write(&file, &d.bytes, 0o644)
-                        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-                    deltas.push(d.json(&prefix));
+                    }
+                    for d in made {
+                        let file = dir.join(&d.sha256);
+                        svc::fsutil::atomic_write(&file, &d.bytes, 0o644)
+                            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                        deltas.push(d.json(&prefix));
+                    }
                 }
                 if !deltas.is_empty() {
                     t["deltas"] = Value::Array(deltas);
@@ -263,11 +272,19 @@ fn run(args: &[String]) -> Result<(), Failure> {
                 verify::read_bounded(Path::new(p), MAX_BINARY).map_err(|e| format!("{p}: {e}"))
             };
             let (old, new) = (read(&o.positional[0])?, read(&o.positional[1])?);
-            let d = svc::update::delta::make(&old, &new).map_err(|e| e.to_string())?;
+            // v1 unless asked: the format every agent with delta support reads.
+            let format = match o.format.as_deref() {
+                None => Format::V1,
+                Some(f) => Format::from_offer(Some(f)).ok_or_else(|| {
+                    Failure::Usage(format!("--format {f:?}: svc-delta-v1 or svc-delta-v2"))
+                })?,
+            };
+            let d = svc::update::delta::make(&old, &new, format).map_err(|e| e.to_string())?;
             svc::fsutil::atomic_write(Path::new(&o.positional[2]), &d, 0o644)
                 .map_err(|e| format!("cannot write {}: {e}", o.positional[2]))?;
             println!(
-                "{} bytes ({:.1} % of {}), sha256 {}",
+                "{}: {} bytes ({:.1} % of {}), sha256 {}",
+                format.offer_name().unwrap_or("svc-delta-v1"),
                 d.len(),
                 100.0 * d.len() as f64 / new.len().max(1) as f64,
                 new.len(),
@@ -571,31 +588,44 @@ struct Delta {
     from: String,
     sha256: String,
     bytes: Vec<u8>,
+    format: Format,
 }
 
 impl Delta {
-    /// The delta from `old` (whose sha256 is `from`) to `new`; `None` when it is not smaller
-    /// than `new` itself (a device would rather download the full artifact).
-    fn make(old: &[u8], from: &str, new: &[u8]) -> R<Option<Delta>> {
-        let bytes =
-            svc::update::delta::make(old, new).map_err(|e| format!("making a delta: {e}"))?;
-        if bytes.len() >= new.len() {
-            return Ok(None);
+    /// The deltas from `old` (whose sha256 is `from`) to `new`, each smaller than `new`
+    /// itself (else a device would rather download the full artifact): svc-delta-v1 first,
+    /// which every agent with delta support reads and agents before v2 take (the first from
+    /// their binary), then an svc-delta-v2 (LZMA) when it is smaller still, which newer
+    /// agents take (the smallest they read).
+    fn make(old: &[u8], from: &str, new: &[u8]) -> R<Vec<Delta>> {
+        let mut out: Vec<Delta> = Vec::new();
+        let made = svc::update::delta::make_each(old, new, Format::ALL)
+            .map_err(|e| format!("making a delta: {e}"))?;
+        for (format, bytes) in made {
+            let least = out.iter().map(|d| d.bytes.len()).min().unwrap_or(new.len());
+            if bytes.len() < least {
+                out.push(Delta {
+                    from: from.to_string(),
+                    sha256: hex(&Sha256::digest(&bytes)),
+                    bytes,
+                    format,
+                });
+            }
         }
-        Ok(Some(Delta {
-            from: from.to_string(),
-            sha256: hex(&Sha256::digest(&bytes)),
-            bytes,
-        }))
+        Ok(out)
     }
 
     fn json(&self, prefix: &str) -> Value {
-        json!({
+        let mut v = json!({
             "from": self.from,
             "url": format!("{prefix}{}", self.sha256),
             "size": self.bytes.len(),
             "sha256": self.sha256,
-        })
+        });
+        if let Some(name) = self.format.offer_name() {
+            v["format"] = name.into();
+        }
+        v
     }
 }
 
@@ -837,23 +867,23 @@ fn publish_deltas(
                 );
                 continue;
             }
-            let Some(d) = Delta::make(&old, &from, &r.bytes)? else {
-                continue;
-            };
-            artifacts
-                .write_atomic(OsStr::new(&d.sha256), &d.bytes, 0o644)
-                .map_err(|e| {
-                    format!("cannot write {}/artifacts/{}: {e}", dir.display(), d.sha256)
-                })?;
-            println!(
-                "published a delta of {} from {from}: artifacts/{}, {} bytes ({:.1} % of {})",
+            for d in Delta::make(&old, &from, &r.bytes)? {
+                artifacts
+                    .write_atomic(OsStr::new(&d.sha256), &d.bytes, 0o644)
+                    .map_err(|e| {
+                        format!("cannot write {}/artifacts/{}: {e}", dir.display(), d.sha256)
+                    })?;
+                println!(
+                "published a delta ({}) of {} from {from}: artifacts/{}, {} bytes ({:.1} % of {})",
+                d.format.offer_name().unwrap_or("svc-delta-v1"),
                 r.artifact.name,
                 d.sha256,
                 d.bytes.len(),
                 100.0 * d.bytes.len() as f64 / r.bytes.len().max(1) as f64,
                 r.bytes.len()
             );
-            made.push(d.json("artifacts/"));
+                made.push(d.json("artifacts/"));
+            }
         }
         deltas.push((r.artifact.name.clone(), made));
     }

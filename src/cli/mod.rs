@@ -33,7 +33,7 @@ commands:
                                    print a module's environment as sorted KEY=VALUE lines
   resolve-version --selector SEL --current VER --available V1,V2,...
                                    print the version a module moves to, or none
-  apply-delta OLD DELTA OUT        make OUT from OLD and a delta (svc-delta-v1, docs/updates.md)
+  apply-delta OLD DELTA OUT        make OUT from OLD and a delta (svc-delta-v1 or -v2, docs/updates.md)
   run [--root DIR]                 the daemon (systemd runs it so)
   install [--root DIR]             install this binary as the systemd service svc-agent
   uninstall [--purge] [--root DIR] remove the service and its files (--purge: credentials too)

@@ -33,7 +33,7 @@ pub struct Target {
     pub deltas: Vec<Delta>,
 }
 
-/// A delta (`svc-delta-v1`, docs/updates.md) from the binary whose sha256 is `from` to its
+/// A delta (`svc-delta-v1` or `-v2`, docs/updates.md) from the binary whose sha256 is `from` to its
 /// target. Its result is checked as the full artifact is (size, sha256, signature).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delta {
@@ -41,6 +41,11 @@ pub struct Delta {
     pub url: String,
     pub size: u64,
     pub sha256: String,
+    /// `svc-delta-v2`, or absent for `svc-delta-v1`; a delta in a format the agent does not
+    /// know is skipped, never downloaded (agents before v2 ignore the field: they take the
+    /// first delta from their binary, which svc-release lists in v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -158,7 +158,7 @@ impl<B: NetworkBackend> Provisioning<B> {
             // Roaming: while offline, go through the known networks by priority.
             let due = self
                 .last_roam
-                .map_or(true, |t| now.saturating_sub(t) >= ROAM_EVERY);
+                .is_none_or(|t| now.saturating_sub(t) >= ROAM_EVERY);
             if !online && self.settings.roaming_mode && due && !self.known.is_empty() {
                 self.last_roam = Some(now);
                 self.act(Action::TryNetworks);

@@ -62,7 +62,7 @@ pub(crate) fn start_order(cfg: &MachineConfig) -> (Vec<String>, Vec<String>) {
             }
             let ready = deps
                 .get(&m.name)
-                .map_or(true, |ds| ds.iter().all(|d| done.contains(d)));
+                .is_none_or(|ds| ds.iter().all(|d| done.contains(d)));
             if ready {
                 done.insert(m.name.clone());
                 order.push(m.name.clone());

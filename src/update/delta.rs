@@ -5,9 +5,16 @@
 //! endian), then a zlib stream of a bsdiff patch as the `bsdiff` crate writes it (records of
 //! three u64 LE: `mix` bytes added to the old file's bytes, `copy` bytes taken as they are,
 //! then a signed `seek` in the old file; each followed by its `mix + copy` bytes).
+//! `svc-delta-v2`: `SVCDLT02`, the size, then the same bsdiff patch as an LZMA stream with
+//! its 13-byte `.lzma` header (properties byte, dictionary size u32 LE, the patch's size u64
+//! LE): a quarter to two fifths smaller than zlib on our binaries (BENCHMARKS.md, "Binary
+//! deltas").
+//! The header is the sender's: a dictionary above [`MAX_DICT`] or more than 4 literal
+//! context and position bits are refused before anything is allocated.
 //!
 //! Applying is streamed: the old file in memory (the running binary, a few MiB), the patch
-//! read 64 KiB at a time through a 32 KiB inflate window, the result written as it is made
+//! read 64 KiB at a time through a 32 KiB inflate window (v2: an LZMA dictionary of at most
+//! [`MAX_DICT`], and never more than the patch's declared size), the result written as it is made
 //! and never longer than the size announced for the full artifact. A delta adds no trust:
 //! its result goes through the same checks (size, sha256, signature, ELF, version) as a
 //! full download.
@@ -25,8 +32,48 @@ use crate::paths::Paths;
 use crate::protocol::Delta;
 use std::path::PathBuf;
 
-/// The first bytes of every delta.
+/// The first bytes of an `svc-delta-v1` delta.
 pub const MAGIC: &[u8; 8] = b"SVCDLT01";
+/// The first bytes of an `svc-delta-v2` delta (an LZMA header follows the size).
+pub const MAGIC_V2: &[u8; 8] = b"SVCDLT02";
+/// The largest LZMA dictionary a v2 delta may ask for: 8 MiB, twice a 4 MiB binary's patch
+/// (a larger window finds nothing more in it); svc-release never writes more.
+pub const MAX_DICT: u32 = 8 << 20;
+/// The most literal context plus position bits a v2 delta may ask for (LZMA2's own rule):
+/// the decoder's probability tables grow with 2^(lc+lp), 24 KiB at 4, 6 MiB at 12.
+const MAX_LC_LP: u8 = 4;
+
+/// A delta's format, as an offer names it (`deltas[].format`, absent: v1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `svc-delta-v1`: bsdiff + zlib, what every agent with delta support applies.
+    V1,
+    /// `svc-delta-v2`: bsdiff + LZMA, smaller; agents before it skip it by its name.
+    V2,
+}
+
+impl Format {
+    /// The name in an offer; `None` for v1, which older agents know without one.
+    pub fn offer_name(self) -> Option<&'static str> {
+        match self {
+            Format::V1 => None,
+            Format::V2 => Some("svc-delta-v2"),
+        }
+    }
+
+    /// The format an offer names, `None` when this agent does not know it.
+    pub fn from_offer(name: Option<&str>) -> Option<Format> {
+        match name {
+            None | Some("svc-delta-v1") => Some(Format::V1),
+            Some("svc-delta-v2") => Some(Format::V2),
+            Some(_) => None,
+        }
+    }
+
+    /// The formats svc-release makes, v1 first (the one every agent reads); a later one is
+    /// published only when it is smaller.
+    pub const ALL: &'static [Format] = &[Format::V1, Format::V2];
+}
 
 /// Why a delta was not used. The delta's own bytes (format, corruption, truncation, a
 /// record reaching outside the files), the offer's description of it, the running binary it
@@ -36,8 +83,15 @@ pub const MAGIC: &[u8; 8] = b"SVCDLT01";
 pub enum DeltaError {
     /// Shorter than the 16-byte header.
     NoHeader,
-    /// Not `SVCDLT01`.
+    /// Neither `SVCDLT01` nor `SVCDLT02`.
     NotThisFormat,
+    /// An `SVCDLT02` delta whose LZMA header asks for a dictionary above [`MAX_DICT`].
+    DictionaryTooLarge {
+        asked: u32,
+    },
+    /// An `SVCDLT02` delta whose LZMA properties byte is invalid or asks for more than
+    /// [`MAX_LC_LP`] literal bits.
+    LzmaProperties(u8),
     /// The header's size is not the target's.
     SizeDiffers {
         announced: u64,
@@ -86,6 +140,11 @@ pub enum DeltaError {
         name: String,
         running: String,
     },
+    /// The deltas from the running binary are all in formats this agent does not know.
+    UnknownFormats {
+        name: String,
+        formats: Vec<String>,
+    },
     /// No delta could be used and the vendor's rule (`delta_fallback`) forbids the full
     /// download; `miss` is what happened to the deltas.
     NoFallback {
@@ -99,7 +158,17 @@ impl std::fmt::Display for DeltaError {
         use DeltaError::*;
         match self {
             NoHeader => f.write_str("shorter than its 16-byte header"),
-            NotThisFormat => f.write_str("not an svc-delta-v1 file (magic SVCDLT01)"),
+            NotThisFormat => {
+                f.write_str("not an svc-delta-v1 or -v2 file (magic SVCDLT01, SVCDLT02)")
+            }
+            DictionaryTooLarge { asked } => write!(
+                f,
+                "its LZMA header asks for a dictionary of {asked} bytes, more than the {MAX_DICT} allowed"
+            ),
+            LzmaProperties(b) => write!(
+                f,
+                "its LZMA properties byte {b} is invalid or asks for more than {MAX_LC_LP} literal bits"
+            ),
             SizeDiffers { announced, target } => write!(
                 f,
                 "it makes a file of {announced} bytes, the target has {target}"
@@ -132,6 +201,11 @@ impl std::fmt::Display for DeltaError {
                 f,
                 "none of the {offered} deltas offered is from the running {name} (sha256 {running})"
             ),
+            UnknownFormats { name, formats } => write!(
+                f,
+                "the deltas from the running {name} are in formats this agent does not read: {}",
+                formats.join(", ")
+            ),
             NoFallback { miss } => write!(
                 f,
                 "no usable delta and the vendor's rule forbids the full download: {miss}"
@@ -151,15 +225,55 @@ impl DeltaError {
     }
 }
 
-/// Makes a delta from `old` to `new` (svc-release; never on a device).
-pub fn make(old: &[u8], new: &[u8]) -> io::Result<Vec<u8>> {
+/// Makes a delta from `old` to `new` in `format` (svc-release; never on a device).
+pub fn make(old: &[u8], new: &[u8], format: Format) -> io::Result<Vec<u8>> {
+    let mut all = make_each(old, new, &[format])?;
+    Ok(all.pop().map(|(_, d)| d).unwrap_or_default())
+}
+
+/// Makes a delta from `old` to `new` in each of `formats`, the bsdiff (the slow part) once.
+pub fn make_each(old: &[u8], new: &[u8], formats: &[Format]) -> io::Result<Vec<(Format, Vec<u8>)>> {
     let mut patch = Vec::new();
     bsdiff::diff(old, new, &mut patch)?;
-    let mut out = Vec::with_capacity(patch.len() / 4 + 16);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(new.len() as u64).to_le_bytes());
-    out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&patch, 10));
-    Ok(out)
+    formats
+        .iter()
+        .map(|&format| {
+            let (magic, body) = match format {
+                Format::V1 => (
+                    MAGIC,
+                    miniz_oxide::deflate::compress_to_vec_zlib(&patch, 10),
+                ),
+                Format::V2 => (MAGIC_V2, lzma_pack(&patch)?),
+            };
+            let mut out = Vec::with_capacity(16 + body.len());
+            out.extend_from_slice(magic);
+            out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+            out.extend_from_slice(&body);
+            Ok((format, out))
+        })
+        .collect()
+}
+
+/// The patch as an LZMA stream with its `.lzma` header: about xz -9e's settings (a 273-byte
+/// nice length, a binary-tree match finder), a dictionary as large as the patch (at
+/// most [`MAX_DICT`]), and lc=1 lp=2 pb=2, which fit machine code's 4-byte words and made
+/// our aarch64 patches about 2 % smaller than xz's defaults (lc=3 lp=0).
+fn lzma_pack(patch: &[u8]) -> io::Result<Vec<u8>> {
+    use lzma_rust2::{LzmaOptions, LzmaWriter};
+    // Above 16 MiB of patch (four binaries of the 4 MiB goal; the tests' debug builds) xz
+    // -9e's search would keep the vendor's host for minutes: xz -1's fast one instead.
+    let big = patch.len() > 16 << 20;
+    let mut o = LzmaOptions::with_preset(if big { 1 } else { 9 });
+    o.dict_size = u32::try_from(patch.len())
+        .unwrap_or(MAX_DICT)
+        .clamp(4096, MAX_DICT);
+    (o.lc, o.lp, o.pb) = (1, 2, 2);
+    if !big {
+        o.nice_len = LzmaOptions::NICE_LEN_MAX;
+    }
+    let mut w = LzmaWriter::new_use_header(Vec::new(), &o, Some(patch.len() as u64))?;
+    w.write_all(patch)?;
+    w.finish()
 }
 
 /// What [`apply`] wrote.
@@ -171,7 +285,9 @@ pub struct Applied {
 
 /// Applies the delta read from `patch` to `old`, writing the result to `out`; the result
 /// must be exactly `size` bytes (the full artifact's announced size). Memory: `old`, a
-/// 64 KiB input buffer, a 64 KiB output buffer and the inflate state (about 40 KiB).
+/// 64 KiB input buffer, a 64 KiB output buffer and the inflate state (about 40 KiB); for
+/// `svc-delta-v2`, in place of the inflate state, the LZMA dictionary (at most [`MAX_DICT`]
+/// and the patch's declared size) and its 24 KiB of probabilities.
 pub fn apply(
     old: &[u8],
     patch: &mut dyn Read,
@@ -182,9 +298,11 @@ pub fn apply(
     patch
         .read_exact(&mut header)
         .map_err(|_| DeltaError::NoHeader)?;
-    if &header[..8] != MAGIC {
-        return Err(DeltaError::NotThisFormat);
-    }
+    let v2 = match &header[..8] {
+        m if m == MAGIC => false,
+        m if m == MAGIC_V2 => true,
+        _ => return Err(DeltaError::NotThisFormat),
+    };
     let announced = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
     if announced != size {
         return Err(DeltaError::SizeDiffers {
@@ -205,6 +323,10 @@ pub fn apply(
         copy_left: 0,
         seek: 0,
     };
+    if v2 {
+        lzma_unpack(patch, &mut sink)?;
+        return sink.finish();
+    }
     let mut state = InflateState::new_boxed(DataFormat::Zlib);
     let mut inbuf = vec![0u8; 64 * 1024];
     let mut outbuf = vec![0u8; 64 * 1024];
@@ -235,6 +357,48 @@ pub fn apply(
         return Err(DeltaError::TrailingBytes);
     }
     sink.finish()
+}
+
+/// Decodes a v2 delta's LZMA stream into `sink`, 64 KiB at a time, after checking what its
+/// header asks the device to allocate.
+fn lzma_unpack(patch: &mut dyn Read, sink: &mut Patcher) -> Result<(), DeltaError> {
+    let mut h = [0u8; 13];
+    patch.read_exact(&mut h).map_err(|_| DeltaError::NoHeader)?;
+    let props = h[0];
+    let (lc, lp) = (props % 9, props / 9 % 5);
+    if props >= 9 * 5 * 5 || lc + lp > MAX_LC_LP {
+        return Err(DeltaError::LzmaProperties(props));
+    }
+    let dict = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
+    if dict > MAX_DICT {
+        return Err(DeltaError::DictionaryTooLarge { asked: dict });
+    }
+    let raw = u64::from_le_bytes(h[5..13].try_into().unwrap_or([0xff; 8]));
+    // The dictionary it allocates is the smaller of `dict` and `raw`.
+    let mut r = lzma_rust2::LzmaReader::new_with_props(&mut *patch, raw, props, dict, None)
+        .map_err(lzma_error)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut buf).map_err(lzma_error)?;
+        if n == 0 {
+            break;
+        }
+        sink.push(&buf[..n])?;
+    }
+    // The decoder reads ahead: what it holds past the stream's end counts as trailing too.
+    let (rest, unused) = r.into_parts();
+    if !unused.is_empty() || rest.read(&mut [0u8; 1]).map_or(true, |n| n > 0) {
+        return Err(DeltaError::TrailingBytes);
+    }
+    Ok(())
+}
+
+fn lzma_error(e: io::Error) -> DeltaError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        DeltaError::StreamEndsEarly
+    } else {
+        DeltaError::Corrupted(format!("LZMA: {e}"))
+    }
 }
 
 /// The bsdiff records, pushed a slice at a time as they inflate.
@@ -319,7 +483,7 @@ impl Patcher<'_> {
         if self
             .oldpos
             .checked_add(mix)
-            .map_or(true, |e| e > self.old.len() as u64)
+            .is_none_or(|e| e > self.old.len() as u64)
         {
             return Err(DeltaError::ReadsPastOld);
         }
@@ -342,13 +506,13 @@ impl Patcher<'_> {
     }
 
     fn emit(&mut self, bytes: &[u8]) -> Result<(), DeltaError> {
-        self.hasher.update(bytes);
         let before = self.written;
         self.written += bytes.len() as u64;
         // The power-cut campaign's cut in the middle of an apply (test builds only).
         if before * 2 < self.limit && self.written * 2 >= self.limit {
             super::crash_point("delta-applying");
         }
+        self.hasher.update(bytes);
         self.out
             .write_all(bytes)
             .map_err(|e| DeltaError::Io("writing the result".into(), e))
@@ -448,14 +612,30 @@ pub(crate) fn obtain(
         }
     };
     let running_sha = crate::encoding::hex(&Sha256::digest(&old));
-    let Some(d) = deltas
+    let from_running: Vec<&Delta> = deltas
         .iter()
-        .find(|d| d.from.eq_ignore_ascii_case(&running_sha))
-    else {
+        .filter(|d| d.from.eq_ignore_ascii_case(&running_sha))
+        .collect();
+    if from_running.is_empty() {
         return Err(Miss::Unusable(DeltaError::NoneFromRunning {
             offered: deltas.len(),
             name: a.name.clone(),
             running: running_sha,
+        }));
+    }
+    // Of the formats this agent reads, the smallest: a format it does not know is never
+    // downloaded (an offer may name one for newer agents beside an older one).
+    let Some(d) = from_running
+        .iter()
+        .filter(|d| Format::from_offer(d.format.as_deref()).is_some())
+        .min_by_key(|d| d.size)
+    else {
+        return Err(Miss::Unusable(DeltaError::UnknownFormats {
+            name: a.name.clone(),
+            formats: from_running
+                .iter()
+                .map(|d| d.format.clone().unwrap_or_default())
+                .collect(),
         }));
     };
     let refuse = |e: DeltaError| Miss::Failed(UpdateError::Delta(e));
@@ -572,30 +752,135 @@ mod tests {
         let mut new = old.clone();
         new[1000..1010].copy_from_slice(b"0123456789");
         new.splice(5000..5000, b"inserted".iter().copied());
-        let d = make(&old, &new).unwrap();
+        let d = make(&old, &new, Format::V1).unwrap();
         assert!(d.len() < 2000, "{}", d.len());
         let (out, a) = run(&old, &d, new.len() as u64).unwrap();
         assert_eq!(out, new);
         assert_eq!(a.size, new.len() as u64);
     }
 
+    /// A stand-in for aarch64 code of `n` words: calls (BL) to word 10 and page loads
+    /// (ADRP) of page 0x100 between other words, with `gap` words of other code put in at
+    /// word 100 (as a linker lays out code that grew: everything after it moves, the
+    /// targets before it stay).
+    fn code(n: u32, seed: u32, gap: u32) -> Vec<u8> {
+        let word = |j: u32| {
+            let p = if j < 100 { j } else { j + gap };
+            match j % 4 {
+                0 => 0x9400_0000 | 10u32.wrapping_sub(p) & 0x03ff_ffff,
+                1 => {
+                    let imm = 0x100u32.wrapping_sub((p * 4) >> 12) & 0x1f_ffff;
+                    0x9000_0000 | (imm & 3) << 29 | (imm >> 2) << 5 | 3
+                }
+                2 => j.wrapping_mul(2654435761) ^ seed,
+                _ => 0xd503_201f, // nop
+            }
+        };
+        let filler = (0..gap).map(|k| k.wrapping_mul(40503) ^ seed);
+        (0..100)
+            .map(word)
+            .chain(filler)
+            .chain((100..n).map(word))
+            .flat_map(u32::to_le_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn v2_round_trips_and_is_smaller_than_v1() {
+        let old = code(50_000, 7, 0);
+        // Code inserted near the start: every call and page load after it moves.
+        let new = code(50_000, 7, 64);
+        let both = make_each(&old, &new, Format::ALL).unwrap();
+        let (v1, v2) = (&both[0].1, &both[1].1);
+        assert_eq!((both[0].0, both[1].0), (Format::V1, Format::V2));
+        assert_eq!(&v2[..8], MAGIC_V2);
+        let (out, a) = run(&old, v2, new.len() as u64).unwrap();
+        assert_eq!(out, new);
+        assert_eq!(a.sha256, crate::encoding::hex(&Sha256::digest(&new)));
+        assert_eq!(run(&old, v1, new.len() as u64).unwrap().0, new);
+        assert!(v2.len() < v1.len(), "v2 {} v1 {}", v2.len(), v1.len());
+    }
+
+    /// A v2 delta with its LZMA header's properties byte, dictionary and patch size set.
+    fn v2_with_header(props: u8, dict: u32, raw: u64) -> Vec<u8> {
+        let old = code(1000, 1, 0);
+        let mut d = make(&old, &old, Format::V2).unwrap();
+        d[16] = props;
+        d[17..21].copy_from_slice(&dict.to_le_bytes());
+        d[21..29].copy_from_slice(&raw.to_le_bytes());
+        d
+    }
+
+    #[test]
+    fn v2_asking_for_a_huge_dictionary_or_literal_tables_is_refused() {
+        let old = code(1000, 1, 0);
+        let n = old.len() as u64;
+        // 4 GiB of dictionary for a patch it says is 1 TiB: refused from the header.
+        let e = run(&old, &v2_with_header(93, 0xffff_fff0, 1 << 40), n).unwrap_err();
+        assert!(
+            matches!(e, DeltaError::DictionaryTooLarge { asked: 0xffff_fff0 }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("more than the 8388608 allowed"),
+            "{e}"
+        );
+        // One byte over the cap, and the cap itself (then the stream decides).
+        let e = run(&old, &v2_with_header(93, MAX_DICT + 1, 1 << 40), n).unwrap_err();
+        assert!(matches!(e, DeltaError::DictionaryTooLarge { .. }), "{e}");
+        // lc=8 lp=4: probability tables of 6 MiB; and a byte no LZMA stream has.
+        for props in [8 + 9 * 4, 225, 255] {
+            let e = run(&old, &v2_with_header(props, 4096, 4096), n).unwrap_err();
+            assert!(
+                matches!(e, DeltaError::LzmaProperties(p) if p == props),
+                "{e}"
+            );
+            assert!(e.to_string().contains("literal bits"), "{e}");
+        }
+        // The header cut short.
+        let d = v2_with_header(93, 4096, 4096);
+        for cut in 16..29 {
+            let e = run(&old, &d[..cut], n).unwrap_err();
+            assert!(matches!(e, DeltaError::NoHeader), "cut at {cut}: {e}");
+        }
+    }
+
+    #[test]
+    fn formats_by_offer_name() {
+        assert_eq!(Format::from_offer(None), Some(Format::V1));
+        assert_eq!(Format::from_offer(Some("svc-delta-v1")), Some(Format::V1));
+        assert_eq!(Format::from_offer(Some("svc-delta-v2")), Some(Format::V2));
+        assert_eq!(Format::from_offer(Some("svc-delta-v9")), None);
+        assert_eq!(Format::V2.offer_name(), Some("svc-delta-v2"));
+        assert_eq!(Format::ALL[0], Format::V1);
+    }
+
     #[test]
     fn corrupted_truncated_and_wrong_size_are_refused() {
-        let old = sample(50_000, 1);
-        let mut new = old.clone();
+        for format in [Format::V1, Format::V2] {
+            refused_when_damaged(format);
+        }
+    }
+
+    fn refused_when_damaged(format: Format) {
+        let old = code(12_500, 1, 0);
+        let mut new = code(12_500, 1, 1);
         new[10] ^= 0xff;
-        let d = make(&old, &new).unwrap();
+        let d = make(&old, &new, format).unwrap();
         let n = new.len() as u64;
         // Truncated at every length: never a panic, always an error.
         for cut in 0..d.len() {
             assert!(run(&old, &d[..cut], n).is_err(), "cut at {cut}");
         }
-        // A flipped byte anywhere: an error, or a result that differs (the sha256 check).
+        // A flipped byte anywhere: an error, or a result that differs (the sha256 check);
+        // but v2's dictionary size (bytes 17..21), which still decodes right when it grows, and
+        // the last 4 bytes of its range coder's flush, which a decoder need not read whole.
         for i in 0..d.len() {
             let mut c = d.clone();
             c[i] ^= 0x55;
             if let Ok((out, _)) = run(&old, &c, n) {
-                assert_ne!(out, new, "flip at {i}");
+                let harmless = format == Format::V2 && ((17..21).contains(&i) || i + 4 >= d.len());
+                assert!(harmless || out != new, "flip at {i}");
             }
         }
         assert!(run(&old, &d, n - 1).is_err());
@@ -604,7 +889,7 @@ mod tests {
         trailing.push(0);
         assert!(run(&old, &trailing, n).is_err());
         // Applied to another old file: a different result, or a refusal.
-        let other = sample(50_000, 2);
+        let other = code(12_500, 2, 0);
         if let Ok((out, _)) = run(&other, &d, n) {
             assert_ne!(out, new);
         }
@@ -613,22 +898,29 @@ mod tests {
     #[test]
     fn a_record_past_the_size_or_the_old_file_is_refused_before_its_bytes() {
         let old = vec![1u8; 100];
-        let forge = |mix: u64, copy: u64, seek: u64, size: u64| {
-            let mut p = Vec::new();
-            p.extend_from_slice(&mix.to_le_bytes());
-            p.extend_from_slice(&copy.to_le_bytes());
-            p.extend_from_slice(&seek.to_le_bytes());
-            let mut d = MAGIC.to_vec();
-            d.extend_from_slice(&size.to_le_bytes());
-            d.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&p, 6));
-            d
-        };
-        let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
-        assert!(matches!(e, DeltaError::TooLong { limit: 10 }), "{e}");
-        assert!(e.to_string().contains("more than the target"), "{e}");
-        let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
-        assert!(matches!(e, DeltaError::ReadsPastOld), "{e}");
-        let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
-        assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
+        // Each forged record in both formats: v2's LZMA stream meets the same checks.
+        for v2 in [false, true] {
+            let forge = |mix: u64, copy: u64, seek: u64, size: u64| {
+                let mut p = Vec::new();
+                p.extend_from_slice(&mix.to_le_bytes());
+                p.extend_from_slice(&copy.to_le_bytes());
+                p.extend_from_slice(&seek.to_le_bytes());
+                let mut d = if v2 { MAGIC_V2 } else { MAGIC }.to_vec();
+                d.extend_from_slice(&size.to_le_bytes());
+                if v2 {
+                    d.extend_from_slice(&lzma_pack(&p).unwrap());
+                } else {
+                    d.extend_from_slice(&miniz_oxide::deflate::compress_to_vec_zlib(&p, 6));
+                }
+                d
+            };
+            let e = run(&old, &forge(0, u64::MAX, 0, 10), 10).unwrap_err();
+            assert!(matches!(e, DeltaError::TooLong { limit: 10 }), "{e}");
+            assert!(e.to_string().contains("more than the target"), "{e}");
+            let e = run(&old, &forge(200, 0, 0, 200), 200).unwrap_err();
+            assert!(matches!(e, DeltaError::ReadsPastOld), "{e}");
+            let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
+            assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
+        }
     }
 }

@@ -18,7 +18,7 @@ use svc::fsutil::Dir;
 /// `:end`.
 fn body(n: u64, len: usize) -> Vec<u8> {
     let mut b = format!("{n}:{len}:").into_bytes();
-    b.extend(std::iter::repeat((n % 251) as u8).take(len));
+    b.extend(std::iter::repeat_n((n % 251) as u8, len));
     b.extend_from_slice(b":end");
     b
 }

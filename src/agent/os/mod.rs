@@ -145,7 +145,7 @@ impl OsTrack {
         last_contact: Option<u64>,
     ) -> Option<Duration> {
         match self.state.as_ref()?.phase {
-            Phase::Gate { since, .. } if !last_contact.is_some_and(|t| t >= since) => {
+            Phase::Gate { since, .. } if last_contact.is_none_or(|t| t < since) => {
                 Some(gate.app_poll_every())
             }
             _ => None,
@@ -314,7 +314,7 @@ impl OsTrack {
                 format!("OS {version} is installed in slot {slot}; the reboot waits: {why}"),
                 false,
             );
-            if !self.kept_primary && !self.keep_retry_at.is_some_and(|t| f.clock.now < t) {
+            if !self.kept_primary && self.keep_retry_at.is_none_or(|t| f.clock.now >= t) {
                 match osimage::keep_primary(from_slot) {
                     Ok(marked) => {
                         self.kept_primary = true;
