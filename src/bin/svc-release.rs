@@ -264,33 +264,7 @@ fn run(args: &[String]) -> Result<(), Failure> {
                 );
             }
         }
-        "delta" => {
-            if o.positional.len() != 3 {
-                return Err(Failure::Usage("delta needs OLD NEW OUT".into()));
-            }
-            let read = |p: &String| {
-                verify::read_bounded(Path::new(p), MAX_BINARY).map_err(|e| format!("{p}: {e}"))
-            };
-            let (old, new) = (read(&o.positional[0])?, read(&o.positional[1])?);
-            // v1 unless asked: the format every agent with delta support reads.
-            let format = match o.format.as_deref() {
-                None => Format::V1,
-                Some(f) => Format::from_offer(Some(f)).ok_or_else(|| {
-                    Failure::Usage(format!("--format {f:?}: svc-delta-v1 or svc-delta-v2"))
-                })?,
-            };
-            let d = svc::update::delta::make(&old, &new, format).map_err(|e| e.to_string())?;
-            svc::fsutil::atomic_write(Path::new(&o.positional[2]), &d, 0o644)
-                .map_err(|e| format!("cannot write {}: {e}", o.positional[2]))?;
-            println!(
-                "{}: {} bytes ({:.1} % of {}), sha256 {}",
-                format.offer_name().unwrap_or("svc-delta-v1"),
-                d.len(),
-                100.0 * d.len() as f64 / new.len().max(1) as f64,
-                new.len(),
-                hex(&Sha256::digest(&d))
-            );
-        }
+        "delta" => delta(&o)?,
         "init" => {
             need(1, "the DIR")?;
             init(Path::new(&o.positional[0]))?;
@@ -319,6 +293,36 @@ fn run(args: &[String]) -> Result<(), Failure> {
         }
         other => return Err(Failure::Usage(format!("unknown command {other:?}"))),
     }
+    Ok(())
+}
+
+/// `delta OLD NEW OUT [--format F]`: one delta file, v1 unless asked.
+fn delta(o: &Opts) -> Result<(), Failure> {
+    if o.positional.len() != 3 {
+        return Err(Failure::Usage("delta needs OLD NEW OUT".into()));
+    }
+    let read = |p: &String| {
+        verify::read_bounded(Path::new(p), MAX_BINARY).map_err(|e| format!("{p}: {e}"))
+    };
+    let (old, new) = (read(&o.positional[0])?, read(&o.positional[1])?);
+    // v1 unless asked: the format every agent with delta support reads.
+    let format = match o.format.as_deref() {
+        None => Format::V1,
+        Some(f) => Format::from_offer(Some(f)).ok_or_else(|| {
+            Failure::Usage(format!("--format {f:?}: svc-delta-v1 or svc-delta-v2"))
+        })?,
+    };
+    let d = svc::update::delta::make(&old, &new, format).map_err(|e| e.to_string())?;
+    svc::fsutil::atomic_write(Path::new(&o.positional[2]), &d, 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", o.positional[2]))?;
+    println!(
+        "{}: {} bytes ({:.1} % of {}), sha256 {}",
+        format.offer_name().unwrap_or("svc-delta-v1"),
+        d.len(),
+        100.0 * d.len() as f64 / new.len().max(1) as f64,
+        new.len(),
+        hex(&Sha256::digest(&d))
+    );
     Ok(())
 }
 
