@@ -4,11 +4,11 @@
 # bluez needs that the image lacks. The image's recipe (and its cache key) stays as it is. The
 # packages are fetched with apt-get download from the mirror apt uses on the host (bookworm, as
 # the guest), once, into $LAB_CACHE/debs-bluez.
-# They reach the guest unpacked, as /lab/share/bluez.tar: every file of the five packages at
-# the path dpkg installs it to (`dpkg-deb -x`; the conffiles, bluetoothd's D-Bus policy among
+# They reach the guest unpacked, as /lab/share/bluez.tar (host_debs_tar: every file of the five
+# packages at the path dpkg installs it to, the conffiles, bluetoothd's D-Bus policy among
 # them, in place, not as dpkg --unpack's `.dpkg-new`). The guest extracts it and does what
 # bluez's maintainer scripts do that the scenario needs (the `bluetooth` group, /var/lib/bluetooth
-# 0700, ldconfig, one D-Bus reload): `dpkg -i` took ~36 s of the guest under TCG, mostly its
+# 0700, ldconfig, one D-Bus reload): `dpkg -i` took 36-60 s of the guest under TCG, mostly its
 # maintainer scripts (twenty dpkg-maintscript-helper runs, addgroup, update-rc.d and
 # deb-systemd-helper in Perl, a daemon-reload) for conffile moves from 2009 and init scripts.
 # Home Assistant's Improv client (#45): py-improv-ble-client with bleak and what they need, as
@@ -24,12 +24,7 @@ cache="${LAB_CACHE:?}/debs-bluez"
 fetch() { (cd "$1" && apt-get download "${pkgs[@]}") >&2; }
 host_cache_once "$cache" fetch
 [ "$(ls "$cache"/*.deb | wc -l)" = "${#pkgs[@]}" ] || { echo "prov-ble: expected ${#pkgs[@]} packages" >&2; exit 1; }
-tree="$LAB_WORK/bluez-root"
-mkdir -p "$tree"
-for d in "$cache"/*.deb; do dpkg-deb -x "$d" "$tree"; done
-# Top-level entries only (no "./": the guest's / keeps its own metadata).
-(cd "$tree" && tar -cf "$LAB_SHARE/bluez.tar" --owner=root --group=root -- *)
-rm -rf "$tree"
+host_debs_tar "$LAB_SHARE/bluez.tar" "$cache"/*.deb
 
 wheels=(
     "py-improv-ble-client==2.0.1 --hash=sha256:179e9ba910332d125b19c2463c670d58b66e4d2ec6805d2d4a183d3c775b3fcb"
