@@ -226,6 +226,16 @@ pub(crate) fn install(
     exe: &Path,
     sysctl: &mut dyn Systemctl,
 ) -> Result<InstallReport, InstallError> {
+    install_with(paths, exe, sysctl, systemd_running(paths))
+}
+
+/// `install`, with whether systemd runs (and so is asked to act) given: the tests' seam.
+fn install_with(
+    paths: &Paths,
+    exe: &Path,
+    sysctl: &mut dyn Systemctl,
+    systemd: bool,
+) -> Result<InstallReport, InstallError> {
     let version = env!("SVC_VERSION");
     let cached = paths.cache_dir().join(format!("svc-agent-{version}"));
     let link = paths.bin_link("svc-agent");
@@ -280,10 +290,11 @@ pub(crate) fn install(
     );
     let changed = before != after;
     let mut enabled = false;
-    if systemd_running(paths) {
-        if changed {
-            sysctl.run(&["daemon-reload"])?;
-        }
+    if systemd {
+        // No `daemon-reload` of our own: `enable` reloads systemd's configuration itself once
+        // its links are made (systemctl(1), unless `--no-reload`), and `--now` starts the
+        // unit after that reload, so the unit file written above is the one started. A
+        // second reload cost seconds on a slow machine and changed nothing.
         sysctl.run(&["enable", "--now", UNIT_NAME])?;
         enabled = true;
     }
@@ -302,10 +313,22 @@ pub(crate) fn uninstall(
     purge: bool,
     sysctl: &mut dyn Systemctl,
 ) -> Result<(), InstallError> {
+    uninstall_with(paths, purge, sysctl, systemd_running(paths))
+}
+
+/// `uninstall`, with whether systemd runs given: the tests' seam.
+fn uninstall_with(
+    paths: &Paths,
+    purge: bool,
+    sysctl: &mut dyn Systemctl,
+    systemd: bool,
+) -> Result<(), InstallError> {
     let unit = paths.unit_dir().join(UNIT_NAME);
-    if systemd_running(paths) && unit.exists() {
-        // The unit may already be stopped or disabled: that is not an error here.
-        let _ = sysctl.run(&["disable", "--now", UNIT_NAME]);
+    if systemd && unit.exists() {
+        // The unit may already be stopped or disabled: that is not an error here. No reload
+        // here (`--no-reload`): systemd still has the unit loaded to stop it, and the one
+        // reload below, after the files are gone, makes it forget the unit.
+        let _ = sysctl.run(&["disable", "--now", "--no-reload", UNIT_NAME]);
     }
     remove(&unit)?;
     let dropin = paths.unit_dir().join(DATA_PARTITION_DROPIN);
@@ -314,7 +337,7 @@ pub(crate) fn uninstall(
         // Only when empty: another drop-in of the administrator's stays.
         let _ = std::fs::remove_dir(d);
     }
-    if systemd_running(paths) {
+    if systemd {
         sysctl.run(&["daemon-reload"])?;
     }
     let state = paths.state_dir();
@@ -526,6 +549,51 @@ mod tests {
         assert!(!paths.state_dir().exists() && !r.unit.exists());
         uninstall(&paths, true, &mut rec).unwrap();
         assert!(!paths.credentials().exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// How many times these systemctl calls make systemd reload its configuration: each
+    /// `daemon-reload`, and each `enable`/`disable` without `--no-reload` (systemctl(1): they
+    /// reload by themselves once their links are made). A reload under TCG costs seconds.
+    fn reloads(calls: &[String]) -> usize {
+        calls
+            .iter()
+            .filter(|c| {
+                let words: Vec<&str> = c.split(' ').collect();
+                words[0] == "daemon-reload"
+                    || (matches!(words[0], "enable" | "disable") && !words.contains(&"--no-reload"))
+            })
+            .count()
+    }
+
+    #[test]
+    fn install_and_uninstall_ask_systemd_for_one_reload_each() {
+        let root = std::env::temp_dir().join(format!("svc-install-reload-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let paths = Paths::new(&root);
+        let exe = root.join("downloaded-svc-agent");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(&exe, b"\x7fELF binary").unwrap();
+        // A first install writes the unit: the one reload must come after it is written and
+        // before the start (`enable --now`: the links, the reload, then the start).
+        let mut rec = Recorder(Vec::new());
+        let r = install_with(&paths, &exe, &mut rec, true).unwrap();
+        assert!(r.changed && r.enabled, "{r:?}");
+        assert_eq!(reloads(&rec.0), 1, "first install: {:?}", rec.0);
+        assert_eq!(rec.0.last().unwrap(), "enable --now svc-agent.service");
+        // A second, identical install still enables and starts (a no-op for systemd).
+        let mut rec = Recorder(Vec::new());
+        assert!(!install_with(&paths, &exe, &mut rec, true).unwrap().changed);
+        assert_eq!(reloads(&rec.0), 1, "second install: {:?}", rec.0);
+        assert_eq!(rec.0.last().unwrap(), "enable --now svc-agent.service");
+        // Uninstall stops the unit while systemd still knows it, then reloads once, after the
+        // unit file is gone (so systemd forgets it).
+        let mut rec = Recorder(Vec::new());
+        uninstall_with(&paths, false, &mut rec, true).unwrap();
+        assert_eq!(reloads(&rec.0), 1, "uninstall: {:?}", rec.0);
+        assert!(rec.0[0].starts_with("disable --now"), "{:?}", rec.0);
+        assert_eq!(rec.0.last().unwrap(), "daemon-reload");
+        assert!(!r.unit.exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -144,6 +144,21 @@ host_guest_debs() {
     ) 8>"$st.lock"
 }
 
+# host_debs_tar OUT.tar DEB...: every file of the packages at the path dpkg installs it to
+# (`dpkg-deb -x`: modes, setuid bits and links as packaged; conffiles in place, not as dpkg
+# --unpack's `.dpkg-new`), owned by root, as one tar of top-level entries (no "./": the
+# guest's / keeps its own metadata). The guest extracts it with `tar -C /
+# --keep-directory-symlink --no-overwrite-dir -xf` and does itself what the packages'
+# maintainer scripts do that its scenario needs: under TCG `dpkg -i` spends tens of seconds in
+# maintainer scripts (Perl helpers, daemon-reloads, conffile moves of old releases).
+host_debs_tar() {
+    local out="$1" tree; shift
+    tree="$(mktemp -d "${LAB_WORK:?}/debs-tree.XXXXXX")"
+    for d in "$@"; do dpkg-deb -x "$d" "$tree"; done
+    (cd "$tree" && tar -cf "$out" --owner=root --group=root -- *)
+    rm -rf "$tree"
+}
+
 # host_cache_once DIR FUNCTION [ARG...]: DIR, made once by `FUNCTION ARG... TMP` into a
 # temporary folder beside it and moved in whole with a `complete` mark, then shared. The hooks
 # of scenarios that run side by side wait for the one that makes it: a folder replaced while

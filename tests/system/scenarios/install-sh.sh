@@ -26,7 +26,13 @@ JSON
 rm -rf /opt/svc /etc/svc.json
 
 # A user with sudo rights (Debian's sudo and sudoers: env_reset on).
-lab_check "sudo installed" dpkg -i /lab/share/sudo_*.deb
+# Debian's sudo, unpacked by the host hook; what its postinst does that matters here: the
+# sudoers file root's and 0440, sudo's tmpfiles line.
+lab_check "sudo unpacked" tar -C / --keep-directory-symlink --no-overwrite-dir -xf /lab/share/sudo.tar
+chown root:root /etc/sudoers && chmod 440 /etc/sudoers
+lab_check "sudo's runtime directory" systemd-tmpfiles --create sudo.conf
+lab_check "sudo installed, setuid root" sh -c 'test -u /usr/bin/sudo && test "$(stat -c %U:%G /usr/bin/sudo)" = root:root'
+lab_check "sudoers 0440 root" test "$(stat -c '%a %U' /etc/sudoers)" = "440 root"
 id lab >/dev/null 2>&1 || useradd -m -s /bin/sh lab
 echo 'lab ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/lab
 chmod 0440 /etc/sudoers.d/lab

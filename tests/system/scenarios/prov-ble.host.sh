@@ -1,10 +1,16 @@
 #!/bin/bash
 # Host side of prov-ble: the guest image has no Bluetooth stack, so the host hands it Debian's
 # own bluez (bluetoothd, btmgmt, gatttool), bluez-test-tools (btvirt) and the two libraries
-# bluez needs that the image lacks, as .deb files in /lab/share/debs (installed with dpkg in
-# the guest). The image's recipe (and its cache key) stays as it is. The packages are fetched
-# with apt-get download from the mirror apt uses on the host (bookworm, as the guest), once,
-# into $LAB_CACHE/debs-bluez.
+# bluez needs that the image lacks. The image's recipe (and its cache key) stays as it is. The
+# packages are fetched with apt-get download from the mirror apt uses on the host (bookworm, as
+# the guest), once, into $LAB_CACHE/debs-bluez.
+# They reach the guest unpacked, as /lab/share/bluez.tar (host_debs_tar: every file of the five
+# packages at the path dpkg installs it to, the conffiles, bluetoothd's D-Bus policy among
+# them, in place, not as dpkg --unpack's `.dpkg-new`). The guest extracts it and does what
+# bluez's maintainer scripts do that the scenario needs (the `bluetooth` group, /var/lib/bluetooth
+# 0700, ldconfig, one D-Bus reload): `dpkg -i` took 36-60 s of the guest under TCG, mostly its
+# maintainer scripts (twenty dpkg-maintscript-helper runs, addgroup, update-rc.d and
+# deb-systemd-helper in Perl, a daemon-reload) for conffile moves from 2009 and init scripts.
 # Home Assistant's Improv client (#45): py-improv-ble-client with bleak and what they need, as
 # wheels for the guest's CPython 3.11 on x86_64, unpacked into /lab/share/improv-client (the
 # guest has no pip, and PyPI is reachable from the host only). Pinned by version
@@ -17,9 +23,8 @@ pkgs=(bluez bluez-test-tools libasound2 libasound2-data libdw1)
 cache="${LAB_CACHE:?}/debs-bluez"
 fetch() { (cd "$1" && apt-get download "${pkgs[@]}") >&2; }
 host_cache_once "$cache" fetch
-mkdir -p "$LAB_SHARE/debs"
-cp "$cache"/*.deb "$LAB_SHARE/debs/"
-[ "$(ls "$LAB_SHARE/debs" | wc -l)" = "${#pkgs[@]}" ] || { echo "prov-ble: expected ${#pkgs[@]} packages" >&2; exit 1; }
+[ "$(ls "$cache"/*.deb | wc -l)" = "${#pkgs[@]}" ] || { echo "prov-ble: expected ${#pkgs[@]} packages" >&2; exit 1; }
+host_debs_tar "$LAB_SHARE/bluez.tar" "$cache"/*.deb
 
 wheels=(
     "py-improv-ble-client==2.0.1 --hash=sha256:179e9ba910332d125b19c2463c670d58b66e4d2ec6805d2d4a183d3c775b3fcb"

@@ -17,8 +17,20 @@ lab_netns_radio wlan1 home
 lab_ap home wlan1 lab-home "$psk" 192.168.77 internet
 lab_no_ethernet
 
-# The Bluetooth stack: Debian's packages from the host hook, two virtual controllers.
-dpkg -i /lab/share/debs/*.deb > /tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; lab_fail "bluez did not install"; }
+# The Bluetooth stack: Debian's packages from the host hook, unpacked there (prov-ble.host.sh
+# says why not dpkg -i), two virtual controllers. Existing directory links (/bin, /lib: merged
+# /usr) and directories' metadata stay as they are, as dpkg leaves them.
+t_pkgs=$(lab_ms)
+tar -C / --keep-directory-symlink --no-overwrite-dir -xf /lab/share/bluez.tar || lab_fail "bluez did not unpack"
+# What bluez's maintainer scripts do that matters here: the group its D-Bus policy names, its
+# state directory (preinst), the new libraries' cache (libasound2's and libdw1's trigger), and a
+# D-Bus reload so that the policy letting bluetoothd own org.bluez is in force (postinst).
+getent group bluetooth > /dev/null || groupadd --system bluetooth || lab_fail "group bluetooth"
+install -m 700 -d /var/lib/bluetooth
+ldconfig
+systemctl reload dbus || lab_fail "D-Bus did not reload its configuration (bluez's policy)"
+lab_check "bluez's D-Bus policy is in place" test -s /etc/dbus-1/system.d/bluetooth.conf
+lab_log "figure: bluez unpacked and configured in $(( $(lab_ms) - t_pkgs )) ms"
 for m in crc16 rfkill ecc ecdh_generic af_alg algif_hash algif_skcipher cmac ecb bluetooth hci_vhci; do
     modprobe "$m" || lab_fail "module $m"
 done
@@ -47,7 +59,8 @@ two_ctrls() {
     done
     return 1
 }
-systemctl start bluetooth
+systemctl start bluetooth || lab_fail "bluetooth.service did not start"
+lab_check "bluetoothd owns org.bluez on the system bus" busctl status org.bluez
 n=0
 for try in 1 2 3; do
     btvirt -l2 -L > /tmp/btvirt.log 2>&1 &
@@ -217,8 +230,10 @@ lab_check "one network received over BLE" test "$(grep -c 'BLE: network "lab-hom
 journalctl --sync
 hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
 secret=$(cat /opt/svc/improv/label-secret)
+# The journal read once for the three secrets (each read is seconds under TCG).
+journalctl -b -o cat > /tmp/journal-1.txt
 for s in "$psk" "$(hex "$psk")" "$secret"; do
-    if grep -qi -- "$s" /tmp/provision.log || journalctl -b -o cat | grep -qi -- "$s"; then
+    if grep -qi -- "$s" /tmp/provision.log /tmp/journal-1.txt; then
         lab_fail "a secret (the pass key or the label secret) reached the logs"
     fi
 done
@@ -373,8 +388,9 @@ lab_check "the press authorized the waiting connection" grep -q "BLE: button pre
 lab_check "one network received over BLE from the standard client" test "$(grep -c 'BLE: network "lab-home" received' /tmp/provision-ha.log)" = 1
 lab_check "no hotspot this time either" sh -c '! grep -q "state: hotspot" /tmp/provision-ha.log'
 journalctl --sync
+journalctl -b -o cat > /tmp/journal-2.txt
 for s in "$psk" "$(hex "$psk")" "$secret"; do
-    if grep -qi -- "$s" /tmp/provision-ha.log || journalctl -b -o cat | grep -qi -- "$s"; then
+    if grep -qi -- "$s" /tmp/provision-ha.log /tmp/journal-2.txt; then
         lab_fail "a secret (the pass key or the label secret) reached the logs"
     fi
 done
@@ -385,4 +401,11 @@ lab_log "figure: provisioning start to Improv service registered: $(( t_up - t_s
 lab_log "figure: BLE submit (Wi-Fi settings written) to provisioned read over GATT (online): $(( t_prov - t_submit )) ms"
 lab_log "figure: provisioning PSS with the Improv BLE service up: $pss KiB (RSS $rss KiB)"
 lab_log "figure: provisioning PSS, DPP on, BLE disabled: $(cat /tmp/pss-false) KiB; BLE up: $(cat /tmp/pss-true) KiB"
-lab_log "figure: standard client (py-improv-ble-client): press to authorized $(( $(awk '/^SUBMIT/ {print $2}' /tmp/client-ha.log) - $(awk '/^PRESS/ {print $2}' /tmp/client-ha.log) )) ms; submit to provisioned $(( $(awk '/^PROVISIONED/ {print $2}' /tmp/client-ha.log) - $(awk '/^SUBMIT/ {print $2}' /tmp/client-ha.log) )) ms; agent start to provisioned $(( $(awk '/^PROVISIONED/ {print $2}' /tmp/client-ha.log) - t_ha )) ms"
+ha_press=$(awk '/^PRESS/ {t = $2} END {print t}' /tmp/client-ha.log)
+ha_submit=$(awk '/^SUBMIT/ {t = $2} END {print t}' /tmp/client-ha.log)
+ha_prov=$(awk '/^PROVISIONED/ {t = $2} END {print t}' /tmp/client-ha.log)
+if [ -n "$ha_prov" ]; then
+    lab_log "figure: standard client (py-improv-ble-client): press to authorized $(( ha_submit - ha_press )) ms; submit to provisioned $(( ha_prov - ha_submit )) ms; agent start to provisioned $(( ha_prov - t_ha )) ms"
+else # the emulated link dropped before the client heard "provisioned" (the machine's log said it)
+    lab_log "figure: standard client (py-improv-ble-client): press to authorized $(( ha_submit - ha_press )) ms; submit to provisioned: not heard by the client (its link dropped)"
+fi
