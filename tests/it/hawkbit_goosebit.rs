@@ -110,8 +110,11 @@ impl GooseBit {
                 if gb.child.try_wait().unwrap().is_some() {
                     break;
                 }
+                // Ours: another test's gooseBit may have taken the port and answer there.
                 let url = format!("http://127.0.0.1:{port}/DEFAULT/controller/v1/probe");
-                if minreq::get(url).with_timeout(5).send().is_ok() {
+                if crate::common::listen::listens_on(gb.child.id(), port)
+                    && minreq::get(url).with_timeout(5).send().is_ok()
+                {
                     return gb;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(250));

@@ -1,4 +1,5 @@
 pub mod https;
+pub mod listen;
 pub mod nginx;
 pub mod sandbox;
 pub mod testca;

@@ -91,7 +91,10 @@ impl Nginx {
                 if child.try_wait().unwrap().is_some() {
                     break;
                 }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // Ours, not another test's nginx that took the port first.
+                if super::listen::listens_on(child.id(), port)
+                    && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                {
                     return Nginx {
                         url: format!("https://localhost:{port}"),
                         child,
