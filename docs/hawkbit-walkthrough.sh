@@ -20,9 +20,9 @@ export GOOSEBIT_POLL_TIME=00:00:05 # how often devices poll; gooseBit's default 
 echo $! >goosebit.pid
 trap 'kill "$(cat "$WORK/goosebit.pid")"' EXIT
 S=http://127.0.0.1:$PORT
-# Ready once it says it listens (another server already on PORT would answer a curl too).
+# Ready once it is the one listening on PORT (another server there would answer a curl too).
 n=0
-until grep -q "Uvicorn running on" goosebit.log && curl -fsS "$S/DEFAULT/controller/v1/$ID" >/dev/null 2>&1; do
+until ss -Hltnp "sport = :$PORT" | grep -q "pid=$(cat goosebit.pid)," && curl -fsS "$S/DEFAULT/controller/v1/$ID" >/dev/null 2>&1; do
 	kill -0 "$(cat goosebit.pid)" 2>/dev/null || { echo "gooseBit exited (port $PORT taken?): $WORK/goosebit.log" >&2; exit 1; }
 	n=$((n + 1)); [ $n -lt 240 ] || { echo "gooseBit did not start: $WORK/goosebit.log" >&2; exit 1; }
 	sleep 0.5

@@ -42,7 +42,13 @@ fn a_server_is_up_only_when_it_listens_on_its_port_itself() {
     let holder = crate::common::listen::listens_on(std::process::id(), port);
     let _ = ours.kill();
     let _ = ours.wait();
-    assert!(answers, "the port answers (what the old readiness check took for ours)");
-    assert!(!is_ours, "a process that holds no socket on the port is not the server there");
+    assert!(
+        answers,
+        "the port answers (what the old readiness check took for ours)"
+    );
+    assert!(
+        !is_ours,
+        "a process that holds no socket on the port is not the server there"
+    );
     assert!(holder, "the process that holds the listening socket is");
 }
