@@ -560,6 +560,23 @@ mod tests {
         })
     }
 
+    /// A Wi-Fi interface (`wlan0` with a wpa_supplicant control folder) and `nmcli` the
+    /// script `script(dir)` makes, in a fresh folder of the test's `name`: the Nmcli to drive.
+    fn fake_wifi(name: &str, script: impl FnOnce(&Path) -> String) -> (PathBuf, Nmcli) {
+        let dir = std::env::temp_dir().join(format!("svc-eap-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ctrl")).unwrap();
+        std::fs::create_dir_all(dir.join("net/wlan0/phy80211")).unwrap();
+        let prog = dir.join("nmcli");
+        std::fs::write(&prog, script(&dir)).unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut nm = Nmcli::new(dir.join("conns"), dir.join("eap"));
+        nm.program = prog;
+        nm.wpa_ctrl_dir = dir.join("ctrl");
+        nm.sys_net = dir.join("net");
+        (dir, nm)
+    }
+
     /// Seen in the lab (prov-eap): nmcli fails an untrusted RADIUS certificate and an
     /// expired client certificate with "Secrets were required, but not provided", as it
     /// fails a wrong password, so the status blamed the password for all three. With
@@ -567,21 +584,9 @@ mod tests {
     /// subject (its text is the server's choice) stays out of the error.
     #[test]
     fn each_802_1x_failure_gets_its_own_reason_from_wpa_supplicant() {
-        let dir = std::env::temp_dir().join(format!("svc-eap-why-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("ctrl")).unwrap();
-        std::fs::create_dir_all(dir.join("net/wlan0/phy80211")).unwrap();
-        let prog = dir.join("nmcli");
-        std::fs::write(
-            &prog,
-            "#!/bin/sh\necho 'Error: Connection activation failed: Secrets were required, but not provided' >&2\nexit 4\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut nm = Nmcli::new(dir.join("conns"), dir.join("eap"));
-        nm.program = prog;
-        nm.wpa_ctrl_dir = dir.join("ctrl");
-        nm.sys_net = dir.join("net");
+        let (dir, mut nm) = fake_wifi("why", |_| {
+            "#!/bin/sh\necho 'Error: Connection activation failed: Secrets were required, but not provided' >&2\nexit 4\n".to_string()
+        });
         let cases = [
             (
                 vec![
@@ -644,14 +649,7 @@ mod tests {
     /// up` waits, as NetworkManager does, until the activation is stopped or its own 25 s.
     #[test]
     fn a_refused_802_1x_network_is_given_up_at_once() {
-        let dir = std::env::temp_dir().join(format!("svc-eap-abort-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("ctrl")).unwrap();
-        std::fs::create_dir_all(dir.join("net/wlan0/phy80211")).unwrap();
-        let prog = dir.join("nmcli");
-        let (calls, down) = (dir.join("calls"), dir.join("down"));
-        std::fs::write(
-            &prog,
+        let (dir, mut nm) = fake_wifi("abort", |dir| {
             format!(
                 r#"#!/bin/sh
 echo "$*" >> '{calls}'
@@ -667,16 +665,11 @@ else
 fi
 exit 4
 "#,
-                calls = calls.display(),
-                down = down.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut nm = Nmcli::new(dir.join("conns"), dir.join("eap"));
-        nm.program = prog;
-        nm.wpa_ctrl_dir = dir.join("ctrl");
-        nm.sys_net = dir.join("net");
+                calls = dir.join("calls").display(),
+                down = dir.join("down").display()
+            )
+        });
+        let calls = dir.join("calls");
         let t = stand_in_supplicant(
             &dir.join("ctrl/wlan0"),
             vec![
