@@ -19,8 +19,11 @@ offline=8 retry=12 tick=2
 # offline_timeout + NM_CONNECTING_HOLD (120) + NM_RETRY_GRACE (15) + retry_networks + 3 ticks.
 bound=$(( offline + 120 + 15 + retry + 3 * tick ))
 # The hotspot may come up just after a return (the offline timeout runs from the loss, and
-# NetworkManager has not seen the AP again yet); it must be down by its second retry.
-hotspot_bound=$(( offline + 2 * retry + 2 * tick ))
+# NetworkManager has not seen the AP again yet); it must be down by its second retry: at
+# most two failed retries ("not available" in the agent's log) after the return, the one
+# under way as the AP came back and one more. Counted, not timed: under load each retry's
+# nmcli takes longer, the count does not change.
+max_failed_retries=2
 lab_radios 2
 lab_netns_radio wlan1 home
 # hostapd with a control interface (for the radio's off and on).
@@ -56,7 +59,7 @@ moments=(3 hotspot 0 6 hotspot+5 1 hotspot hotspot+10)
 if [ "$(cat /lab/share/flaps)" = 20 ]; then
     moments=(3 hotspot 0 6 hotspot+5 1 hotspot 8 2 hotspot+10 4 hotspot 0 5 hotspot+3 7 hotspot 2 hotspot+8 1)
 fi
-backs=() hotspot_max=0 hotspot_flaps=0
+backs=() hotspot_max=0 hotspot_flaps=0 failed_max=0
 for i in "${!moments[@]}"; do
     n=$((i + 1)) m="${moments[$i]}"
     if [ $((i % 2)) = 0 ]; then how="hostapd stopped"; ap_stop
@@ -70,6 +73,7 @@ for i in "${!moments[@]}"; do
     esac
     if [ "$how" = "hostapd stopped" ]; then lab_ap_up home; else lab_check "flap $n: AP on" ap_cli enable; fi
     t_on=$(lab_ms)
+    mark=$(wc -l < /tmp/provision.log)
     ap_until=""
     until on_home; do
         now=$(lab_ms)
@@ -86,14 +90,17 @@ for i in "${!moments[@]}"; do
     hs=0
     [ -n "$ap_until" ] && hs=$((ap_until - t_on))
     [ "$hs" -gt "$hotspot_max" ] && hotspot_max=$hs
-    if [ $((hs / 1000)) -gt "$hotspot_bound" ]; then
-        lab_fail "flap $n: hotspot mode ${hs} ms after lab-home returned (more than two retries, ${hotspot_bound}s)"
+    failed=$(tail -n +"$((mark + 1))" /tmp/provision.log | grep -c ' not available: ' || true)
+    [ "$failed" -gt "$failed_max" ] && failed_max=$failed
+    if [ "$failed" -gt "$max_failed_retries" ]; then
+        tail -n +"$((mark + 1))" /tmp/provision.log
+        lab_fail "flap $n: $failed failed retries after lab-home returned (the hotspot must be down by its second)"
     fi
-    lab_log "flap $n ($how, back at '$m'): on lab-home ${back} ms after the AP returned; hotspot after the return ${hs} ms"
+    lab_log "flap $n ($how, back at '$m'): on lab-home ${back} ms after the AP returned; hotspot after the return ${hs} ms, $failed failed retries"
 done
 lab_check "the hotspot is down" sh -c '! iw dev wlan0 info | grep -q "type AP"'
 kill "$prov"; wait "$prov" || true
 grep -c "state: hotspot" /tmp/provision.log | sed 's/^/hotspot starts: /'
 mapfile -t sorted < <(printf '%s\n' "${backs[@]}" | sort -n)
-lab_log "figure: ${#backs[@]} flaps ($hotspot_flaps with the hotspot up), 0 strandings; time back p50 ${sorted[$(( ${#sorted[@]} / 2 ))]} ms, max ${sorted[-1]} ms (bound ${bound} s); hotspot after a return at most ${hotspot_max} ms (bound ${hotspot_bound} s)"
+lab_log "figure: ${#backs[@]} flaps ($hotspot_flaps with the hotspot up), 0 strandings; time back p50 ${sorted[$(( ${#sorted[@]} / 2 ))]} ms, max ${sorted[-1]} ms (bound ${bound} s); hotspot after a return at most ${hotspot_max} ms, at most $failed_max failed retries after a return (bound $max_failed_retries)"
 lab_log "figure: times back (ms): ${backs[*]}"
