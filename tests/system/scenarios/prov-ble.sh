@@ -260,6 +260,7 @@ from bleak import BleakScanner
 from bleak.exc import BleakError
 from bleak_retry_connector import BleakConnectionError
 from improv_ble_client import ImprovBLEClient, State, device_filter
+from improv_ble_client.errors import Disconnected, NotConnected
 addr, ssid, psk, adapter, provlog = sys.argv[1:6]
 logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # DEBUG would log the pass key
 def ms():
@@ -300,7 +301,10 @@ async def main():
         if dev.address.upper() == addr.upper() and device_filter(adv) and not found.done():
             found.set_result((dev, adv))
     async with BleakScanner(seen, bluez={"adapter": adapter}):
-        dev, adv = await asyncio.wait_for(found, 120)
+        try:
+            dev, adv = await asyncio.wait_for(found, 120)
+        except asyncio.TimeoutError:
+            sys.exit(f"no Improv advertisement from {addr} on {adapter} in 120 s")
     say("ok: found the machine's Improv advertisement on", adapter)
     # The emulated controllers sometimes drop a link (the first one often at once), and
     # bleak's client object then refuses to connect again ("already connected"): a fresh
@@ -324,6 +328,21 @@ async def main():
             events[s].set()
         return states, events, on_state
     received = 'BLE: network "lab-home" received'
+    # A dropped link shows as one of these (the library's own, bleak's, or its DISCONNECTED
+    # state notified while a step waits), whichever layer noticed first.
+    class Dropped(Exception):
+        pass
+    link_lost = (BleakError, BleakConnectionError, Disconnected, NotConnected, Dropped)
+    async def until(events, state, secs, what):
+        waits = [asyncio.ensure_future(events[s].wait()) for s in (state, State.DISCONNECTED)]
+        await asyncio.wait(waits, timeout=secs, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        if events[state].is_set():
+            return
+        if events[State.DISCONNECTED].is_set():
+            raise Dropped(f"the link dropped waiting for {state.name}")
+        sys.exit(what)
     # A user's go: connect, press the button when asked, submit. A link that drops before
     # the machine has the network is a new go (a fresh client, a new press: authorization
     # is per connection); one that drops after it is reconnected to read the result.
@@ -334,29 +353,19 @@ async def main():
             sys.exit("the client did not see 'authorization required'")
         try:
             await client.subscribe_state_updates(on_state)  # the current state, then changes
-            await asyncio.wait_for(events[State.AUTHORIZATION_REQUIRED].wait(), 10)
+            await until(events, State.AUTHORIZATION_REQUIRED, 10, "no 'authorization required' within 10 s of subscribing")
             say(f"PRESS {ms()}")
             press()
-            try:
-                await asyncio.wait_for(events[State.AUTHORIZED].wait(), 60)
-            except asyncio.TimeoutError:
-                sys.exit("not authorized within 60 s of the press")
+            await until(events, State.AUTHORIZED, 60, "not authorized within 60 s of the press")
             say(f"SUBMIT {ms()}")
             await asyncio.wait_for(client.provision(ssid, psk, None), 300)
-            ends = [asyncio.ensure_future(events[s].wait()) for s in (State.PROVISIONED, State.DISCONNECTED)]
-            await asyncio.wait(ends, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-            for e in ends:
-                e.cancel()
-            if not events[State.PROVISIONED].is_set():
-                if not events[State.DISCONNECTED].is_set():
-                    sys.exit("no 'provisioned' within 60 s of the machine's answer")
-                raise BleakError("the link dropped before 'provisioned' was notified")
+            await until(events, State.PROVISIONED, 60, "no 'provisioned' within 60 s of the machine's answer")
             say(f"PROVISIONED {ms()}")
             if states != want:
                 sys.exit(f"states {[s.name for s in states]}, want {[s.name for s in want]}")
             say("ok: states as the client saw them:", " -> ".join(s.name for s in states))
             return
-        except (BleakError, BleakConnectionError) as e:
+        except link_lost as e:
             if received not in open(provlog, errors="replace").read():
                 say(f"go {go + 1}: the link dropped before the machine had the network: {e!r}")
                 await asyncio.sleep(2)
