@@ -536,7 +536,10 @@ impl Patcher<'_> {
 }
 
 /// [`apply`] from file to file (the `apply-delta` command, benches/delta.sh). The old file is
-/// read whole: at most `max_old` bytes.
+/// read whole: at most `max_old` bytes. OUT is written as the agent writes every file: a
+/// fresh temp file beside it (0644: not executable until its hash is checked), renamed over
+/// OUT once whole, so a link planted at OUT is replaced, never written through, and a
+/// refused delta leaves OUT as it was.
 pub fn apply_files(
     old: &Path,
     patch: &Path,
@@ -551,14 +554,24 @@ pub fn apply_files(
     p.read_exact(&mut header)
         .map_err(|_| DeltaError::NoHeader)?;
     let size = u64::from_le_bytes(header[8..16].try_into().unwrap_or([0; 8]));
-    let mut o = io::BufWriter::new(
-        File::create(out).map_err(|e| DeltaError::Io(format!("creating {}", out.display()), e))?,
-    );
-    let mut whole = io::Cursor::new(header).chain(p);
-    let applied = apply(&old_bytes, &mut whole, &mut o, size)?;
-    o.flush()
-        .map_err(|e| DeltaError::Io(format!("writing {}", out.display()), e))?;
-    Ok(applied)
+    let (f, tmp) = crate::fsutil::create_temp(out, 0o644)
+        .map_err(|e| DeltaError::Io(format!("creating a temp file beside {}", out.display()), e))?;
+    let written = (|| {
+        let mut o = io::BufWriter::new(f);
+        let mut whole = io::Cursor::new(header).chain(p);
+        let applied = apply(&old_bytes, &mut whole, &mut o, size)?;
+        let io_err = |e| DeltaError::Io(format!("writing {}", out.display()), e);
+        o.into_inner()
+            .map_err(|e| io_err(e.into_error()))?
+            .sync_all()
+            .map_err(io_err)?;
+        crate::fsutil::durable_rename(&tmp, out).map_err(io_err)?;
+        Ok(applied)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Most bytes of the running binary read to apply a delta to it.
@@ -922,5 +935,64 @@ mod tests {
             let e = run(&old, &forge(0, 0, 1 << 63 | 5, 10), 10).unwrap_err();
             assert!(matches!(e, DeltaError::SeeksOutside), "{e}");
         }
+    }
+
+    /// `apply-delta OUT`: a link planted at OUT is replaced, not written through; a refused
+    /// delta leaves OUT as it was and no temp file beside it.
+    #[test]
+    fn apply_files_replaces_a_link_at_out_and_keeps_out_on_a_refusal() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("svc-delta-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = sample(50_000, 1);
+        let mut new = old.clone();
+        new[100..110].copy_from_slice(b"0123456789");
+        let (old_p, patch, out, victim) = (
+            dir.join("old"),
+            dir.join("patch"),
+            dir.join("out"),
+            dir.join("victim"),
+        );
+        std::fs::write(&old_p, &old).unwrap();
+        std::fs::write(&patch, make(&old, &new, Format::V2).unwrap()).unwrap();
+        std::fs::write(&victim, b"keep").unwrap();
+        symlink(&victim, &out).unwrap();
+        let a = apply_files(&old_p, &patch, &out, 1 << 20).unwrap();
+        assert_eq!(a.size, new.len() as u64);
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"keep",
+            "written through the link"
+        );
+        assert!(!std::fs::symlink_metadata(&out)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&out).unwrap(), new);
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+
+        let mut bad = std::fs::read(&patch).unwrap();
+        let n = bad.len();
+        bad.truncate(n - 5);
+        std::fs::write(&patch, bad).unwrap();
+        assert!(apply_files(&old_p, &patch, &out, 1 << 20).is_err());
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            new,
+            "a refused delta changed OUT"
+        );
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["old", "out", "patch", "victim"],
+            "a temp file was left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
