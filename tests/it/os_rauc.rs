@@ -671,7 +671,7 @@ fn an_app_back_late_in_the_gate_is_reached_before_its_deadline() {
     // The app away for the new slot's boot: every poll fails, the backoff grows.
     let (answer, away) = (m.sb.app.join("poll.json"), m.sb.app.join("poll.json.away"));
     std::fs::rename(&answer, &away).unwrap();
-    m.boot(false, &[("SVC_AGENT_OS_GATE_SECS", "200")]);
+    m.boot(false, &[("SVC_AGENT_OS_GATE_SECS", "100")]);
     let os_json = m.sb.root.join("opt/svc/os.json");
     let mut since = 0;
     wait_for("the gate on the new slot (os.json)", 120, || {
@@ -682,15 +682,16 @@ fn an_app_back_late_in_the_gate_is_reached_before_its_deadline() {
         since = v["phase"]["since"].as_u64().unwrap_or(0);
         v["phase"]["name"] == "gate"
     });
-    // The input: the app returns 180 s into the 200 s gate, when the backoff's next try may
-    // be minutes away (the fix polls at least every 10 s here).
+    // The input: the app returns 80 s into the 100 s gate, when the backoff's next try may
+    // be a minute or more away (its eighth try waits 1-128 s; the fix polls
+    // at least every 10 s here).
     let now = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs()
     };
-    wait_for("180 s of the gate to pass", 300, || now() >= since + 180);
+    wait_for("80 s of the gate to pass", 200, || now() >= since + 80);
     std::fs::rename(&away, &answer).unwrap();
     wait_for("the gate's verdict", 200, || {
         m.reboots() >= 2 || m.os()["version"] == "2.0"
