@@ -51,6 +51,9 @@
 # passing runs. Prints one PASS/FAIL line per scenario and `system: N passed, M failed`.
 set -euo pipefail
 
+case "${1:-}" in
+    -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 export LAB_CACHE="${LAB_CACHE:-$here/.cache}"
