@@ -131,18 +131,21 @@ fi
 
 # 6. The library tests on aarch64, under qemu (binfmt is not registered here: the runner
 #    calls qemu explicitly). Integration tests spawn the binaries and need binfmt; the
-#    x86_64 tier runs them. Without debug info (nobody debugs these under qemu; the build is
-#    cold in every test run and its own target folder, so no other build is invalidated).
+#    x86_64 tier runs them, and the arm64 lab machine runs the binaries themselves. The
+#    config rules' integration suite is not built for aarch64: it is the library's parser
+#    through its public API, which the library tests here cover, and building the whole
+#    integration crate for it was a single-core compile in every run. Without debug info
+#    (nobody debugs these under qemu; the build is cold in every test run and its own target
+#    folder, so no other build is invalidated).
 if CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar \
 	CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static \
-	sh -c 'cargo test --locked --target aarch64-unknown-linux-musl --lib -q &&
-		cargo test --locked --target aarch64-unknown-linux-musl --test it -q config_rules::' >"$T/qemu-tests.log" 2>&1; then
-	ok "library and config tests under qemu-aarch64-static ($(grep -c '^test result: ok' "$T/qemu-tests.log") suites)"
+	cargo test --locked --target aarch64-unknown-linux-musl --lib -q >"$T/qemu-tests.log" 2>&1; then
+	ok "library tests under qemu-aarch64-static: $(grep '^test result: ok' "$T/qemu-tests.log")"
 else
 	tail -n 30 "$T/qemu-tests.log"
-	bad "library and config tests under qemu-aarch64-static"
+	bad "library tests under qemu-aarch64-static"
 fi
 
 # 7. The installed footprint: `svc-agent install` into a sandbox root.
