@@ -21,6 +21,10 @@
 #   <name>.fourth.sh a fourth boot: the final phase too ends with @@POWERCUT@@ (two cuts after
 #                    a reboot, e.g. os-rauc-powercut), then <name>.fourth.sh (phase "fourth").
 # `# lab-timeout: SECONDS` in a scenario sets its per-phase time limit (default 480).
+# `# lab-root: ro` boots every phase after the main one with the root read-only from the
+# kernel command line (`ro`), as a read-only image's boot loader says: the main phase makes
+# the image (its fstab mounts / read-only), and a remount of a root booted `rw` can fail at
+# boot (EBUSY while something still writes to it) and leave it writable.
 # `# lab-needs: v2` puts 0.2.0 builds of both binaries in /lab/share/v2/ (update scenarios).
 # `# lab-needs: usb` gives the guest a USB controller (qemu-xhci, id xhci) and the host a QEMU
 # monitor socket at $LAB_WORK/monitor.sock, so that a host hook can hot-plug disks
@@ -179,7 +183,8 @@ kill_host_pids() { # kill exactly the processes a host hook recorded
 # panic before userspace ("IO-APIC + timer doesn't work!"), as cloud images also avoid.
 machine() {
     local work="$1" phase="$2" slot="${3:-a}" data_drive=() slot_drive=()
-    local rootdev=/dev/vda letters=(a b c d e)
+    local rootdev=/dev/vda letters=(a b c d e) mode=rw
+    [ "$phase" != main ] && [ "${root_ro:-0}" = 1 ] && mode=ro
     [ -f "$work/data.img" ] && data_drive=(-drive "file=$work/data.img,format=raw,if=virtio")
     if [ -f "$work/root-b.qcow2" ]; then
         slot_drive=(-drive "file=$work/root-b.qcow2,format=qcow2,if=virtio")
@@ -192,7 +197,7 @@ machine() {
     qargs=("${machine_args[@]}" -accel tcg -smp "${LAB_SMP:-2}" -m 1024
         -nodefaults -no-user-config -display none "${monitor[@]}" -no-reboot
         -kernel "$image/vmlinuz" -initrd "$image/initrd-small.img"
-        -append "console=$tty root=$rootdev rw quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot$kernel_args"
+        -append "console=$tty root=$rootdev $mode quiet no_timer_check systemd.show_status=0 panic=-1 svc.lab.phase=$phase svc.lab.slot=$slot$kernel_args"
         -drive "file=$work/root.qcow2,format=qcow2,if=virtio"
         -drive "file=$work/lab.img,format=raw,if=virtio"
         "${data_drive[@]}" "${slot_drive[@]}"
@@ -342,6 +347,7 @@ for name in "${scenarios[@]}"; do
     limit="$(sed -n 's/^# lab-timeout: *\([0-9]\+\).*/\1/p' "$script" | head -n1)"; limit="${limit:-480}"
     [ "$LAB_ARCH" = amd64 ] || limit=$((limit * 2))
     usb=0; grep -q '^# lab-needs: usb' "$script" && usb=1
+    root_ro=0; grep -q '^# lab-root: ro' "$script" && root_ro=1
 
     mkdir -p "$LAB_CACHE/runs"
     work="$(mktemp -d "$LAB_CACHE/runs/$shown$name.XXXXXX")"

@@ -10,6 +10,7 @@
 # lab-timeout: 480
 # lab-needs: v2
 # lab-needs: data-disk
+# lab-root: ro
 # lab-needs: slot-b
 set -euo pipefail
 . "$LAB/lab-lib.sh"

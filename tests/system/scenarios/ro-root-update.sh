@@ -9,6 +9,7 @@
 # lab-timeout: 480
 # lab-needs: v2
 # lab-needs: data-disk
+# lab-root: ro
 set -euo pipefail
 . "$LAB/lab-lib.sh"
 
