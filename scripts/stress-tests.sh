@@ -11,8 +11,8 @@
 #   --ci       instead of a tier: one whole `CI=true bash .ci/run` on a clean clone of HEAD,
 #              with ../shared beside it as CI has it
 #
-# Every run is counted; one line per run (PASS/FAIL, seconds, load average), then
-# "stress: N passed, M failed". A failed run's output is kept (its path is printed).
+# Every run is counted; one line per run (PASS/FAIL, seconds, load average, the path of its
+# output), then "stress: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 here=$PWD
@@ -75,9 +75,9 @@ one_run() {
 passed=0 failed=0
 for n in $(seq 1 "$runs"); do
   start=$(date +%s)
+  # Every run's output is kept: a passing run's figures (per-scenario walls) are wanted too.
   if one_run "$n"; then
-    result=PASS passed=$((passed + 1))
-    rm -f "$logs/run-$n.log"
+    result="PASS (output: $logs/run-$n.log)" passed=$((passed + 1))
   else
     result="FAIL (output: $logs/run-$n.log)" failed=$((failed + 1))
   fi
